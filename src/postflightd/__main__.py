@@ -1,0 +1,3 @@
+from postflightd.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,173 @@
+"""Configuration (SPEC 4.1): TOML, every key optional, unknown keys are errors.
+
+Lookup order: ``--config PATH``, ``$POSTFLIGHTD_CONFIG``, ``ROOT/.postflightd.toml``, the user
+config directory (platformdirs), else built-in defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from postflightd.errors import ConfigError
+from postflightd.findings import Severity, UnknownCodeError, expand_codes
+
+APP_NAME = "postflightd"
+ENV_CONFIG = "POSTFLIGHTD_CONFIG"
+ROOT_CONFIG_NAME = ".postflightd.toml"
+
+
+class _Section(BaseModel):
+    # forbid: a typo in a key must be an error, not silently ignored (SPEC 4.1).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+def _codes(value: list[str]) -> list[str]:
+    try:
+        return sorted(expand_codes(value))
+    except UnknownCodeError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+class ValidationConfig(_Section):
+    select: list[str] = Field(default_factory=list)
+    ignore: list[str] = Field(default_factory=list)
+    strict: bool = False
+    max_file_bytes: int = Field(default=1024 * 1024, gt=0)
+    check_artifacts: bool = True
+    severity: dict[str, Severity] = Field(default_factory=dict)
+
+    _check_select = field_validator("select", "ignore")(_codes)
+
+    @field_validator("severity", mode="before")
+    @classmethod
+    def _severity_codes(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            _codes(list(value))
+            return {
+                str(k).upper(): Severity(v) if v in ("error", "warning") else v
+                for k, v in value.items()
+            }
+        return value
+
+
+class TimeoutsConfig(_Section):
+    research: float = Field(default=3600, gt=0)
+    planning: float = Field(default=1800, gt=0)
+    implementation: float = Field(default=7200, gt=0)
+    simple: float = Field(default=300, gt=0)
+    default: float = Field(default=3600, gt=0)
+
+    def as_mapping(self) -> dict[str, float]:
+        return self.model_dump()
+
+
+class WatchConfig(_Section):
+    roots: list[str] = Field(default_factory=list)
+    observer: Literal["auto", "inotify", "polling"] = "auto"
+    settle_ms: int = Field(default=200, ge=0)
+    rescan_interval_s: float = Field(default=30, gt=0)
+
+
+class StatusMap(_Section):
+    researched: str = "researched"
+    planned: str = "planned"
+    implemented: str = "completed"
+    blocked: str = "blocked"
+
+
+class PostflightConfig(_Section):
+    sync_todo: bool = True
+    state_file: str = "state.json"
+    todo_file: str = "TODO.md"
+    errors_file: str = "errors.json"
+    status_map: StatusMap = Field(default_factory=StatusMap)
+
+
+class JournalConfig(_Section):
+    path: str = ""
+
+
+class LogConfig(_Section):
+    format: Literal["auto", "json", "console"] = "auto"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Config(_Section):
+    specs_dir: str = "specs"
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
+    watch: WatchConfig = Field(default_factory=WatchConfig)
+    postflight: PostflightConfig = Field(default_factory=PostflightConfig)
+    journal: JournalConfig = Field(default_factory=JournalConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+    #: where the configuration came from ("" for built-in defaults); not a TOML key.
+    source: str = Field(default="", exclude=True)
+
+    @field_validator("specs_dir")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        if not value.strip() or Path(value).is_absolute() or ".." in Path(value).parts:
+            raise ValueError("must be a relative path inside the project root, e.g. 'specs'")
+        return value
+
+
+def user_config_path() -> Path:
+    from platformdirs import user_config_path as _ucp
+
+    return _ucp(APP_NAME) / "config.toml"
+
+
+def find_config_file(explicit: str | None, roots: list[Path]) -> Path | None:
+    """The first configuration file of SPEC 4.1's lookup order, or None."""
+    if explicit:
+        return Path(explicit)
+    env = os.environ.get(ENV_CONFIG)
+    if env:
+        return Path(env)
+    for root in roots:
+        candidate = root / ROOT_CONFIG_NAME
+        if candidate.is_file():
+            return candidate
+    user = user_config_path()
+    return user if user.is_file() else None
+
+
+def load_config(explicit: str | None = None, roots: list[Path] | None = None) -> Config:
+    """Load the configuration; a bad file raises ConfigError naming the file and the key."""
+    path = find_config_file(explicit, roots or [])
+    if path is None:
+        return Config()
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid TOML: the file is not UTF-8") from None
+    return parse_config(data, str(path))
+
+
+def parse_config(data: Mapping[str, Any], source: str) -> Config:
+    try:
+        config = Config.model_validate(dict(data))
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors(include_url=False):
+            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            if err["type"] == "extra_forbidden":
+                problems.append(f"unknown key {key!r}")
+            else:
+                msg = err["msg"].removeprefix("Value error, ")
+                problems.append(f"key {key!r}: {msg} (got {err.get('input')!r})")
+        raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
+    return config.model_copy(update={"source": source})

@@ -1,0 +1,351 @@
+"""Finding and reading what postflight works on: metadata files, markers, state.json.
+
+Reading yields values, never exceptions: a metadata file that cannot be used comes back with
+the finding that says why (PF100-PF105); a state.json that cannot be used comes back as a
+``StateView`` whose ``problem`` says why (PF604).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from postflightd.findings import Finding, finding
+from postflightd.rules import ArtifactProbe, ArtifactState, TaskContext
+
+META_NAME: Final = ".return-meta.json"
+MARKER_NAME: Final = ".postflight-pending"
+LOOP_GUARD_NAME: Final = ".postflight-loop-guard"
+TASK_DIR_RE: Final = re.compile(r"(\d+)_(\S+)")
+MAX_MARKER_BYTES: Final = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """What makes 'the same file content' for safe deletion: inode, size, mtime (SPEC 3)."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileIdentity:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One metadata file as read: its bytes and parsed value, or the finding that stopped it."""
+
+    path: Path
+    identity: FileIdentity | None = None
+    raw: bytes | None = None
+    doc: Any = None
+    failure: Finding | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MetaFileRef:
+    """A metadata file found under a specs directory."""
+
+    path: Path
+    task_dir: str
+    #: set when the path is refused without reading it (a symlinked task directory).
+    refused: Finding | None = None
+
+
+def parse_task_dir(name: str) -> tuple[int, str] | None:
+    """``259_prove_completeness`` / ``014_x`` -> (number, slug); None if not of that form."""
+    match = TASK_DIR_RE.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def find_metadata_files(specs_dir: Path) -> Iterator[MetaFileRef]:
+    """Every ``specs/*/.return-meta.json`` one level down, never entering a symlinked dir."""
+    try:
+        entries = sorted(os.scandir(specs_dir), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        meta = Path(entry.path) / META_NAME
+        try:
+            if entry.is_symlink():
+                # Never follow a task directory link (it may lead out of the root), but say so
+                # when it would have held a metadata file.
+                if os.path.lexists(meta):
+                    yield MetaFileRef(
+                        meta,
+                        entry.name,
+                        finding(
+                            "PF100",
+                            "",
+                            f"task directory {entry.name!r} is a symbolic link; it is not "
+                            "followed: move the task directory into the specs directory",
+                        ),
+                    )
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            os.lstat(meta)
+        except OSError:
+            continue
+        yield MetaFileRef(meta, entry.name)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(raw: bytes) -> tuple[Any, str | None]:
+    """(value, None) or (None, why it is not JSON) for a file's bytes."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
+    if text.startswith("\ufeff"):
+        return None, "starts with a byte-order mark: write plain UTF-8 without a BOM"
+    if not text.strip():
+        return None, "the file is empty"
+    try:
+        return json.loads(text, parse_constant=_reject_constant), None
+    except json.JSONDecodeError as exc:
+        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
+        hint = ": the file ends early (truncated, or still being written)" if truncated else ""
+        return None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
+    except ValueError as exc:
+        return None, str(exc)
+    except RecursionError:
+        return None, "JSON nested too deeply to read"
+
+
+def read_metadata(path: Path, max_bytes: int) -> Loaded:
+    """Read one metadata file safely: no symlinks, no FIFOs, bounded size."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return Loaded(path, failure=finding("PF105", "", "the file vanished before it was read"))
+    except OSError as exc:
+        return Loaded(path, failure=_unreadable(exc))
+    if not stat.S_ISREG(st.st_mode):
+        return Loaded(path, failure=finding("PF100", "", _not_regular(st.st_mode)))
+    if st.st_size > max_bytes:
+        return Loaded(path, identity=FileIdentity.of(st), failure=_too_big(st.st_size, max_bytes))
+    try:
+        # O_NOFOLLOW and O_NONBLOCK: if the path was swapped for a link or FIFO since lstat,
+        # fail instead of following it or blocking forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return Loaded(path, failure=finding("PF100", "", _not_regular(stat.S_IFLNK)))
+        return Loaded(path, failure=_unreadable(exc))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return Loaded(path, failure=finding("PF100", "", _not_regular(st.st_mode)))
+        chunks = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        raw = b"".join(chunks)
+    except OSError as exc:
+        return Loaded(path, failure=_unreadable(exc))
+    finally:
+        os.close(fd)
+    identity = FileIdentity.of(st)
+    if len(raw) > max_bytes:
+        return Loaded(path, identity=identity, failure=_too_big(len(raw), max_bytes))
+    doc, problem = parse_json(raw)
+    if problem is not None:
+        return Loaded(path, identity, raw, failure=finding("PF102", "", problem))
+    return Loaded(path, identity, raw, doc)
+
+
+def _not_regular(mode: int) -> str:
+    kind = (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "not a regular file"
+    )
+    return f"the path is {kind}; it is refused and never followed: write a regular file"
+
+
+def _too_big(size: int, limit: int) -> Finding:
+    return finding(
+        "PF101",
+        "",
+        f"file is {size} bytes, over the limit of {limit} (validation.max_file_bytes)",
+    )
+
+
+def _unreadable(exc: OSError) -> Finding:
+    return finding(
+        "PF105", "", f"cannot read the file: {exc.strerror or exc}; check its permissions"
+    )
+
+
+# --- the project: state.json and markers ----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StateView:
+    """state.json as postflight sees it."""
+
+    path: Path
+    exists: bool
+    doc: dict[str, Any] | None = None
+    problem: str | None = None
+    tasks: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.doc is not None
+
+
+def state_shape_problem(doc: object) -> str | None:
+    """Why a parsed state.json is not of the shape of SPEC 1, or None."""
+    if not isinstance(doc, dict):
+        return "the top-level value is not a JSON object"
+    projects = doc.get("active_projects")
+    if not isinstance(projects, list):
+        return '"active_projects" is missing or not an array'
+    for i, task in enumerate(projects):
+        if not isinstance(task, dict):
+            return f"active_projects[{i}] is not an object"
+        number = task.get("project_number")
+        if not isinstance(number, int) or isinstance(number, bool):
+            return f"active_projects[{i}].project_number is missing or not an integer"
+    return None
+
+
+def tasks_by_number(doc: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    return {t["project_number"]: t for t in doc["active_projects"]}
+
+
+def load_state(path: Path) -> StateView:
+    """Read state.json; any problem is described, never raised."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return StateView(path, exists=False, problem=f"{path.name} does not exist")
+    except IsADirectoryError:
+        return StateView(path, exists=True, problem=f"{path.name} is a directory")
+    except OSError as exc:
+        return StateView(path, exists=True, problem=f"cannot read {path.name}: {exc.strerror}")
+    doc, problem = parse_json(raw)
+    if problem is None:
+        problem = state_shape_problem(doc)
+    if problem is not None:
+        return StateView(path, exists=True, problem=f"{path.name}: {problem}")
+    return StateView(path, exists=True, doc=doc, tasks=tasks_by_number(doc))
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """The ``.postflight-pending`` marker a workflow writes before delegating."""
+
+    session_id: str | None = None
+    operation: str | None = None
+    problem: str | None = None
+
+
+def read_marker(task_dir: Path) -> Marker | None:
+    path = task_dir / MARKER_NAME
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MARKER_BYTES:
+        return Marker(problem="not a regular file of reasonable size")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return Marker(problem=f"cannot be read: {exc.strerror}")
+    if not raw.strip():
+        # Some workflows `touch` the marker: it exists but names nothing.
+        return Marker()
+    doc, problem = parse_json(raw)
+    if problem is not None or not isinstance(doc, dict):
+        return Marker(problem=problem or "not a JSON object")
+    sid, op = doc.get("session_id"), doc.get("operation")
+    return Marker(
+        session_id=sid if isinstance(sid, str) and sid else None,
+        operation=op if isinstance(op, str) and op else None,
+    )
+
+
+def task_context(task_dir: Path, state: StateView) -> TaskContext:
+    """What is known of the task a metadata file in ``task_dir`` belongs to."""
+    parsed = parse_task_dir(task_dir.name)
+    number, slug = parsed if parsed else (None, None)
+    marker = read_marker(task_dir)
+    marker_findings: tuple[Finding, ...] = ()
+    if marker is not None and marker.problem is not None:
+        marker_findings = (
+            finding(
+                "PF605",
+                "",
+                f"{MARKER_NAME} {marker.problem}; it is treated as naming no session",
+            ),
+        )
+    return TaskContext(
+        dir_name=task_dir.name,
+        number=number,
+        slug=slug,
+        state_known=state.usable,
+        task=state.tasks.get(number) if number is not None else None,
+        marker_session=marker.session_id if marker else None,
+        marker_operation=marker.operation if marker else None,
+        marker_findings=marker_findings,
+    )
+
+
+def artifact_probe(root: Path) -> ArtifactProbe:
+    """An ArtifactProbe for paths relative to ``root``, resolving symlinks on the way."""
+    root_real = os.path.realpath(root)
+    prefix = root_real.rstrip(os.sep) + os.sep
+    parents: dict[str, str] = {}
+
+    def inside(real: str) -> bool:
+        return real == root_real or real.startswith(prefix)
+
+    def probe(rel: str) -> ArtifactState:
+        head, tail = os.path.split(os.path.join(root_real, rel))
+        # Resolving each parent directory once keeps a 10,000-file scan to one stat per file.
+        parent = parents.get(head)
+        if parent is None:
+            parent = parents[head] = os.path.realpath(head)
+        full = os.path.join(parent, tail) if tail else parent
+        try:
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                full = os.path.realpath(full)
+                st = os.stat(full)
+        except FileNotFoundError:
+            return ArtifactState.OUTSIDE if not inside(full) else ArtifactState.MISSING
+        except OSError:
+            return ArtifactState.MISSING
+        if not inside(full):
+            return ArtifactState.OUTSIDE
+        if not stat.S_ISREG(st.st_mode):
+            return ArtifactState.NOT_A_FILE
+        return ArtifactState.EMPTY if st.st_size == 0 else ArtifactState.OK
+
+    return probe

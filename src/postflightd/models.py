@@ -1,0 +1,150 @@
+"""The metadata file (seed 004, SPEC 2) as pydantic models, and its JSON Schema.
+
+The models are strict about types (``"1"`` is not an integer) and keep unknown keys. Fields
+that the schema requires but postflight does not need are optional here and marked required
+in the generated JSON Schema: a missing one is a PF207 warning, not a parse failure.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Status(StrEnum):
+    IN_PROGRESS = "in_progress"
+    RESEARCHED = "researched"
+    PLANNED = "planned"
+    IMPLEMENTED = "implemented"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+    @property
+    def is_success(self) -> bool:
+        return self in SUCCESS_STATUSES
+
+    @property
+    def is_final(self) -> bool:
+        return self is not Status.IN_PROGRESS
+
+
+SUCCESS_STATUSES: Final = frozenset({Status.RESEARCHED, Status.PLANNED, Status.IMPLEMENTED})
+TROUBLE_STATUSES: Final = frozenset({Status.PARTIAL, Status.FAILED, Status.BLOCKED})
+
+ARTIFACT_TYPES: Final = ("report", "plan", "summary", "implementation")
+MAX_DELEGATION_DEPTH: Final = 3
+
+
+def _schema_requires(*names: str) -> Any:
+    """json_schema_extra that adds schema-required fields the model keeps optional."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        required = list(schema.get("required", []))
+        schema["required"] = required + [n for n in names if n not in required]
+
+    return extra
+
+
+class _Open(BaseModel):
+    # strict: a JSON string is never coerced to a number or a bool.
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+
+class Artifact(_Open):
+    model_config = ConfigDict(json_schema_extra=_schema_requires("type", "summary"))
+
+    path: str = Field(description="Path relative to the project root.")
+    type: str | None = Field(
+        default=None,
+        description="One of report, plan, summary, implementation (research is read as report).",
+        json_schema_extra={"examples": list(ARTIFACT_TYPES)},
+    )
+    summary: str | None = Field(default=None, description="Brief one-sentence description.")
+
+
+class Metadata(_Open):
+    model_config = ConfigDict(
+        json_schema_extra=_schema_requires("agent_type", "delegation_depth", "delegation_path")
+    )
+
+    session_id: str = Field(description="sess_{unix seconds}_{6 lower-case letters or digits}")
+    agent_type: str | None = None
+    delegation_depth: int | None = None
+    delegation_path: list[str] | None = None
+    duration_seconds: float | None = None
+    findings_count: int | None = None
+    phases_completed: int | None = None
+    phases_total: int | None = None
+
+
+class PartialProgress(_Open):
+    stage: str
+    details: str
+    phases_completed: int | None = None
+    phases_total: int | None = None
+
+
+class CompletionData(_Open):
+    completion_summary: str
+    roadmap_items: list[str] | None = None
+    claudemd_suggestions: str | None = None
+
+
+class ReportedError(_Open):
+    model_config = ConfigDict(
+        json_schema_extra=_schema_requires("type", "recoverable", "recommendation")
+    )
+
+    message: str
+    type: str | None = None
+    recoverable: bool | None = None
+    recommendation: str | None = None
+
+
+class MetadataFile(_Open):
+    """``specs/{N}_{SLUG}/.return-meta.json``."""
+
+    model_config = ConfigDict(
+        title="postflightd .return-meta.json",
+        json_schema_extra=_schema_requires(),
+    )
+
+    # Lax on this one field only: strict mode would want a Status instance, not the JSON string.
+    status: Status = Field(strict=False)
+    artifacts: list[Artifact]
+    metadata: Metadata
+    next_steps: str | None = None
+    started_at: str | None = Field(default=None, description="ISO 8601; required for in_progress")
+    partial_progress: PartialProgress | None = None
+    completion_data: CompletionData | None = None
+    errors: list[ReportedError] | None = None
+
+
+#: Known field names per JSON location kind, for unknown-field (PF205) reporting.
+KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "": frozenset(MetadataFile.model_fields),
+    "metadata": frozenset(Metadata.model_fields),
+    "artifacts[]": frozenset(Artifact.model_fields),
+    "errors[]": frozenset(ReportedError.model_fields),
+    "partial_progress": frozenset(PartialProgress.model_fields),
+    "completion_data": frozenset(CompletionData.model_fields),
+}
+
+SCHEMA_ID: Final = "https://postflightd.dev/schema/return-meta.json"
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the metadata file, generated from the models."""
+    schema = MetadataFile.model_json_schema(mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        **schema,
+        "description": (
+            "Metadata an AI coding agent writes to specs/{N}_{SLUG}/.return-meta.json: "
+            "in_progress when it starts, the outcome when it ends. Unknown keys are allowed."
+        ),
+    }

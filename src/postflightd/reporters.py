@@ -1,0 +1,56 @@
+"""Reporters for ``scan``: one function per ``--format``, writing to a stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TextIO
+
+from postflightd.pipeline import ScanReport
+
+
+def report_text(report: ScanReport, out: TextIO) -> None:
+    """``path:CODE severity: message`` per finding, then a summary line."""
+    for file in report.files:
+        for f in file.findings:
+            out.write(f"{file.rel_path}:{f.code} {f.severity.value}: {f.message}\n")
+    s = report.summary()
+    stuck = f", {s['stuck']} stuck" if s["stuck"] else ""
+    out.write(
+        f"{s['files']} file(s): {s['valid']} valid, {s['invalid']} invalid; "
+        f"{s['errors']} error(s), {s['warnings']} warning(s){stuck}\n"
+    )
+
+
+def report_json(report: ScanReport, out: TextIO) -> None:
+    """The object of SPEC 4: roots, files (valid ones included), summary."""
+    json.dump(report.to_json(), out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def _escape_data(text: str) -> str:
+    # GitHub workflow commands: %, CR and LF must be escaped in the message...
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    # ...and additionally ':' and ',' in property values.
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def report_github(report: ScanReport, out: TextIO) -> None:
+    """One workflow command per finding: ``::error file=...,title=PF303::message``."""
+    for file in report.files:
+        for f in file.findings:
+            level = "error" if f.severity.value == "error" else "warning"
+            out.write(
+                f"::{level} file={_escape_property(file.rel_path)},"
+                f"title={_escape_property(f.code)}::{_escape_data(f.message)}\n"
+            )
+
+
+REPORTERS: dict[str, Callable[[ScanReport, TextIO], None]] = {
+    "text": report_text,
+    "json": report_json,
+    "github": report_github,
+}

@@ -1,0 +1,685 @@
+"""The validation rules of SPEC 2.1, as a pure function of a parsed document.
+
+``validate`` takes the parsed JSON value, what is known of the task (``TaskContext``), the
+clock and an artifact probe, and returns findings plus the typed model when the document's
+structure allows one. It never raises on any JSON value: rules read the raw document through
+type-checking accessors, so one wrong type does not hide the rest of the findings.
+
+Order follows seed 003: required fields, status, session, artifacts; then the project checks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from postflightd.findings import Finding, Severity, finding
+from postflightd.lifecycle import operation_of, parse_timestamp, timeout_for
+from postflightd.models import (
+    ARTIFACT_TYPES,
+    KNOWN_FIELDS,
+    MAX_DELEGATION_DEPTH,
+    TROUBLE_STATUSES,
+    MetadataFile,
+    Status,
+)
+
+SESSION_RE: Final = re.compile(r"sess_\d+_[a-z0-9]{6}")
+FUTURE_TOLERANCE: Final = timedelta(minutes=5)
+
+
+class ArtifactState(Enum):
+    OK = "ok"
+    MISSING = "missing"
+    EMPTY = "empty"
+    NOT_A_FILE = "not_a_file"
+    OUTSIDE = "outside"
+
+
+#: Answers what an artifact path (relative to the project root) is on disk.
+ArtifactProbe = Callable[[str], ArtifactState]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What the project knows of the task a metadata file belongs to."""
+
+    dir_name: str
+    number: int | None = None
+    slug: str | None = None
+    #: state.json was read and has the expected shape (checks that need it run).
+    state_known: bool = False
+    #: the task's entry in state.json active_projects, when found.
+    task: Mapping[str, Any] | None = None
+    #: session named by the .postflight-pending marker, if any.
+    marker_session: str | None = None
+    marker_operation: str | None = None
+    marker_findings: tuple[Finding, ...] = ()
+
+    @property
+    def is_meta(self) -> bool | None:
+        """True for a meta task, None when the task's language is unknown."""
+        if self.task is None:
+            return None
+        return self.task.get("language") == "meta"
+
+    @property
+    def expected_session(self) -> tuple[str, str] | None:
+        """(session, where it came from): the marker's, else state.json's (SPEC PF405)."""
+        if self.marker_session:
+            return self.marker_session, ".postflight-pending"
+        if self.task is not None:
+            sid = self.task.get("session_id")
+            if isinstance(sid, str) and sid:
+                return sid, "state.json"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOptions:
+    timeouts: Mapping[str, float]
+    check_artifacts: bool = True
+
+
+@dataclass(slots=True)
+class Validation:
+    """What validating one document found."""
+
+    findings: list[Finding] = field(default_factory=list)
+    model: MetadataFile | None = None
+    status: Status | None = None
+    operation: str | None = None
+    started_at: datetime | None = None
+    timeout_s: float | None = None
+    stuck: bool = False
+
+
+# --- accessors that never raise -------------------------------------------------------------
+
+
+def _obj(doc: Any, key: str) -> dict[str, Any] | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def _list(doc: Any, key: str) -> list[Any] | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, list) else None
+
+
+def _str(doc: Any, key: str) -> str | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _int(doc: Any, key: str) -> int | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _num(doc: Any, key: str) -> float | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _blank(value: object) -> bool:
+    return isinstance(value, str) and not value.strip()
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a Python value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def location(loc: Sequence[str | int]) -> str:
+    """('artifacts', 1, 'path') -> 'artifacts[1].path'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+# --- status suggestions ---------------------------------------------------------------------
+
+_SUCCESS_BY_OPERATION: Final = {
+    "research": Status.RESEARCHED,
+    "planning": Status.PLANNED,
+    "implementation": Status.IMPLEMENTED,
+}
+_SUCCESS_WORDS: Final = frozenset(
+    {"success", "succeeded", "successful", "done", "complete", "completed", "finished", "ok"}
+)
+_STATUS_WORDS: Final = (
+    ("research", Status.RESEARCHED),
+    ("plan", Status.PLANNED),
+    ("implement", Status.IMPLEMENTED),
+    ("progress", Status.IN_PROGRESS),
+    ("running", Status.IN_PROGRESS),
+    ("start", Status.IN_PROGRESS),
+    ("partial", Status.PARTIAL),
+    ("fail", Status.FAILED),
+    ("error", Status.FAILED),
+    ("block", Status.BLOCKED),
+)
+
+
+def suggest_status(raw: str, operation: str | None) -> Status | None:
+    """The status a near-miss such as ``research_done`` or ``success`` probably means."""
+    word = raw.strip().lower().replace("-", "_").replace(" ", "_")
+    close = difflib.get_close_matches(word, [s.value for s in Status], n=1, cutoff=0.75)
+    if close:
+        return Status(close[0])
+    for stem, status in _STATUS_WORDS:
+        if stem in word:
+            return status
+    if word in _SUCCESS_WORDS or any(w in word.split("_") for w in _SUCCESS_WORDS):
+        return _SUCCESS_BY_OPERATION.get(operation or "")
+    return None
+
+
+def _success_hint(operation: str | None) -> str:
+    status = _SUCCESS_BY_OPERATION.get(operation or "")
+    if status is not None:
+        return f'this is a {operation} run, so write "status": "{status.value}"'
+    return 'write "researched", "planned" or "implemented", whichever the run did'
+
+
+# --- structure (pydantic) -------------------------------------------------------------------
+
+_EXPECTED: Final = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+
+#: PF206: text fields postflight needs, which must not be blank.
+_NEEDED_TEXT: Final = (
+    ("metadata", "session_id"),
+    ("partial_progress", "stage"),
+    ("partial_progress", "details"),
+)
+
+
+def _structure(
+    doc: dict[str, Any], operation: str | None
+) -> tuple[list[Finding], MetadataFile | None]:
+    try:
+        return [], MetadataFile.model_validate(doc)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+    missing: list[Finding] = []
+    wrong: list[Finding] = []
+    for err in errors:
+        loc = location(err["loc"])
+        kind = err["type"]
+        value = err.get("input")
+        if kind == "missing":
+            missing.append(finding("PF200", loc, f"missing required field {loc!r}: add it"))
+        elif loc == "status" and isinstance(value, str):
+            wrong.append(_status_finding(value, operation))
+        else:
+            expected = _EXPECTED.get(kind)
+            if expected is None:
+                msg = f"{loc or 'the document'}: {err['msg']}"
+            else:
+                msg = f"{loc} must be {expected}, not {json_type(value)}"
+                if isinstance(value, str) and expected in {
+                    "an integer",
+                    "a number",
+                    "true or false",
+                }:
+                    msg += f" (write {value.strip()} without quotes)"
+            wrong.append(finding("PF201", loc, msg))
+    return missing + wrong, None
+
+
+def _status_finding(value: str, operation: str | None) -> Finding:
+    if value.strip().lower() == "completed":
+        return finding(
+            "PF203",
+            "status",
+            '"completed" is forbidden in the metadata file (it triggers the agent runtime\'s '
+            f"stop behaviour): {_success_hint(operation)}",
+        )
+    valid = ", ".join(s.value for s in Status)
+    guess = suggest_status(value, operation)
+    hint = f'; did you mean "{guess.value}"?' if guess else ""
+    return finding("PF202", "status", f"status {value!r} is not one of {valid}{hint}")
+
+
+def _unknown_fields(doc: dict[str, Any]) -> Iterator[Finding]:
+    def check(obj: object, kind: str, prefix: str) -> Iterator[Finding]:
+        if not isinstance(obj, dict):
+            return
+        known = KNOWN_FIELDS[kind]
+        for key in obj:
+            if key not in known:
+                loc = f"{prefix}.{key}" if prefix else str(key)
+                yield finding("PF205", loc, f"unknown field {loc!r} (kept as is)")
+
+    yield from check(doc, "", "")
+    for kind in ("metadata", "partial_progress", "completion_data"):
+        yield from check(doc.get(kind), kind, kind)
+    for kind in ("artifacts", "errors"):
+        items = _list(doc, kind) or []
+        for i, item in enumerate(items):
+            yield from check(item, f"{kind}[]", f"{kind}[{i}]")
+
+
+def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
+    """PF206 (blank needed text) and PF207 (schema field missing that postflight can spare)."""
+    for parent, key in _NEEDED_TEXT:
+        if _blank((_obj(doc, parent) or {}).get(key)):
+            yield finding("PF206", f"{parent}.{key}", f"{parent}.{key} is blank: fill it in")
+    meta = _obj(doc, "metadata")
+    if meta is not None:
+        for key in ("agent_type", "delegation_depth", "delegation_path"):
+            if meta.get(key) is None:
+                yield finding(
+                    "PF207", f"metadata.{key}", f"metadata.{key} is missing; the schema asks for it"
+                )
+    for i, art in enumerate(_list(doc, "artifacts") or []):
+        if not isinstance(art, dict):
+            continue
+        if _blank(art.get("path")):
+            yield finding("PF206", f"artifacts[{i}].path", "artifact path is blank")
+        for key in ("type", "summary"):
+            if art.get(key) is None:
+                yield finding(
+                    "PF207", f"artifacts[{i}].{key}", f"artifacts[{i}].{key} is missing; add it"
+                )
+    for i, err in enumerate(_list(doc, "errors") or []):
+        if not isinstance(err, dict):
+            continue
+        if _blank(err.get("message")):
+            yield finding(
+                "PF206", f"errors[{i}].message", "error message is blank: say what failed"
+            )
+        for key in ("type", "recoverable", "recommendation"):
+            if err.get(key) is None:
+                yield finding(
+                    "PF207", f"errors[{i}].{key}", f"errors[{i}].{key} is missing; add it"
+                )
+
+
+# --- status-dependent rules (PF3xx) --------------------------------------------------------
+
+
+def _status_rules(
+    doc: dict[str, Any], status: Status, ctx: TaskContext, now: datetime, result: Validation
+) -> Iterator[Finding]:
+    started_raw = doc.get("started_at")
+    if isinstance(started_raw, str):
+        started = parse_timestamp(started_raw)
+        if started is None:
+            yield finding(
+                "PF301",
+                "started_at",
+                f'started_at {started_raw!r} is not ISO 8601; write e.g. "2026-01-28T10:30:00Z"',
+            )
+        elif started - now > FUTURE_TOLERANCE:
+            yield finding(
+                "PF301",
+                "started_at",
+                f"started_at {started_raw} lies in the future: write when the run started (UTC)",
+            )
+        else:
+            result.started_at = started
+    if status is Status.IN_PROGRESS and started_raw is None:
+        yield finding(
+            "PF300",
+            "started_at",
+            "in_progress metadata needs started_at (ISO 8601) so a stuck run can be detected",
+        )
+
+    progress = _obj(doc, "partial_progress")
+    if status in {Status.IN_PROGRESS, Status.PARTIAL} and progress is None:
+        yield finding(
+            "PF302",
+            "partial_progress",
+            f"{status.value} metadata should carry partial_progress (stage, details) "
+            "so the run can be resumed",
+        )
+    if status.is_success and progress is not None:
+        yield finding(
+            "PF308",
+            "partial_progress",
+            f"partial_progress is left over on a {status.value} file; remove it",
+        )
+
+    completion = _obj(doc, "completion_data")
+    if status is Status.IMPLEMENTED:
+        if "completion_data" not in doc:
+            yield finding(
+                "PF303",
+                "completion_data",
+                "implemented needs completion_data with a 1-3 sentence completion_summary",
+            )
+        elif completion is not None and _blank(completion.get("completion_summary")):
+            yield finding(
+                "PF304",
+                "completion_data.completion_summary",
+                "completion_summary is empty: say in 1-3 sentences what was accomplished",
+            )
+        if (
+            ctx.is_meta
+            and completion is not None
+            and not (_str(completion, "claudemd_suggestions") or "").strip()
+        ):
+            yield finding(
+                "PF305",
+                "completion_data.claudemd_suggestions",
+                "meta task implemented without claudemd_suggestions: describe the agent-system "
+                'files changed, or write "none"',
+            )
+    elif "completion_data" in doc:
+        yield finding(
+            "PF309",
+            "completion_data",
+            f"completion_data is only read for implemented, not {status.value}; it is ignored",
+        )
+    if completion is not None and ctx.is_meta is not None:
+        if ctx.is_meta and "roadmap_items" in completion:
+            yield finding(
+                "PF306",
+                "completion_data.roadmap_items",
+                "roadmap_items is for non-meta tasks; this is a meta task",
+            )
+        if not ctx.is_meta and "claudemd_suggestions" in completion:
+            yield finding(
+                "PF306",
+                "completion_data.claudemd_suggestions",
+                "claudemd_suggestions is for meta tasks; this task's language is not meta",
+            )
+
+    if status in TROUBLE_STATUSES and not _list(doc, "errors"):
+        yield finding(
+            "PF307",
+            "errors",
+            f"{status.value} with no errors entry: say what went wrong "
+            "(postflight records a generic error instead)",
+        )
+
+    for parent in ("partial_progress", "metadata"):
+        obj = _obj(doc, parent)
+        done, total = _int(obj, "phases_completed"), _int(obj, "phases_total")
+        if done is not None and (done < 0 or (total is not None and done > total)):
+            yield finding(
+                "PF310",
+                f"{parent}.phases_completed",
+                f"phases_completed {done} must lie between 0 and phases_total ({total})"
+                if total is not None
+                else f"phases_completed {done} is negative",
+            )
+
+
+# --- session and delegation (PF4xx) ---------------------------------------------------------
+
+
+def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
+    meta = _obj(doc, "metadata")
+    if meta is None:
+        return
+    sid = _str(meta, "session_id")
+    if sid and not SESSION_RE.fullmatch(sid):
+        yield finding(
+            "PF400",
+            "metadata.session_id",
+            f"session_id {sid!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
+            "letters or digits}, e.g. sess_1736700000_abc123",
+        )
+    expected = ctx.expected_session
+    if sid and expected is not None and sid != expected[0]:
+        yield finding(
+            "PF405",
+            "metadata.session_id",
+            f"session_id {sid!r} is not the delegated session {expected[0]!r} "
+            f"(from {expected[1]}): return the session_id you were given",
+        )
+    depth = _int(meta, "delegation_depth")
+    if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
+        yield finding(
+            "PF401",
+            "metadata.delegation_depth",
+            f"delegation_depth {depth} is outside 0..{MAX_DELEGATION_DEPTH}: the delegation "
+            "chain is too deep; return to the caller instead of delegating further",
+        )
+    path = _list(meta, "delegation_path")
+    names = [p for p in path or [] if isinstance(p, str)]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            yield finding(
+                "PF402",
+                "metadata.delegation_path",
+                f"delegation_path names {name!r} twice: a delegation cycle",
+            )
+            break
+        seen.add(name)
+    if path is not None and depth is not None and len(path) >= 2 and depth != len(path) - 2:
+        yield finding(
+            "PF403",
+            "metadata.delegation_depth",
+            f"delegation_depth {depth} does not match delegation_path "
+            f"({len(path)} entries means depth {len(path) - 2})",
+        )
+    agent = _str(meta, "agent_type")
+    if agent and names and names[-1] != agent:
+        yield finding(
+            "PF404",
+            "metadata.agent_type",
+            f"agent_type {agent!r} is not the last entry of delegation_path ({names[-1]!r})",
+        )
+    duration = _num(meta, "duration_seconds")
+    if duration is not None and duration < 0:
+        yield finding("PF406", "metadata.duration_seconds", "duration_seconds is negative")
+
+
+# --- artifacts (PF5xx) ----------------------------------------------------------------------
+
+
+def _artifact_rules(
+    doc: dict[str, Any], status: Status, probe: ArtifactProbe | None
+) -> Iterator[Finding]:
+    artifacts = _list(doc, "artifacts")
+    if artifacts is None:
+        return
+    if status.is_success and not artifacts:
+        yield finding(
+            "PF500",
+            "artifacts",
+            f"status {status.value} with no artifacts: a phantom operation; list the files "
+            "the run created, or report partial/failed",
+        )
+    # A missing or empty artifact blocks a success outcome; for other statuses it is expected.
+    disk_severity = Severity.ERROR if status.is_success else Severity.WARNING
+    seen: set[str] = set()
+    for i, art in enumerate(artifacts):
+        if not isinstance(art, dict):
+            continue
+        loc = f"artifacts[{i}]"
+        kind = _str(art, "type")
+        if kind is not None and kind not in ARTIFACT_TYPES:
+            note = "read as report" if kind == "research" else "linked as written"
+            yield finding(
+                "PF204",
+                f"{loc}.type",
+                f"artifact type {kind!r} is not one of {', '.join(ARTIFACT_TYPES)} ({note})",
+            )
+        path = _str(art, "path")
+        if not path or not path.strip():
+            continue
+        if path in seen:
+            yield finding("PF504", f"{loc}.path", f"artifact {path!r} is listed twice")
+        seen.add(path)
+        if _lexically_outside(path):
+            yield finding(
+                "PF501",
+                f"{loc}.path",
+                f"artifact path {path!r} must be relative to the project root and stay inside it",
+            )
+            continue
+        if probe is None:
+            continue
+        state = probe(path)
+        if state is ArtifactState.OUTSIDE:
+            yield finding(
+                "PF501",
+                f"{loc}.path",
+                f"artifact path {path!r} resolves outside the project root (through a symlink)",
+            )
+        elif state is ArtifactState.MISSING:
+            yield finding(
+                "PF502",
+                f"{loc}.path",
+                f"artifact {path!r} does not exist: write it, or fix the path "
+                "(relative to the project root)",
+                disk_severity,
+            )
+        elif state is ArtifactState.NOT_A_FILE:
+            yield finding(
+                "PF502", f"{loc}.path", f"artifact {path!r} is not a regular file", disk_severity
+            )
+        elif state is ArtifactState.EMPTY:
+            yield finding(
+                "PF503",
+                f"{loc}.path",
+                f"artifact {path!r} is empty: write its content",
+                disk_severity,
+            )
+
+
+def _lexically_outside(path: str) -> bool:
+    if path.startswith(("/", "\\", "~")) or re.match(r"[A-Za-z]:[\\/]", path):
+        return True
+    depth = 0
+    for part in re.split(r"[\\/]+", path):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in {"", "."}:
+            depth += 1
+    return False
+
+
+# --- the project (PF6xx) --------------------------------------------------------------------
+
+
+def _project_rules(
+    doc: dict[str, Any], status: Status | None, ctx: TaskContext, now: datetime, result: Validation
+) -> Iterator[Finding]:
+    if ctx.state_known and ctx.number is not None:
+        if ctx.task is None:
+            yield finding(
+                "PF600",
+                "",
+                f"task {ctx.number} is not in state.json active_projects: "
+                "create the task first, or fix the directory name",
+            )
+        else:
+            name = ctx.task.get("project_name")
+            if isinstance(name, str) and ctx.slug is not None and name != ctx.slug:
+                yield finding(
+                    "PF601",
+                    "",
+                    f"directory slug {ctx.slug!r} differs from the task's project_name {name!r}",
+                )
+    if status is Status.IN_PROGRESS and result.started_at is not None and result.timeout_s:
+        elapsed = (now - result.started_at).total_seconds()
+        if elapsed > result.timeout_s:
+            result.stuck = True
+            yield finding(
+                "PF602",
+                "started_at",
+                f"agent stuck: in_progress for {_duration(elapsed)}, past the "
+                f"{result.operation} timeout of {_duration(result.timeout_s)}; the agent "
+                "probably died: resume or restart the run",
+            )
+
+
+def _duration(seconds: float) -> str:
+    s = int(seconds)
+    if s >= 86400:
+        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def validate(
+    doc: object,
+    ctx: TaskContext,
+    now: datetime,
+    options: RuleOptions,
+    probe: ArtifactProbe | None = None,
+) -> Validation:
+    """Every finding of SPEC 2.1 (PF103-PF602) for one parsed document."""
+    result = Validation()
+    if not isinstance(doc, dict):
+        result.findings.append(
+            finding(
+                "PF103",
+                "",
+                f"the file holds {json_type(doc)}, not a JSON object: write one object "
+                '{"status": ..., "artifacts": [...], "metadata": {...}}',
+            )
+        )
+        return result
+    meta = _obj(doc, "metadata") or {}
+    result.operation = operation_of(
+        meta.get("delegation_path"), meta.get("agent_type"), ctx.marker_operation
+    )
+    result.timeout_s = timeout_for(result.operation, options.timeouts)
+
+    structural, result.model = _structure(doc, result.operation)
+    out = result.findings
+    out.extend(structural)
+    out.extend(_schema_fields(doc))
+    raw_status = doc.get("status")
+    if isinstance(raw_status, str) and raw_status in Status.__members__.values():
+        result.status = Status(raw_status)
+    if result.status is not None:
+        out.extend(_status_rules(doc, result.status, ctx, now, result))
+    out.extend(_session_rules(doc, ctx))
+    out.extend(ctx.marker_findings)
+    if result.status is not None:
+        probe_or_none = probe if options.check_artifacts else None
+        out.extend(_artifact_rules(doc, result.status, probe_or_none))
+    out.extend(_project_rules(doc, result.status, ctx, now, result))
+    out.extend(_unknown_fields(doc))
+    return result
