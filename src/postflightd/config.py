@@ -132,10 +132,20 @@ def find_config_file(explicit: str | None, roots: list[Path]) -> Path | None:
         return Path(env)
     for root in roots:
         candidate = root / ROOT_CONFIG_NAME
-        if candidate.is_file():
+        if _is_file(candidate):
             return candidate
     user = user_config_path()
-    return user if user.is_file() else None
+    return user if _is_file(user) else None
+
+
+def _is_file(path: Path) -> bool:
+    # pathlib's is_file() raises on EACCES (only ENOENT-like errors mean False).
+    try:
+        return path.is_file()
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: cannot check for a configuration file: {exc.strerror}"
+        ) from None
 
 
 def load_config(explicit: str | None = None, roots: list[Path] | None = None) -> Config:

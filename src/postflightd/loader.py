@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from postflightd.errors import UsageError
 from postflightd.findings import Finding, finding
 from postflightd.rules import ArtifactProbe, ArtifactState, TaskContext
 
@@ -76,6 +77,12 @@ def find_metadata_files(specs_dir: Path) -> Iterator[MetaFileRef]:
         entries = sorted(os.scandir(specs_dir), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
         return
+    except OSError as exc:
+        # Not a per-file finding: an unlistable specs directory would look empty, and an
+        # empty scan passes CI.
+        raise UsageError(
+            f"{specs_dir}: cannot list the specs directory: {exc.strerror}; check its permissions"
+        ) from None
     for entry in entries:
         meta = Path(entry.path) / META_NAME
         try:
