@@ -1,0 +1,664 @@
+"""The pure postflight transformation (SPEC 3): a metadata file's outcome applied to state.json.
+
+No I/O: documents in, documents out, and the clock is an argument. The store writes what this
+module returns; ``todo.py`` applies the ``TodoEdit`` it describes to TODO.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+from typing import Any, Final, NamedTuple
+
+from postflightd.models import Artifact, MetadataFile, Status
+
+#: The state.json status each outcome moves the task to, when ``status_map`` omits it.
+DEFAULT_STATUS_MAP: Final[Mapping[str, str]] = {
+    Status.RESEARCHED: "researched",
+    Status.PLANNED: "planned",
+    Status.IMPLEMENTED: "completed",
+    Status.BLOCKED: "blocked",
+}
+
+#: The task key stamped with the time of each success outcome.
+TIMESTAMP_FIELDS: Final[Mapping[Status, str]] = {
+    Status.RESEARCHED: "researched",
+    Status.PLANNED: "planned",
+    Status.IMPLEMENTED: "completed",
+}
+
+#: Outcomes that link their artifacts into the task (SPEC 3 table: failed and blocked do not).
+LINKING_STATUSES: Final = frozenset(
+    {Status.RESEARCHED, Status.PLANNED, Status.IMPLEMENTED, Status.PARTIAL}
+)
+
+#: Outcomes whose errors go to errors.json.
+ERROR_STATUSES: Final = frozenset({Status.PARTIAL, Status.FAILED, Status.BLOCKED})
+
+#: The ``type`` of the record written for a partial/failed/blocked file with no ``errors``
+#: (PF307): the agent gave up without saying why, so the record says only that.
+UNREPORTED_ERROR_TYPE: Final = "unreported_error"
+
+#: Metadata artifact type -> the type task lists use (they say "research", not "report").
+_STORED_TYPE: Final[Mapping[str, str]] = {"report": "research"}
+
+#: Stored artifact type -> TODO.md link label.
+LINK_LABELS: Final[Mapping[str, str]] = {
+    "research": "Research",
+    "plan": "Plan",
+    "summary": "Summary",
+}
+
+_COMPLETION_KEYS: Final = ("completion_summary", "roadmap_items", "claudemd_suggestions")
+
+
+@dataclass(frozen=True, slots=True)
+class TodoEdit:
+    """What TODO.md needs for one task: a status marker, link lines, a completion date."""
+
+    task: int
+    #: e.g. "COMPLETED" (no brackets); None leaves the Status line alone.
+    marker: str | None
+    #: label -> markdown link, e.g. {"Research": "[research-001.md](specs/259_x/reports/...)"}
+    links: Mapping[str, str] = field(default_factory=dict)
+    #: "YYYY-MM-DD" for the "- **Completed**:" line, or None.
+    completed: str | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.marker is None and not self.links and self.completed is None
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """The result of applying one outcome."""
+
+    #: the new state.json document; unchanged parts are shared with the input, never mutated.
+    state: dict[str, Any]
+    #: None when TODO.md needs no change.
+    todo: TodoEdit | None
+    #: errors.json records to add (before de-duplication by ``merge_errors``).
+    errors: list[dict[str, Any]]
+    #: the state differs from the input.
+    changed: bool
+
+
+def iso_timestamp(now: datetime) -> str:
+    """``2026-01-08T14:30:00Z``: UTC, whole seconds (a naive ``now`` is taken as UTC)."""
+    return _utc(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _utc(now: datetime) -> datetime:
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
+def todo_marker(status: str) -> str:
+    """The TODO.md marker of a state.json status: ``not_started`` -> ``NOT STARTED``."""
+    return status.strip().upper().replace("_", " ")
+
+
+def stored_artifact(artifact: Artifact) -> dict[str, Any]:
+    """The task-list entry of an artifact: ``{"type", "path", "summary"}``, Nones omitted."""
+    entry: dict[str, Any] = {}
+    if artifact.type is not None:
+        entry["type"] = _STORED_TYPE.get(artifact.type, artifact.type)
+    entry["path"] = artifact.path
+    if artifact.summary is not None:
+        entry["summary"] = artifact.summary
+    return entry
+
+
+def markdown_link(path: str) -> str:
+    """``[name](path)``; a target with spaces or parentheses is wrapped in ``<>`` (CommonMark)."""
+    name = PurePosixPath(path).name or path
+    name = name.replace("[", r"\[").replace("]", r"\]")
+    target = f"<{path}>" if re.search(r"[\s()<>]", path) else path
+    return f"[{name}]({target})"
+
+
+def find_task(state: Mapping[str, Any], task: int) -> int:
+    """Index of the task in ``active_projects``; KeyError when it is not listed."""
+    projects = state.get("active_projects")
+    if isinstance(projects, list):
+        for index, entry in enumerate(projects):
+            # bool is an int subclass: `true` is not task 1.
+            number = entry.get("project_number") if isinstance(entry, dict) else None
+            if isinstance(number, int) and not isinstance(number, bool) and number == task:
+                return index
+    raise KeyError(f"task {task} is not in state.json active_projects")
+
+
+def _merge_artifacts(entry: dict[str, Any], artifacts: Sequence[Artifact]) -> None:
+    current = entry.get("artifacts")
+    listed: list[Any] = list(current) if isinstance(current, list) else []
+    for artifact in artifacts:
+        new = stored_artifact(artifact)
+        for index, old in enumerate(listed):
+            if isinstance(old, dict) and old.get("path") == artifact.path:
+                listed[index] = new
+                break
+        else:
+            listed.append(new)
+    entry["artifacts"] = listed
+
+
+def _phases_completed(meta: MetadataFile) -> int | None:
+    if meta.partial_progress is not None and meta.partial_progress.phases_completed is not None:
+        return meta.partial_progress.phases_completed
+    return meta.metadata.phases_completed
+
+
+def _todo_edit(
+    task: int, meta: MetadataFile, new_status: str | None, now: datetime
+) -> TodoEdit | None:
+    links: dict[str, str] = {}
+    if meta.status in LINKING_STATUSES:
+        for artifact in meta.artifacts:
+            kind = stored_artifact(artifact).get("type")
+            label = LINK_LABELS.get(kind) if isinstance(kind, str) else None
+            if label is not None:
+                links[label] = markdown_link(artifact.path)  # the last of each type wins
+    edit = TodoEdit(
+        task=task,
+        marker=todo_marker(new_status) if new_status is not None else None,
+        links=links,
+        completed=_utc(now).date().isoformat() if meta.status is Status.IMPLEMENTED else None,
+    )
+    return None if edit.is_empty else edit
+
+
+def _severity(status: Status) -> str:
+    # A partial run can resume where it stopped; a failed or blocked one needs someone.
+    return "medium" if status is Status.PARTIAL else "high"
+
+
+def _outcome_errors(
+    meta: MetadataFile, *, task: int, file: str, now: datetime, first_n: int
+) -> list[dict[str, Any]]:
+    common: dict[str, Any] = {
+        "session": meta.metadata.session_id,
+        "task": task,
+        "agent_type": meta.metadata.agent_type,
+        "file": file,
+        "delegation_path": meta.metadata.delegation_path,
+        "now": now,
+        "severity": _severity(meta.status),
+    }
+    if not meta.errors:
+        details = ""
+        if meta.partial_progress is not None:
+            details = (
+                f" Last progress: stage {meta.partial_progress.stage!r}:"
+                f" {meta.partial_progress.details}"
+            )
+        return [
+            error_record(
+                UNREPORTED_ERROR_TYPE,
+                f"The agent ended with status {meta.status.value!r} without reporting any "
+                f"error, so the cause is unknown.{details}",
+                n=first_n,
+                suggested_action=meta.next_steps
+                or "Read the agent's session output to find the cause, then re-run the operation.",
+                **common,
+            )
+        ]
+    return [
+        error_record(
+            error.type or meta.status.value,
+            error.message,
+            n=first_n + offset,
+            recoverable=error.recoverable if error.recoverable is not None else True,
+            suggested_action=error.recommendation or meta.next_steps or "",
+            **common,
+        )
+        for offset, error in enumerate(meta.errors)
+    ]
+
+
+def apply_outcome(
+    state: Mapping[str, Any],
+    meta: MetadataFile,
+    *,
+    task: int,
+    file: str,
+    now: datetime,
+    status_map: Mapping[str, str],
+    first_n: int = 1,
+) -> Applied:
+    """Apply a final metadata file to the state.json document (SPEC 3 table).
+
+    ``file`` is the metadata file's path as errors.json should name it; ``first_n`` numbers
+    the error records' ids (``err_{unix}_{n}``). Raises ValueError for an ``in_progress``
+    file (not an outcome) and KeyError when the task is not in ``active_projects``.
+    """
+    if not meta.status.is_final:
+        raise ValueError("an in_progress metadata file has no outcome to apply")
+    index = find_task(state, task)
+    projects: list[Any] = state["active_projects"]
+    old_entry: dict[str, Any] = projects[index]
+    # Copy on write: only the task that changes is copied, so a fold over a 1,000-task
+    # state.json (group commit) does not deep-copy it once per file.
+    entry = copy.deepcopy(old_entry)
+
+    status = meta.status
+    new_status: str | None = None
+    if status in DEFAULT_STATUS_MAP:
+        new_status = status_map.get(status.value, DEFAULT_STATUS_MAP[status])
+        entry["status"] = new_status
+    stamp = iso_timestamp(now)
+    if status in TIMESTAMP_FIELDS:
+        entry[TIMESTAMP_FIELDS[status]] = stamp
+    if status in LINKING_STATUSES:
+        _merge_artifacts(entry, meta.artifacts)
+    if status is Status.IMPLEMENTED and meta.completion_data is not None:
+        for key in _COMPLETION_KEYS:
+            value = getattr(meta.completion_data, key)
+            if value is not None:
+                entry[key] = copy.deepcopy(value)
+    if status is Status.PARTIAL:
+        done = _phases_completed(meta)
+        if done is not None:
+            entry["resume_phase"] = done + 1
+    entry["last_updated"] = stamp
+    entry["session_id"] = meta.metadata.session_id
+
+    errors = (
+        _outcome_errors(meta, task=task, file=file, now=now, first_n=first_n)
+        if status in ERROR_STATUSES
+        else []
+    )
+    changed = entry != old_entry
+    new_state = dict(state)
+    if changed:
+        new_projects = list(projects)
+        new_projects[index] = entry
+        new_state["active_projects"] = new_projects
+    return Applied(
+        state=new_state,
+        todo=_todo_edit(task, meta, new_status, now),
+        errors=errors,
+        changed=changed,
+    )
+
+
+def apply_outcomes(
+    state: Mapping[str, Any],
+    items: Sequence[tuple[MetadataFile, int, str]],
+    *,
+    now: datetime,
+    status_map: Mapping[str, str],
+) -> tuple[dict[str, Any], list[TodoEdit], list[dict[str, Any]]]:
+    """Fold many ``(meta, task, file)`` outcomes over one state document (group commit).
+
+    Returns the new state, the TODO.md edits in order (apply them one after the other) and
+    the errors.json records, numbered so their ids differ within the batch.
+    """
+    current: dict[str, Any] = dict(state)
+    edits: list[TodoEdit] = []
+    errors: list[dict[str, Any]] = []
+    for meta, task, file in items:
+        applied = apply_outcome(
+            current,
+            meta,
+            task=task,
+            file=file,
+            now=now,
+            status_map=status_map,
+            first_n=len(errors) + 1,
+        )
+        current = applied.state
+        if applied.todo is not None:
+            edits.append(applied.todo)
+        errors.extend(applied.errors)
+    return current, edits, errors
+
+
+def error_record(
+    kind: str,
+    message: str,
+    *,
+    session: str | None,
+    task: int | None,
+    agent_type: str | None,
+    file: str,
+    delegation_path: Sequence[str] | None,
+    now: datetime,
+    n: int,
+    severity: str = "high",
+    recoverable: bool = True,
+    suggested_action: str = "",
+) -> dict[str, Any]:
+    """One errors.json record (SPEC 3, seed 001)."""
+    path = list(delegation_path) if delegation_path is not None else None
+    # delegation_path = [orchestrator, command, agent, ...]: the agent at depth d is entry d+1.
+    failed_at_depth = len(path) - 2 if path is not None and len(path) >= 2 else None
+    return {
+        "id": f"err_{int(_utc(now).timestamp())}_{n}",
+        "timestamp": iso_timestamp(now),
+        "type": kind,
+        "severity": severity,
+        "message": message,
+        "context": {
+            "session_id": session,
+            "task": task,
+            "agent_type": agent_type,
+            "file": file,
+        },
+        "trajectory": {"delegation_path": path, "failed_at_depth": failed_at_depth},
+        "recovery": {"suggested_action": suggested_action, "auto_recoverable": recoverable},
+        "fix_status": "unfixed",
+    }
+
+
+def _error_key(record: Mapping[str, Any]) -> tuple[str, str, str]:
+    context = record.get("context")
+    session = context.get("session_id") if isinstance(context, Mapping) else None
+    # json.dumps makes the key hashable and total even for odd hand-written records.
+    return (
+        json.dumps(session, sort_keys=True),
+        json.dumps(record.get("type"), sort_keys=True),
+        json.dumps(record.get("message"), sort_keys=True),
+    )
+
+
+_ID_RE: Final = re.compile(r"^(err_\d+_)(\d+)$")
+
+
+def merge_errors(
+    existing: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """Append the records of ``new`` not already present (same session, type and message).
+
+    Returns the merged list and how many were added. An added record whose id is already
+    taken (two commits in the same second) gets the next free ``n``, so ids stay unique.
+    """
+    merged: list[dict[str, Any]] = [dict(record) for record in existing]
+    seen = {_error_key(record) for record in merged}
+    ids = {record.get("id") for record in merged}
+    added = 0
+    for record in new:
+        key = _error_key(record)
+        if key in seen:
+            continue
+        copied = copy.deepcopy(dict(record))
+        record_id = copied.get("id")
+        match = _ID_RE.match(record_id) if isinstance(record_id, str) else None
+        if match is not None:
+            n = int(match.group(2))
+            while record_id in ids:
+                n += 1
+                record_id = f"{match.group(1)}{n}"
+            copied["id"] = record_id
+        merged.append(copied)
+        seen.add(key)
+        ids.add(copied.get("id"))
+        added += 1
+    return merged, added
+
+
+# --- rendering state.json with its formatting kept (SPEC 3.1) ---------------------------------
+
+_WS: Final = " \t\n\r"
+_DECODER: Final = json.JSONDecoder()
+_KEY_SEP_RE: Final = re.compile(r'"\s*:( ?)')
+_ITEM_SEP_RE: Final = re.compile(r'["\d\]}el],( ?)["\d\[{tfn-]')
+_SEPARATORS: Final = ((", ", ": "), (",", ":"), (",", ": "), (", ", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Style:
+    indent: str | None  # None: one-line JSON
+    item_sep: str
+    key_sep: str
+    ensure_ascii: bool
+    newline: str
+
+    def dump(self, value: Any, base: str = "") -> str:
+        """``value`` as JSON in this style, continuation lines prefixed with ``base``."""
+        text = json.dumps(
+            value,
+            indent=self.indent,
+            separators=(self.item_sep if self.indent is None else ",", self.key_sep),
+            ensure_ascii=self.ensure_ascii,
+        )
+        if self.indent is None:
+            return text
+        return text.replace("\n", self.newline + base)
+
+    def compact(self, span: str) -> _Style:
+        """This style on one line, with the separators ``span`` uses."""
+        key = _KEY_SEP_RE.search(span)
+        item = _ITEM_SEP_RE.search(span)
+        return _Style(
+            None,
+            "," + item.group(1) if item else self.item_sep,
+            ":" + key.group(1) if key else self.key_sep,
+            self.ensure_ascii,
+            self.newline,
+        )
+
+
+class _IrregularError(Exception):
+    """The text cannot be spliced safely: fall back to a full dump."""
+
+
+def _detect_style(text: str, body: str) -> _Style:
+    newline = "\r\n" if "\r\n" in text else "\n"
+    # Keep \u escapes only when the file was written that way (Python's default dump).
+    escaped = body.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", body) is not None
+    if "\n" not in body:
+        return _Style(None, ", ", ": ", escaped, newline).compact(body)
+    indent = ""
+    for line in body.split("\n")[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            indent = line[: len(line) - len(stripped)]
+            break
+    key = _KEY_SEP_RE.search(body)
+    return _Style(indent, ", ", ":" + (key.group(1) if key else " "), escaped, newline)
+
+
+def _skip_ws(text: str, index: int) -> int:
+    while index < len(text) and text[index] in _WS:
+        index += 1
+    return index
+
+
+def _decode(text: str, start: int) -> tuple[Any, int]:
+    try:
+        return _DECODER.raw_decode(text, start)
+    except json.JSONDecodeError as exc:
+        raise _IrregularError from exc
+
+
+class _Span(NamedTuple):
+    """Where one member of an object (or element of an array) is written."""
+
+    head: int  # the key's opening quote (an element's start, in an array)
+    start: int  # the value
+    end: int
+    value: Any
+    key: str = ""
+
+
+def _object_members(text: str, start: int) -> tuple[list[_Span], int]:
+    """The members of the object at ``text[start]``, and the index after its ``}``."""
+    members: list[_Span] = []
+    index = _skip_ws(text, start + 1)
+    if text.startswith("}", index):
+        return members, index + 1
+    while True:
+        if not text.startswith('"', index):
+            raise _IrregularError
+        head = index
+        key, index = _decode(text, index)
+        index = _skip_ws(text, index)
+        if not text.startswith(":", index):
+            raise _IrregularError
+        value_start = _skip_ws(text, index + 1)
+        value, value_end = _decode(text, value_start)
+        members.append(_Span(head, value_start, value_end, value, key))
+        index = _skip_ws(text, value_end)
+        if text.startswith(",", index):
+            index = _skip_ws(text, index + 1)
+        elif text.startswith("}", index):
+            return members, index + 1
+        else:
+            raise _IrregularError
+
+
+def _array_items(text: str, start: int) -> list[_Span]:
+    """The elements of the array at ``text[start]``."""
+    items: list[_Span] = []
+    index = _skip_ws(text, start + 1)
+    if text.startswith("]", index):
+        return items
+    while True:
+        value, end = _decode(text, index)
+        items.append(_Span(index, index, end, value))
+        index = _skip_ws(text, end)
+        if text.startswith(",", index):
+            index = _skip_ws(text, index + 1)
+        elif text.startswith("]", index):
+            return items
+        else:
+            raise _IrregularError
+
+
+def _line_indent(text: str, index: int) -> str:
+    """The leading whitespace of the line holding ``text[index]``."""
+    line = text[text.rfind("\n", 0, index) + 1 : index]
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _own_line(text: str, index: int) -> bool:
+    return not text[text.rfind("\n", 0, index) + 1 : index].strip(" \t")
+
+
+def _same(old: Any, new: Any) -> bool:
+    # 1 == 1.0 == True in Python, but they are written differently.
+    return old is new or (type(old) is type(new) and old == new)
+
+
+def _context_style(span: str, value: Any, inherited: _Style) -> _Style:
+    """The style of a value's contents: its own layout when it is a non-empty container
+    (a one-line object stays on one line), else the layout around it."""
+    if isinstance(value, (dict, list)) and value and "\n" not in span:
+        return inherited.compact(span)
+    return inherited
+
+
+def _appended(text: str, last: _Span, dumped: Sequence[str], style: _Style) -> str:
+    """Text of members or elements appended after the last one, laid out like it."""
+    if style.indent is not None and _own_line(text, last.head):
+        lead = "," + style.newline + _line_indent(text, last.head)
+    else:
+        lead = style.item_sep
+    return "".join(lead + part for part in dumped)
+
+
+def _splice_spans(
+    text: str, start: int, spans: Sequence[_Span], news: Sequence[Any], style: _Style
+) -> list[str]:
+    """The container's text up to the end of its last span, each span spliced with its new value."""
+    parts = [text[start : spans[0].start]]
+    for position, (span, new) in enumerate(zip(spans, news, strict=True)):
+        if position:
+            parts.append(text[spans[position - 1].end : span.start])
+        parts.append(_splice(text, span.start, span.end, span.value, new, style))
+    return parts
+
+
+def _splice_object(
+    text: str, start: int, end: int, new: dict[str, Any], style: _Style
+) -> str | None:
+    members, _ = _object_members(text, start)
+    keys = [member.key for member in members]
+    # Duplicate keys, removed keys or a new order: the caller rewrites the whole value.
+    if len(set(keys)) != len(keys) or list(new)[: len(keys)] != keys:
+        return None
+    parts = _splice_spans(text, start, members, [new[key] for key in keys], style)
+    extra = list(new)[len(keys) :]
+    if extra:
+        base = _line_indent(text, members[-1].head)
+        dumped = [style.dump(key) + style.key_sep + style.dump(new[key], base) for key in extra]
+        parts.append(_appended(text, members[-1], dumped, style))
+    parts.append(text[members[-1].end : end])
+    return "".join(parts)
+
+
+def _splice_array(text: str, start: int, end: int, new: list[Any], style: _Style) -> str | None:
+    items = _array_items(text, start)
+    # Removed elements: the caller rewrites the whole array.
+    if len(new) < len(items):
+        return None
+    parts = _splice_spans(text, start, items, new[: len(items)], style)
+    extra = new[len(items) :]
+    if extra:
+        last = items[-1]
+        # A new element looks like its predecessor: one line if that one was.
+        sibling = _context_style(text[last.start : last.end], last.value, style)
+        base = _line_indent(text, last.head)
+        parts.append(_appended(text, last, [sibling.dump(v, base) for v in extra], style))
+    parts.append(text[items[-1].end : end])
+    return "".join(parts)
+
+
+def _splice(text: str, start: int, end: int, old: Any, new: Any, around: _Style) -> str:
+    """The text of ``new`` for the value ``old`` written at ``text[start:end]``.
+
+    ``around`` is the layout of the enclosing container. Unchanged values keep their bytes;
+    changed containers of the same shape are spliced member by member; anything else is
+    dumped in the layout of its place.
+    """
+    if _same(old, new):
+        return text[start:end]
+    own = _context_style(text[start:end], old, around)
+    spliced: str | None = None
+    if isinstance(old, dict) and old and isinstance(new, dict):
+        spliced = _splice_object(text, start, end, new, own)
+    elif isinstance(old, list) and old and isinstance(new, list):
+        spliced = _splice_array(text, start, end, new, own)
+    if spliced is not None:
+        return spliced
+    return own.dump(new, _line_indent(text, start))
+
+
+def render_state(original_text: str, original: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The text of ``new`` formatted like ``original_text``, the file ``original`` was read from.
+
+    Key order, indentation (spaces or tabs), non-ASCII text and the trailing newline are kept,
+    and only the values that changed are rewritten, so a postflight diff touches only the
+    task it changed (SPEC 3.1). The splice compares ``new`` with the text itself, so an
+    ``original`` that does not match the text cannot corrupt the result.
+    """
+    start = _skip_ws(original_text, 0)
+    end = len(original_text.rstrip(_WS))
+    body = original_text[start:end]
+    style = _detect_style(original_text, body)
+    trailing = style.newline if end < len(original_text) else ""
+    new_doc = dict(new)
+    try:
+        spliced = _splice_document(original_text, start, end, new_doc, style)
+    except _IrregularError:
+        spliced = None
+    if spliced is None:
+        return style.dump(new_doc) + trailing
+    return original_text[:start] + spliced + original_text[end:]
+
+
+def _splice_document(
+    text: str, start: int, end: int, new: dict[str, Any], style: _Style
+) -> str | None:
+    if not text.startswith("{", start):
+        return None
+    members, object_end = _object_members(text, start)
+    # Trailing garbage or an empty object: nothing worth keeping.
+    if object_end != end or not members:
+        return None
+    return _splice_object(text, start, end, new, style)
