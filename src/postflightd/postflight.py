@@ -377,9 +377,14 @@ def merge_errors(
     Returns the merged list and how many were added. An added record whose id is already
     taken (two commits in the same second) gets the next free ``n``, so ids stay unique.
     """
-    merged: list[dict[str, Any]] = [dict(record) for record in existing]
-    seen = {_error_key(record) for record in merged}
-    ids = {record.get("id") for record in merged}
+    # Existing entries are kept exactly as they are, even ones another tool wrote oddly.
+    merged: list[Any] = list(existing)
+    seen = {_error_key(record) for record in merged if isinstance(record, Mapping)}
+    ids = {
+        record["id"]
+        for record in merged
+        if isinstance(record, Mapping) and isinstance(record.get("id"), str)
+    }
     added = 0
     for record in new:
         key = _error_key(record)
@@ -396,7 +401,8 @@ def merge_errors(
             copied["id"] = record_id
         merged.append(copied)
         seen.add(key)
-        ids.add(copied.get("id"))
+        if isinstance(record_id, str):
+            ids.add(record_id)
         added += 1
     return merged, added
 
@@ -463,12 +469,6 @@ def _detect_style(text: str, body: str) -> _Style:
     return _Style(indent, ", ", ":" + (key.group(1) if key else " "), escaped, newline)
 
 
-def _skip_ws(text: str, index: int) -> int:
-    while index < len(text) and text[index] in _WS:
-        index += 1
-    return index
-
-
 def _decode(text: str, start: int) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, start)
@@ -484,10 +484,23 @@ class _Span(NamedTuple):
     end: int
     value: Any
     key: str = ""
+    #: the elements, when the value is an array that was already walked
+    items: list[_Span] | None = None
 
 
-def _object_members(text: str, start: int) -> tuple[list[_Span], int]:
-    """The members of the object at ``text[start]``, and the index after its ``}``."""
+_WS_RE: Final = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(text: str, index: int) -> int:
+    return _WS_RE.match(text, index).end()  # type: ignore[union-attr]  # `*` always matches
+
+
+def _object_members(text: str, start: int, *, walk_arrays: bool = False) -> tuple[list[_Span], int]:
+    """The members of the object at ``text[start]``, and the index after its ``}``.
+
+    ``walk_arrays`` splits array values into their elements as it goes, so the big
+    ``active_projects`` array is parsed once, not once whole and again element by element.
+    """
     members: list[_Span] = []
     index = _skip_ws(text, start + 1)
     if text.startswith("}", index):
@@ -501,8 +514,13 @@ def _object_members(text: str, start: int) -> tuple[list[_Span], int]:
         if not text.startswith(":", index):
             raise _IrregularError
         value_start = _skip_ws(text, index + 1)
-        value, value_end = _decode(text, value_start)
-        members.append(_Span(head, value_start, value_end, value, key))
+        if walk_arrays and text.startswith("[", value_start):
+            items, value_end = _array_items(text, value_start)
+            value: Any = [item.value for item in items]
+            members.append(_Span(head, value_start, value_end, value, key, items))
+        else:
+            value, value_end = _decode(text, value_start)
+            members.append(_Span(head, value_start, value_end, value, key))
         index = _skip_ws(text, value_end)
         if text.startswith(",", index):
             index = _skip_ws(text, index + 1)
@@ -512,12 +530,12 @@ def _object_members(text: str, start: int) -> tuple[list[_Span], int]:
             raise _IrregularError
 
 
-def _array_items(text: str, start: int) -> list[_Span]:
-    """The elements of the array at ``text[start]``."""
+def _array_items(text: str, start: int) -> tuple[list[_Span], int]:
+    """The elements of the array at ``text[start]``, and the index after its ``]``."""
     items: list[_Span] = []
     index = _skip_ws(text, start + 1)
     if text.startswith("]", index):
-        return items
+        return items, index + 1
     while True:
         value, end = _decode(text, index)
         items.append(_Span(index, index, end, value))
@@ -525,7 +543,7 @@ def _array_items(text: str, start: int) -> list[_Span]:
         if text.startswith(",", index):
             index = _skip_ws(text, index + 1)
         elif text.startswith("]", index):
-            return items
+            return items, index + 1
         else:
             raise _IrregularError
 
@@ -565,68 +583,76 @@ def _appended(text: str, last: _Span, dumped: Sequence[str], style: _Style) -> s
 def _splice_spans(
     text: str, start: int, spans: Sequence[_Span], news: Sequence[Any], style: _Style
 ) -> list[str]:
-    """The container's text up to the end of its last span, each span spliced with its new value."""
+    """The container's text up to the end of its last span, each span given its new value."""
     parts = [text[start : spans[0].start]]
     for position, (span, new) in enumerate(zip(spans, news, strict=True)):
         if position:
             parts.append(text[spans[position - 1].end : span.start])
-        parts.append(_splice(text, span.start, span.end, span.value, new, style))
+        parts.append(_splice(text, span, new, style))
     return parts
 
 
-def _splice_object(
-    text: str, start: int, end: int, new: dict[str, Any], style: _Style
-) -> str | None:
-    members, _ = _object_members(text, start)
+def _splice_object(text: str, span: _Span, new: dict[str, Any], style: _Style) -> str | None:
+    members, _ = _object_members(text, span.start)
     keys = [member.key for member in members]
     # Duplicate keys, removed keys or a new order: the caller rewrites the whole value.
     if len(set(keys)) != len(keys) or list(new)[: len(keys)] != keys:
         return None
-    parts = _splice_spans(text, start, members, [new[key] for key in keys], style)
-    extra = list(new)[len(keys) :]
-    if extra:
-        base = _line_indent(text, members[-1].head)
-        dumped = [style.dump(key) + style.key_sep + style.dump(new[key], base) for key in extra]
-        parts.append(_appended(text, members[-1], dumped, style))
-    parts.append(text[members[-1].end : end])
-    return "".join(parts)
+    return _splice_container(text, span, members, [new[key] for key in keys], style, new)
 
 
-def _splice_array(text: str, start: int, end: int, new: list[Any], style: _Style) -> str | None:
-    items = _array_items(text, start)
+def _splice_array(text: str, span: _Span, new: list[Any], style: _Style) -> str | None:
+    items = span.items if span.items is not None else _array_items(text, span.start)[0]
     # Removed elements: the caller rewrites the whole array.
     if len(new) < len(items):
         return None
-    parts = _splice_spans(text, start, items, new[: len(items)], style)
-    extra = new[len(items) :]
-    if extra:
-        last = items[-1]
+    return _splice_container(text, span, items, new, style, None)
+
+
+def _splice_container(
+    text: str,
+    span: _Span,
+    children: list[_Span],
+    new: Sequence[Any],
+    style: _Style,
+    new_object: dict[str, Any] | None,
+) -> str:
+    """``span`` rewritten child by child, with ``new``'s extra members or elements appended."""
+    parts = _splice_spans(text, span.start, children, new[: len(children)], style)
+    last = children[-1]
+    base = _line_indent(text, last.head)
+    if new_object is not None:
+        extra = list(new_object)[len(children) :]
+        dumped = [style.dump(k) + style.key_sep + style.dump(new_object[k], base) for k in extra]
+    else:
         # A new element looks like its predecessor: one line if that one was.
         sibling = _context_style(text[last.start : last.end], last.value, style)
-        base = _line_indent(text, last.head)
-        parts.append(_appended(text, last, [sibling.dump(v, base) for v in extra], style))
-    parts.append(text[items[-1].end : end])
+        dumped = [sibling.dump(value, base) for value in new[len(children) :]]
+    if dumped:
+        parts.append(_appended(text, last, dumped, style))
+    parts.append(text[last.end : span.end])
     return "".join(parts)
 
 
-def _splice(text: str, start: int, end: int, old: Any, new: Any, around: _Style) -> str:
-    """The text of ``new`` for the value ``old`` written at ``text[start:end]``.
+def _splice(text: str, span: _Span, new: Any, around: _Style) -> str:
+    """The text of ``new`` for the value written at ``span``.
 
     ``around`` is the layout of the enclosing container. Unchanged values keep their bytes;
-    changed containers of the same shape are spliced member by member; anything else is
+    changed containers of the same shape are spliced child by child; anything else is
     dumped in the layout of its place.
     """
+    old = span.value
     if _same(old, new):
-        return text[start:end]
-    own = _context_style(text[start:end], old, around)
+        return text[span.start : span.end]
+    own = _context_style(text[span.start : span.end], old, around)
     spliced: str | None = None
     if isinstance(old, dict) and old and isinstance(new, dict):
-        spliced = _splice_object(text, start, end, new, own)
+        spliced = _splice_object(text, span, new, own)
     elif isinstance(old, list) and old and isinstance(new, list):
-        spliced = _splice_array(text, start, end, new, own)
+        spliced = _splice_array(text, span, new, own)
     if spliced is not None:
         return spliced
-    return own.dump(new, _line_indent(text, start))
+    return own.dump(new, _line_indent(text, span.start))
 
 
 def render_state(original_text: str, original: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -655,10 +681,12 @@ def render_state(original_text: str, original: Mapping[str, Any], new: Mapping[s
 def _splice_document(
     text: str, start: int, end: int, new: dict[str, Any], style: _Style
 ) -> str | None:
-    if not text.startswith("{", start):
-        return None
-    members, object_end = _object_members(text, start)
+    members, object_end = _object_members(text, start, walk_arrays=True)
     # Trailing garbage or an empty object: nothing worth keeping.
     if object_end != end or not members:
         return None
-    return _splice_object(text, start, end, new, style)
+    keys = [member.key for member in members]
+    if len(set(keys)) != len(keys) or list(new)[: len(keys)] != keys:
+        return None
+    document = _Span(start, start, end, {member.key: member.value for member in members})
+    return _splice_container(text, document, members, [new[key] for key in keys], style, new)

@@ -1,0 +1,774 @@
+"""The pure postflight transformation: outcomes, errors.json records, state.json rendering."""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import SESSION, researched_doc, task_entry
+from postflightd.models import MetadataFile
+from postflightd.postflight import (
+    UNREPORTED_ERROR_TYPE,
+    TodoEdit,
+    apply_outcome,
+    apply_outcomes,
+    error_record,
+    iso_timestamp,
+    markdown_link,
+    merge_errors,
+    render_state,
+    todo_marker,
+)
+
+NOW = datetime(2026, 1, 8, 14, 30, 5, 123456, tzinfo=UTC)
+STAMP = "2026-01-08T14:30:05Z"
+STATUS_MAP = {
+    "researched": "researched",
+    "planned": "planned",
+    "implemented": "completed",
+    "blocked": "blocked",
+}
+TASK_DIR = "259_prove_completeness"
+FILE = f"specs/{TASK_DIR}/.return-meta.json"
+NEW_SESSION = "sess_1736800000_xyz789"
+
+
+def state_with(*tasks: dict[str, Any]) -> dict[str, Any]:
+    return {"next_project_number": 1000, "active_projects": list(tasks), "repository_health": {}}
+
+
+def base_state(language: str = "lean4", **extra: Any) -> dict[str, Any]:
+    return state_with(
+        task_entry(1, "other_task", status="planned"),
+        task_entry(259, "prove_completeness", status="implementing", language=language, **extra),
+    )
+
+
+def meta_doc(status: str, *, language: str = "lean4", **overrides: Any) -> dict[str, Any]:
+    """A valid metadata document of ``status`` for task 259 (meta task when language=meta)."""
+    doc = researched_doc(TASK_DIR)
+    doc["status"] = status
+    doc["metadata"]["session_id"] = NEW_SESSION
+    artifacts = {
+        "researched": [doc["artifacts"][0]],
+        "planned": [
+            {
+                "type": "plan",
+                "path": f"specs/{TASK_DIR}/plans/implementation-001.md",
+                "summary": "4-phase plan",
+            }
+        ],
+        "implemented": [
+            {"type": "implementation", "path": "src/lsp.lua", "summary": "LSP configuration"},
+            {
+                "type": "summary",
+                "path": f"specs/{TASK_DIR}/summaries/implementation-summary-20260108.md",
+                "summary": "Implementation summary",
+            },
+        ],
+        "partial": [{"type": "implementation", "path": "src/lsp.lua", "summary": "phases 1-2"}],
+        "failed": [],
+        "blocked": [],
+    }
+    doc["artifacts"] = artifacts[status]
+    if status == "implemented":
+        completion: dict[str, Any] = {"completion_summary": "Configured LSP for 4 servers."}
+        if language == "meta":
+            completion["claudemd_suggestions"] = "Added new-agent to the mapping table"
+        else:
+            completion["roadmap_items"] = ["Configure LSP for Neovim"]
+        doc["completion_data"] = completion
+    if status == "partial":
+        doc["partial_progress"] = {
+            "stage": "phase_2_completed",
+            "details": "Phases 1-2 done",
+            "phases_completed": 2,
+            "phases_total": 4,
+        }
+    if status in {"partial", "failed", "blocked"}:
+        doc["errors"] = [
+            {
+                "type": "timeout",
+                "message": "Implementation timed out after 1 hour",
+                "recoverable": True,
+                "recommendation": "Resume with /implement 259",
+            }
+        ]
+    doc.update(overrides)
+    return doc
+
+
+def meta_file(status: str, **kwargs: Any) -> MetadataFile:
+    return MetadataFile.model_validate(meta_doc(status, **kwargs))
+
+
+def apply(state: dict[str, Any], meta: MetadataFile, now: datetime = NOW) -> Any:
+    return apply_outcome(state, meta, task=259, file=FILE, now=now, status_map=STATUS_MAP)
+
+
+def task_of(state: dict[str, Any], number: int = 259) -> dict[str, Any]:
+    return next(t for t in state["active_projects"] if t["project_number"] == number)
+
+
+FINAL_STATUSES = ["researched", "planned", "implemented", "partial", "failed", "blocked"]
+EXPECTED_STATUS = {
+    "researched": "researched",
+    "planned": "planned",
+    "implemented": "completed",
+    "partial": "implementing",
+    "failed": "implementing",
+    "blocked": "blocked",
+}
+EXPECTED_TIMESTAMP = {"researched": "researched", "planned": "planned", "implemented": "completed"}
+EXPECTED_MARKER = {
+    "researched": "RESEARCHED",
+    "planned": "PLANNED",
+    "implemented": "COMPLETED",
+    "partial": None,
+    "failed": None,
+    "blocked": "BLOCKED",
+}
+
+
+@pytest.mark.parametrize("language", ["lean4", "meta"])
+@pytest.mark.parametrize("status", FINAL_STATUSES)
+def test_outcome_table(status: str, language: str) -> None:
+    """Each final status sets the status, timestamp, artifacts and errors of SPEC 3's table."""
+    state = base_state(language)
+    before = copy.deepcopy(state)
+    applied = apply(state, meta_file(status, language=language))
+    assert state == before, "the input document is never mutated"
+    task = task_of(applied.state)
+    assert task["status"] == EXPECTED_STATUS[status]
+    assert task["last_updated"] == STAMP
+    assert task["session_id"] == NEW_SESSION
+    for field in ("researched", "planned", "completed"):
+        assert (field in task) == (EXPECTED_TIMESTAMP.get(status) == field)
+    if field_name := EXPECTED_TIMESTAMP.get(status):
+        assert task[field_name] == STAMP
+    linked = [a["path"] for a in task["artifacts"]]
+    assert linked == [a["path"] for a in meta_doc(status)["artifacts"]]
+    assert (applied.errors != []) == (status in {"partial", "failed", "blocked"})
+    assert applied.changed
+    assert task_of(applied.state, 1) is task_of(state, 1), "untouched tasks are shared"
+    marker = applied.todo.marker if applied.todo is not None else None
+    assert marker == EXPECTED_MARKER[status]
+
+
+@pytest.mark.parametrize("language", ["lean4", "meta"])
+def test_implemented_copies_completion_data(language: str) -> None:
+    """completion_summary, roadmap_items and claudemd_suggestions become task keys."""
+    applied = apply(base_state(language), meta_file("implemented", language=language))
+    task = task_of(applied.state)
+    assert task["completion_summary"] == "Configured LSP for 4 servers."
+    if language == "meta":
+        assert task["claudemd_suggestions"] == "Added new-agent to the mapping table"
+        assert "roadmap_items" not in task
+    else:
+        assert task["roadmap_items"] == ["Configure LSP for Neovim"]
+        assert "claudemd_suggestions" not in task
+    assert applied.todo == TodoEdit(
+        task=259,
+        marker="COMPLETED",
+        links={
+            "Summary": "[implementation-summary-20260108.md]"
+            f"(specs/{TASK_DIR}/summaries/implementation-summary-20260108.md)"
+        },
+        completed="2026-01-08",
+    )
+
+
+def test_researched_links_report_as_research() -> None:
+    """A report artifact is stored with type research and linked under Research."""
+    applied = apply(base_state(), meta_file("researched"))
+    path = f"specs/{TASK_DIR}/reports/research-001.md"
+    assert task_of(applied.state)["artifacts"] == [
+        {"type": "research", "path": path, "summary": "Research report with 5 plugin patterns"}
+    ]
+    assert applied.todo is not None
+    assert applied.todo.links == {"Research": f"[research-001.md]({path})"}
+    assert applied.todo.completed is None
+
+
+def test_artifacts_merge_by_path_in_place() -> None:
+    """A listed path is replaced where it stands; new paths are appended; others kept."""
+    path = f"specs/{TASK_DIR}/reports/research-001.md"
+    existing = [
+        {"type": "research", "path": path, "summary": "old summary", "extra": 1},
+        {"type": "plan", "path": "specs/259/plans/p.md", "summary": "plan"},
+    ]
+    meta = meta_file(
+        "researched",
+        artifacts=[
+            {"type": "report", "path": path, "summary": "new summary"},
+            {"type": "research", "path": "specs/259/reports/research-002.md"},
+            {"path": "notes.txt", "summary": "untyped"},
+        ],
+    )
+    task = task_of(apply(base_state(artifacts=existing), meta).state)
+    assert task["artifacts"] == [
+        {"type": "research", "path": path, "summary": "new summary"},
+        existing[1],
+        {"type": "research", "path": "specs/259/reports/research-002.md"},
+        {"path": "notes.txt", "summary": "untyped"},
+    ]
+
+
+def test_artifacts_list_created_when_absent() -> None:
+    """A task entry without an artifacts key gets one."""
+    entry = task_entry(259, "prove_completeness")
+    del entry["artifacts"]
+    task = task_of(apply(state_with(entry), meta_file("planned")).state)
+    assert [a["type"] for a in task["artifacts"]] == ["plan"]
+
+
+@pytest.mark.parametrize("status", ["failed", "blocked"])
+def test_failed_and_blocked_link_no_artifacts(status: str) -> None:
+    """The table links artifacts only for success and partial outcomes."""
+    meta = meta_file(status, artifacts=[{"type": "report", "path": "specs/x/r.md"}])
+    applied = apply(base_state(), meta)
+    assert task_of(applied.state)["artifacts"] == []
+    assert applied.todo is None or applied.todo.links == {}
+
+
+def test_failed_needs_no_todo_edit() -> None:
+    """A failed outcome leaves TODO.md alone."""
+    assert apply(base_state(), meta_file("failed")).todo is None
+
+
+def test_blocked_uses_status_map_and_marks_todo() -> None:
+    """blocked maps through status_map, and the TODO marker follows the mapped status."""
+    applied = apply_outcome(
+        base_state(),
+        meta_file("blocked"),
+        task=259,
+        file=FILE,
+        now=NOW,
+        status_map={**STATUS_MAP, "blocked": "not_started"},
+    )
+    assert task_of(applied.state)["status"] == "not_started"
+    assert applied.todo == TodoEdit(task=259, marker="NOT STARTED", links={}, completed=None)
+
+
+def test_status_map_missing_keys_fall_back_to_defaults() -> None:
+    """An empty status_map means the SPEC defaults."""
+    applied = apply_outcome(
+        base_state(), meta_file("implemented"), task=259, file=FILE, now=NOW, status_map={}
+    )
+    assert task_of(applied.state)["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("progress", "metadata", "expected"),
+    [
+        ({"phases_completed": 2}, {"phases_completed": 1}, 3),
+        ({}, {"phases_completed": 1}, 2),
+        ({"phases_completed": 0}, {}, 1),
+        ({}, {}, None),
+    ],
+)
+def test_partial_resume_phase(
+    progress: dict[str, Any], metadata: dict[str, Any], expected: int | None
+) -> None:
+    """resume_phase = phases completed + 1, from partial_progress first, else metadata."""
+    doc = meta_doc("partial")
+    doc["partial_progress"] = {"stage": "s", "details": "d", **progress}
+    doc["metadata"].update(metadata)
+    task = task_of(apply(base_state(), MetadataFile.model_validate(doc)).state)
+    assert task.get("resume_phase") == expected
+    assert task["status"] == "implementing"
+
+
+def test_partial_links_artifacts_without_marker() -> None:
+    """partial keeps the TODO marker but links its summary."""
+    doc = meta_doc("partial")
+    doc["artifacts"].append({"type": "summary", "path": "specs/259/summaries/s.md"})
+    applied = apply(base_state(), MetadataFile.model_validate(doc))
+    assert applied.todo == TodoEdit(
+        task=259, marker=None, links={"Summary": "[s.md](specs/259/summaries/s.md)"}
+    )
+
+
+def test_error_records_from_reported_errors() -> None:
+    """Each reported error becomes one errors.json record of the SPEC 3 shape."""
+    doc = meta_doc("failed")
+    doc["errors"].append({"type": "build_error", "message": "3 type errors", "recoverable": False})
+    applied = apply(base_state(), MetadataFile.model_validate(doc))
+    unix = int(NOW.timestamp())
+    assert applied.errors == [
+        {
+            "id": f"err_{unix}_1",
+            "timestamp": STAMP,
+            "type": "timeout",
+            "severity": "high",
+            "message": "Implementation timed out after 1 hour",
+            "context": {
+                "session_id": NEW_SESSION,
+                "task": 259,
+                "agent_type": "neovim-research-agent",
+                "file": FILE,
+            },
+            "trajectory": {
+                "delegation_path": ["orchestrator", "research", "neovim-research-agent"],
+                "failed_at_depth": 1,
+            },
+            "recovery": {
+                "suggested_action": "Resume with /implement 259",
+                "auto_recoverable": True,
+            },
+            "fix_status": "unfixed",
+        },
+        {
+            "id": f"err_{unix}_2",
+            "timestamp": STAMP,
+            "type": "build_error",
+            "severity": "high",
+            "message": "3 type errors",
+            "context": applied.errors[0]["context"],
+            "trajectory": applied.errors[0]["trajectory"],
+            "recovery": {
+                "suggested_action": "Run /plan to create implementation plan",
+                "auto_recoverable": False,
+            },
+            "fix_status": "unfixed",
+        },
+    ]
+
+
+@pytest.mark.parametrize("status", ["partial", "failed", "blocked"])
+def test_no_errors_gives_one_generic_record(status: str) -> None:
+    """PF307: a trouble status without errors still leaves one record explaining that."""
+    doc = meta_doc(status)
+    del doc["errors"]
+    applied = apply(base_state(), MetadataFile.model_validate(doc))
+    assert len(applied.errors) == 1
+    record = applied.errors[0]
+    assert record["type"] == UNREPORTED_ERROR_TYPE
+    assert f"'{status}'" in record["message"]
+    assert "without reporting any error" in record["message"]
+    assert record["severity"] == ("medium" if status == "partial" else "high")
+    if status == "partial":
+        assert "phase_2_completed" in record["message"]
+
+
+def test_in_progress_is_not_an_outcome() -> None:
+    """apply_outcome refuses an in_progress file."""
+    doc = {**meta_doc("researched"), "status": "in_progress", "started_at": "2026-01-08T14:00:00Z"}
+    with pytest.raises(ValueError, match="in_progress"):
+        apply(base_state(), MetadataFile.model_validate(doc))
+
+
+def test_unknown_task_raises_key_error() -> None:
+    """A task not in active_projects is a KeyError (PF600 is reported before)."""
+    with pytest.raises(KeyError, match="259"):
+        apply(state_with(task_entry(1, "x"), {"project_number": True}), meta_file("planned"))
+
+
+def test_other_keys_preserved() -> None:
+    """Every key postflight does not own is kept, in order."""
+    state = base_state(priority="high", dependencies=[1])
+    applied = apply(state, meta_file("planned"))
+    task = task_of(applied.state)
+    assert list(task)[: len(task_of(state))] == list(task_of(state))
+    assert task["priority"] == "high"
+    assert applied.state["repository_health"] == {}
+
+
+def test_applying_twice_is_idempotent() -> None:
+    """The same file applied twice gives the same state and reports no change the 2nd time."""
+    once = apply(base_state(), meta_file("implemented"))
+    twice = apply(once.state, meta_file("implemented"))
+    assert twice.state == once.state
+    assert not twice.changed
+
+
+def test_naive_and_offset_clocks_are_utc() -> None:
+    """Timestamps are UTC whatever the clock's zone; a naive clock is taken as UTC."""
+    assert iso_timestamp(NOW.replace(tzinfo=None)) == STAMP
+    assert iso_timestamp(NOW.astimezone(timezone(timedelta(hours=-5)))) == STAMP
+
+
+def test_todo_marker_spellings() -> None:
+    """Lower-case state.json statuses map one-to-one to the TODO markers."""
+    assert todo_marker("not_started") == "NOT STARTED"
+    assert todo_marker("completed") == "COMPLETED"
+
+
+def test_markdown_link_shapes() -> None:
+    """Link text is the file name; awkward targets are wrapped in angle brackets."""
+    assert markdown_link("specs/1_x/plans/p-001.md") == "[p-001.md](specs/1_x/plans/p-001.md)"
+    assert markdown_link("specs/1 x/a (b).md") == "[a (b).md](<specs/1 x/a (b).md>)"
+
+
+def test_apply_outcomes_folds_and_numbers_errors() -> None:
+    """A group commit applies every file to one document and keeps error ids distinct."""
+    other = MetadataFile.model_validate(
+        {
+            **meta_doc("failed"),
+            "metadata": {**meta_doc("failed")["metadata"], "session_id": SESSION},
+        }
+    )
+    items = [
+        (meta_file("researched"), 259, FILE),
+        (other, 1, "specs/1_other_task/.return-meta.json"),
+        (meta_file("blocked"), 259, FILE),
+    ]
+    state = base_state()
+    new, edits, errors = apply_outcomes(state, items, now=NOW, status_map=STATUS_MAP)
+    assert task_of(new)["status"] == "blocked"
+    assert "researched" in task_of(new)
+    assert task_of(new, 1)["status"] == "planned"
+    assert [e.marker for e in edits] == ["RESEARCHED", "BLOCKED"]
+    assert len({e["id"] for e in errors}) == len(errors) == 2
+    assert state == base_state()
+
+
+def test_error_record_depth_and_defaults() -> None:
+    """failed_at_depth is len(path) - 2, or null without a usable path."""
+    kwargs: dict[str, Any] = {
+        "session": SESSION,
+        "task": 3,
+        "agent_type": None,
+        "file": "f",
+        "now": NOW,
+        "n": 7,
+    }
+    rec = error_record("timeout", "stuck", delegation_path=["o", "i", "a", "b"], **kwargs)
+    assert rec["trajectory"]["failed_at_depth"] == 2
+    assert rec["id"] == f"err_{int(NOW.timestamp())}_7"
+    assert rec["recovery"] == {"suggested_action": "", "auto_recoverable": True}
+    for path in (None, ["orchestrator"]):
+        rec = error_record("timeout", "stuck", delegation_path=path, **kwargs)
+        assert rec["trajectory"]["failed_at_depth"] is None
+
+
+def _record(session: str, kind: str, message: str, n: int = 1) -> dict[str, Any]:
+    return error_record(
+        kind,
+        message,
+        session=session,
+        task=1,
+        agent_type="a",
+        file="f",
+        delegation_path=None,
+        now=NOW,
+        n=n,
+    )
+
+
+def test_merge_errors_dedupes_on_session_type_message() -> None:
+    """The same record is never written twice; a differing field makes a new record."""
+    existing = [_record("s1", "timeout", "m")]
+    new = [
+        _record("s1", "timeout", "m", n=5),
+        _record("s2", "timeout", "m"),
+        _record("s1", "other", "m"),
+        _record("s1", "timeout", "m2"),
+        _record("s1", "timeout", "m2"),
+    ]
+    merged, added = merge_errors(existing, new)
+    assert added == 3
+    assert merged[0] == existing[0]
+    assert [(r["context"]["session_id"], r["type"], r["message"]) for r in merged] == [
+        ("s1", "timeout", "m"),
+        ("s2", "timeout", "m"),
+        ("s1", "other", "m"),
+        ("s1", "timeout", "m2"),
+    ]
+    assert len({r["id"] for r in merged}) == len(merged), "colliding ids are renumbered"
+    again, added_again = merge_errors(merged, new)
+    assert (again, added_again) == (merged, 0)
+
+
+def test_merge_errors_tolerates_hand_written_records() -> None:
+    """Records without context or id (written by other tools) do not break the merge."""
+    merged, added = merge_errors([{"message": "x", "id": []}, "junk"], [_record("s", "t", "x")])  # type: ignore[list-item]
+    assert added == 1
+    assert merged[:2] == [{"message": "x", "id": []}, "junk"]
+    assert merged[-1]["type"] == "t"
+
+
+# --- render_state ------------------------------------------------------------------------------
+
+
+def big_state(n: int = 1000) -> dict[str, Any]:
+    tasks = [
+        task_entry(
+            i,
+            f"task_{i}",
+            artifacts=[{"type": "research", "path": f"specs/{i}_task_{i}/reports/r.md"}],
+        )
+        for i in range(1, n + 1)
+    ]
+    return {"next_project_number": n + 1, "active_projects": tasks, "meta": {"v": 1}}
+
+
+def _changed_copy(doc: dict[str, Any], number: int) -> dict[str, Any]:
+    new = copy.deepcopy(doc)
+    task = task_of(new, number)
+    task["status"] = "completed"
+    task["artifacts"].append({"type": "summary", "path": "s.md", "summary": "Zusammenfassung ü"})
+    task["completion_summary"] = "Done — ✓"
+    return new
+
+
+@pytest.mark.parametrize("indent", [2, 4, "\t", None])
+@pytest.mark.parametrize("newline", [True, False])
+def test_render_regular_file_equals_dump(indent: int | str | None, newline: bool) -> None:
+    """A file json.dumps would write is rewritten exactly as json.dumps writes the new doc."""
+    doc = big_state(5)
+    doc["active_projects"][0]["project_name"] = "café_naïve"
+    end = "\n" if newline else ""
+    text = json.dumps(doc, indent=indent, ensure_ascii=False) + end
+    new = _changed_copy(doc, 3)
+    out = render_state(text, doc, new)
+    assert out == json.dumps(new, indent=indent, ensure_ascii=False) + end
+    assert render_state(text, doc, doc) == text
+
+
+def test_render_keeps_ascii_escapes_when_file_uses_them() -> None:
+    """A file written with \\u escapes gets escapes for new non-ASCII text too."""
+    doc = big_state(2)
+    doc["active_projects"][0]["project_name"] = "café"
+    text = json.dumps(doc, indent=2) + "\n"
+    new = _changed_copy(doc, 2)
+    assert render_state(text, doc, new) == json.dumps(new, indent=2) + "\n"
+
+
+def test_render_1000_tasks_diff_touches_only_the_changed_task() -> None:
+    """On a 1,000-task file, only lines inside the changed task's entry differ."""
+    doc = big_state(1000)
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    new = _changed_copy(doc, 500)
+    out = render_state(text, doc, new)
+    assert json.loads(out) == new
+    old_lines, new_lines = text.splitlines(), out.splitlines()
+    # The entry of task 500 spans from the "{" before its first key to the "}," before 501's.
+    first = old_lines.index('      "project_number": 500,') - 1
+    last = old_lines.index('      "project_number": 501,') - 2
+    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+    edits = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    assert edits, "the task did change"
+    for _, old_start, old_end, _, _ in edits:
+        assert first <= old_start <= old_end <= last + 1
+    assert len(new_lines) - len(old_lines) == 6  # 5 lines of artifact + completion_summary
+
+
+def test_render_hand_formatted_file_splices_only_changed_values() -> None:
+    """Irregular layouts survive: unchanged tasks byte for byte, new artifacts like siblings."""
+    text = (
+        "{\n"
+        '  "next_project_number": 260,\n'
+        '  "active_projects": [\n'
+        "    {\n"
+        '      "project_number": 259, "project_name": "prove_completeness",\n'
+        '      "status": "implementing",\n'
+        '      "artifacts": [\n'
+        '        {"type": "research", "path": "specs/259/reports/r.md", "summary": "R"}\n'
+        "      ]\n"
+        "    },\n"
+        '    {"project_number": 3,   "status": "planned", "artifacts": []}\n'
+        "  ],\n"
+        '  "notes": "kept  as  is"\n'
+        "}\n"
+    )
+    doc = json.loads(text)
+    state = apply(doc, meta_file("planned")).state
+    out = render_state(text, doc, state)
+    assert json.loads(out) == state
+    assert '    {"project_number": 3,   "status": "planned", "artifacts": []}\n' in out
+    assert '      "project_number": 259, "project_name": "prove_completeness",\n' in out
+    assert '      "status": "planned",\n' in out
+    plan = f"specs/{TASK_DIR}/plans/implementation-001.md"
+    assert (
+        f'        {{"type": "plan", "path": "{plan}", "summary": "4-phase plan"}}\n      ]' in out
+    )
+    assert '"last_updated": "2026-01-08T14:30:05Z"' in out
+    assert out.endswith('  "notes": "kept  as  is"\n}\n')
+
+
+def test_render_compact_one_line_file() -> None:
+    """A one-line file stays one line, with its separators."""
+    doc = big_state(3)
+    for separators in ((",", ":"), (", ", ": ")):
+        text = json.dumps(doc, separators=separators, ensure_ascii=False)
+        new = _changed_copy(doc, 2)
+        out = render_state(text, doc, new)
+        assert out == json.dumps(new, separators=separators, ensure_ascii=False)
+
+
+def test_render_crlf_file() -> None:
+    """CRLF line endings are kept on new lines too."""
+    doc = big_state(2)
+    text = json.dumps(doc, indent=2).replace("\n", "\r\n") + "\r\n"
+    new = _changed_copy(doc, 1)
+    out = render_state(text, doc, new)
+    assert out == json.dumps(new, indent=2, ensure_ascii=False).replace("\n", "\r\n") + "\r\n"
+
+
+def test_render_new_task_and_removed_key() -> None:
+    """Structural changes (a task added, a key removed) still render the new document."""
+    doc = big_state(2)
+    text = json.dumps(doc, indent=4) + "\n"
+    added = copy.deepcopy(doc)
+    added["active_projects"].append(task_entry(3, "third"))
+    assert render_state(text, doc, added) == json.dumps(added, indent=4) + "\n"
+    removed = copy.deepcopy(doc)
+    del removed["meta"]
+    assert render_state(text, doc, removed) == json.dumps(removed, indent=4) + "\n"
+    del removed["active_projects"][0]["language"]
+    assert render_state(text, doc, removed) == json.dumps(removed, indent=4) + "\n"
+
+
+def test_render_garbage_text_falls_back_to_full_dump() -> None:
+    """Text that is not one JSON object gives a clean 2-space dump of the new document."""
+    new = big_state(1)
+    for text in ("", "[]", "{} trailing", "{}\n"):
+        assert json.loads(render_state(text, {}, new)) == new
+
+
+def test_render_numbers_keep_their_spelling() -> None:
+    """Unchanged numbers keep their text (1.50 stays 1.50), changed ones are JSON numbers."""
+    text = '{"a": 1.50, "b": 1e3, "c": 1, "active_projects": []}\n'
+    doc = json.loads(text)
+    new = {**doc, "c": True}
+    assert (
+        render_state(text, doc, new) == '{"a": 1.50, "b": 1e3, "c": true, "active_projects": []}\n'
+    )
+
+
+# --- property tests -------------------------------------------------------------------------
+
+_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_json_leaf = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | _text
+_json = st.recursive(
+    _json_leaf,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_text, inner, max_size=4),
+    max_leaves=12,
+)
+_state_docs = st.builds(
+    lambda extra, tasks: {**extra, "active_projects": tasks},
+    st.dictionaries(_text.filter(lambda k: k != "active_projects"), _json, max_size=3),
+    st.lists(st.dictionaries(_text, _json, max_size=4), max_size=4),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(doc=_state_docs, indent=st.sampled_from([2, 4, "\t"]), ascii_only=st.booleans())
+def test_render_unchanged_doc_is_byte_identical(
+    doc: dict[str, Any], indent: int | str, ascii_only: bool
+) -> None:
+    """render_state(text, doc, doc) == text for any document dumped with indent 2/4/tab."""
+    text = json.dumps(doc, indent=indent, ensure_ascii=ascii_only) + "\n"
+    assert render_state(text, doc, doc) == text
+
+
+@settings(max_examples=100, deadline=None)
+@given(doc=_state_docs, indent=st.sampled_from([2, 4, "\t", None]), value=_json)
+def test_render_round_trips_any_change(
+    doc: dict[str, Any], indent: int | str | None, value: Any
+) -> None:
+    """Whatever changed, the rendered text parses back to the new document."""
+    text = json.dumps(doc, indent=indent, ensure_ascii=False)
+    new = copy.deepcopy(doc)
+    if new["active_projects"]:
+        new["active_projects"][-1]["postflight"] = value
+    else:
+        new["x"] = value
+    assert json.loads(render_state(text, doc, new)) == new
+
+
+_names = st.text("abcdefghijklmnopqrstuvwxyz_-", min_size=1, max_size=10)
+_sentences = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30)
+_artifacts = st.lists(
+    st.fixed_dictionaries(
+        {"path": _names.map(lambda n: f"specs/259_x/{n}.md")},
+        optional={
+            "type": st.sampled_from(["report", "research", "plan", "summary", "implementation"]),
+            "summary": _sentences,
+        },
+    ),
+    max_size=4,
+)
+_errors = st.lists(
+    st.fixed_dictionaries(
+        {"message": _sentences},
+        optional={
+            "type": _names,
+            "recoverable": st.booleans(),
+            "recommendation": _sentences,
+        },
+    ),
+    max_size=3,
+)
+_phases = st.none() | st.integers(0, 20)
+
+
+@st.composite
+def metadata_docs(draw: st.DrawFn) -> dict[str, Any]:
+    """Random final metadata documents within the schema."""
+    status = draw(st.sampled_from(FINAL_STATUSES))
+    doc: dict[str, Any] = {
+        "status": status,
+        "artifacts": draw(_artifacts),
+        "metadata": {
+            "session_id": draw(st.sampled_from([SESSION, NEW_SESSION])),
+            "agent_type": draw(st.none() | _names),
+            "delegation_depth": 1,
+            "delegation_path": draw(st.none() | st.lists(_names, max_size=4)),
+            "phases_completed": draw(_phases),
+        },
+    }
+    if draw(st.booleans()):
+        doc["partial_progress"] = {
+            "stage": draw(_names),
+            "details": draw(_sentences),
+            "phases_completed": draw(_phases),
+        }
+    if status == "implemented" or draw(st.booleans()):
+        doc["completion_data"] = {
+            "completion_summary": draw(_sentences),
+            "roadmap_items": draw(st.none() | st.lists(_sentences, max_size=2)),
+            "claudemd_suggestions": draw(st.none() | _sentences),
+        }
+    if draw(st.booleans()):
+        doc["errors"] = draw(_errors)
+    if draw(st.booleans()):
+        doc["next_steps"] = draw(_sentences)
+    return doc
+
+
+_existing_artifacts = st.lists(
+    st.fixed_dictionaries(
+        {"path": _names.map(lambda n: f"specs/259_x/{n}.md"), "type": st.just("research")}
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(doc=metadata_docs(), existing=_existing_artifacts, language=st.sampled_from(["a", "meta"]))
+def test_random_metadata_applies_idempotently(
+    doc: dict[str, Any], existing: list[dict[str, Any]], language: str
+) -> None:
+    """Random valid metadata never raises, and applying it twice equals applying it once."""
+    meta = MetadataFile.model_validate(doc)
+    state = base_state(language, artifacts=existing)
+    once = apply(state, meta)
+    twice = apply(once.state, meta)
+    assert twice.state == once.state
+    assert twice.todo == once.todo
+    assert not twice.changed
+    merged, _ = merge_errors([], once.errors)
+    assert merge_errors(merged, twice.errors) == (merged, 0)
+    text = json.dumps(state, indent=2, ensure_ascii=False) + "\n"
+    rendered = render_state(text, state, once.state)
+    assert json.loads(rendered) == once.state
+    assert render_state(rendered, once.state, twice.state) == rendered

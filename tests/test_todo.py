@@ -1,0 +1,257 @@
+"""TODO.md edits: only the task's section changes, every other byte is kept."""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from postflightd.postflight import TodoEdit
+from postflightd.todo import apply_todo_edit
+
+TODO = """\
+---
+next_project_number: 261
+# a YAML comment, not a heading
+---
+
+# TODO
+
+## High Priority
+
+### 259. Prove completeness
+- **Effort**: 4 hours
+- **Status**: [IMPLEMENTING]
+- **Priority**: High
+- **Language**: lean4
+- **Research**: [research-001.md](specs/259_prove_completeness/reports/research-001.md)
+
+**Description**: Prove the completeness theorem.
+
+```bash
+# build it first
+lake build
+```
+
+### 25. Set up CI
+- **Effort**: 1 hour
+- **Status**: [NOT STARTED]
+- **Language**: general
+
+**Description**: Trailing spaces stay here.   \n\
+
+## Medium Priority
+
+### 014. Padded number
+- **Status**: [PLANNED]
+- **Language**: meta
+- **Plan**: [implementation-001.md](specs/014_padded/plans/implementation-001.md)
+
+**Description**: Zero-padded heading.
+"""
+
+RESEARCH_LINK = "[research-002.md](specs/259_prove_completeness/reports/research-002.md)"
+SUMMARY_LINK = "[implementation-summary-20260108.md](specs/259_prove_completeness/summaries/s.md)"
+
+
+def changed_lines(before: str, after: str) -> list[str]:
+    diff = difflib.unified_diff(before.splitlines(True), after.splitlines(True), n=0)
+    return [line for line in diff if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def test_completed_task_gets_marker_links_and_date() -> None:
+    """Status marker replaced, Research replaced, Summary and Completed inserted after it."""
+    edit = TodoEdit(
+        task=259,
+        marker="COMPLETED",
+        links={"Research": RESEARCH_LINK, "Summary": SUMMARY_LINK},
+        completed="2026-01-08",
+    )
+    out = apply_todo_edit(TODO, edit)
+    assert out is not None
+    section = out.split("### 259.")[1].split("**Description**")[0]
+    assert section == (
+        " Prove completeness\n"
+        "- **Effort**: 4 hours\n"
+        "- **Status**: [COMPLETED]\n"
+        "- **Priority**: High\n"
+        "- **Language**: lean4\n"
+        f"- **Research**: {RESEARCH_LINK}\n"
+        f"- **Summary**: {SUMMARY_LINK}\n"
+        "- **Completed**: 2026-01-08\n"
+        "\n"
+    )
+    old_research = "[research-001.md](specs/259_prove_completeness/reports/research-001.md)"
+    assert sorted(changed_lines(TODO, out)) == sorted(
+        [
+            "-- **Status**: [IMPLEMENTING]\n",
+            f"-- **Research**: {old_research}\n",
+            "+- **Status**: [COMPLETED]\n",
+            f"+- **Research**: {RESEARCH_LINK}\n",
+            f"+- **Summary**: {SUMMARY_LINK}\n",
+            "+- **Completed**: 2026-01-08\n",
+        ]
+    )
+
+
+def test_number_prefix_of_another_is_not_confused() -> None:
+    """Task 25 is not task 259, and editing it leaves 259 alone."""
+    out = apply_todo_edit(TODO, TodoEdit(task=25, marker="RESEARCHED", links={}, completed=None))
+    assert out is not None
+    assert changed_lines(TODO, out) == [
+        "-- **Status**: [NOT STARTED]\n",
+        "+- **Status**: [RESEARCHED]\n",
+    ]
+    assert "Trailing spaces stay here.   \n" in out
+
+
+def test_link_inserted_after_language_when_no_links() -> None:
+    """A task without link lines gets the new one after its Language line."""
+    edit = TodoEdit(task=25, marker=None, links={"Plan": "[p.md](specs/25_ci/plans/p.md)"})
+    out = apply_todo_edit(TODO, edit)
+    assert out is not None
+    assert "- **Language**: general\n- **Plan**: [p.md](specs/25_ci/plans/p.md)\n\n" in out
+    assert len(changed_lines(TODO, out)) == 1
+
+
+def test_zero_padded_heading_and_h2_level() -> None:
+    """`### 014.` is task 14; its section ends at the next heading of the same or higher level."""
+    edit = TodoEdit(task=14, marker="IMPLEMENTING", links={}, completed=None)
+    out = apply_todo_edit(TODO, edit)
+    assert out is not None
+    assert "### 014. Padded number\n- **Status**: [IMPLEMENTING]\n" in out
+    h2 = "## 7. An h2 task\n- **Status**: [PLANNED]\n## Next\n- **Status**: [PLANNED]\n"
+    assert apply_todo_edit(h2, TodoEdit(task=7, marker="BLOCKED")) == h2.replace(
+        "[PLANNED]", "[BLOCKED]", 1
+    )
+
+
+def test_missing_task_returns_none() -> None:
+    """A TODO.md without the task's section gives None (state.json is the source of truth)."""
+    assert apply_todo_edit(TODO, TodoEdit(task=26, marker="PLANNED")) is None
+    assert apply_todo_edit("", TodoEdit(task=1, marker="PLANNED")) is None
+
+
+def test_heading_in_code_fence_or_front_matter_is_not_a_section() -> None:
+    """A `### 5.` line inside a fence is text; a `#` comment in a fence does not end a section."""
+    text = "### 1. A\n- **Status**: [PLANNED]\n```\n### 5. not a task\n# comment\n```\n"
+    assert apply_todo_edit(text, TodoEdit(task=5, marker="PLANNED")) is None
+    out = apply_todo_edit(text, TodoEdit(task=1, marker=None, links={"Plan": "[p](p)"}))
+    assert out == text.replace("[PLANNED]\n", "[PLANNED]\n- **Plan**: [p](p)\n")
+
+
+def test_crlf_file_stays_crlf() -> None:
+    """Every line of a CRLF file, inserted ones included, ends in CRLF."""
+    crlf = TODO.replace("\n", "\r\n")
+    edit = TodoEdit(task=259, marker="COMPLETED", links={"Summary": SUMMARY_LINK}, completed="x")
+    out = apply_todo_edit(crlf, edit)
+    assert out is not None
+    assert "\n" not in out.replace("\r\n", "")
+    assert f"- **Summary**: {SUMMARY_LINK}\r\n- **Completed**: x\r\n" in out
+
+
+@pytest.mark.parametrize("cr", ["", "\r"])
+def test_no_trailing_newline_is_kept(cr: str) -> None:
+    """A file ending without a newline on the line a new line follows still has none."""
+    text = f"# TODO{cr}\n{cr}\n### 3. Last{cr}\n- **Status**: [PLANNED]"
+    edit = TodoEdit(task=3, marker="COMPLETED", links={}, completed="2026-01-08")
+    out = apply_todo_edit(text, edit)
+    assert out == f"# TODO{cr}\n{cr}\n### 3. Last{cr}\n- **Status**: [COMPLETED]{cr}\n" + (
+        "- **Completed**: 2026-01-08"
+    )
+
+
+def test_section_without_fields_gets_status_under_heading() -> None:
+    """A bare heading gets a Status line right under it."""
+    text = "### 8. Bare\n\nSome text.\n"
+    out = apply_todo_edit(text, TodoEdit(task=8, marker="PLANNED"))
+    assert out == "### 8. Bare\n- **Status**: [PLANNED]\n\nSome text.\n"
+
+
+def test_status_line_variants() -> None:
+    """Extra text after the marker stays; `* **Status:**` style and missing markers work."""
+    cases = {
+        "- **Status**: [PLANNING] (since 2026-01-01)": "- **Status**: [PLANNED] (since 2026-01-01)",
+        "* **Status:** [PLANNING]": "* **Status:** [PLANNED]",
+        "- **Status**: planning": "- **Status**: [PLANNED] planning",
+        "- **Status**:": "- **Status**: [PLANNED]",
+    }
+    for line, expected in cases.items():
+        text = f"### 4. T\n{line}\n"
+        assert (
+            apply_todo_edit(text, TodoEdit(task=4, marker="PLANNED")) == f"### 4. T\n{expected}\n"
+        )
+
+
+def test_existing_link_to_same_target_is_left_alone() -> None:
+    """A Research line that already links the report (maybe among others) is not rewritten."""
+    line = "- **Research**: [r1.md](specs/2/r1.md), [r2.md](specs/2/r2.md)"
+    text = f"### 2. T\n- **Status**: [RESEARCHING]\n{line}\n"
+    edit = TodoEdit(task=2, marker="RESEARCHED", links={"Research": "[r2.md](specs/2/r2.md)"})
+    out = apply_todo_edit(text, edit)
+    assert out == text.replace("[RESEARCHING]", "[RESEARCHED]")
+
+
+def test_same_edit_twice_is_idempotent() -> None:
+    """Applying the same edit to its own output changes nothing."""
+    edit = TodoEdit(
+        task=259,
+        marker="COMPLETED",
+        links={
+            "Research": RESEARCH_LINK,
+            "Plan": "[p.md](specs/259/p.md)",
+            "Summary": SUMMARY_LINK,
+        },
+        completed="2026-01-08",
+    )
+    once = apply_todo_edit(TODO, edit)
+    assert once is not None
+    assert apply_todo_edit(once, edit) == once
+
+
+def test_only_first_matching_section_is_edited() -> None:
+    """A task listed twice (e.g. also under an archive heading) is edited in its first section."""
+    text = "### 6. A\n- **Status**: [PLANNED]\n### 6. A again\n- **Status**: [PLANNED]\n"
+    out = apply_todo_edit(text, TodoEdit(task=6, marker="COMPLETED"))
+    assert out == "### 6. A\n- **Status**: [COMPLETED]\n### 6. A again\n- **Status**: [PLANNED]\n"
+
+
+_line = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=20
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    before=st.lists(_line, max_size=6),
+    after=st.lists(_line, max_size=6),
+    crlf=st.booleans(),
+    final_newline=st.booleans(),
+)
+def test_bytes_outside_the_section_never_change(
+    before: list[str], after: list[str], crlf: bool, final_newline: bool
+) -> None:
+    """Whatever surrounds the section, only lines inside it change."""
+    prefix = [line for line in before if not line.lstrip().startswith(("#", "```", "~~~", "---"))]
+    suffix = ["## Next", *after]
+    lines = [*prefix, "### 9. Task", "- **Status**: [PLANNED]", *suffix]
+    eol = "\r\n" if crlf else "\n"
+    text = eol.join(lines) + (eol if final_newline else "")
+    edit = TodoEdit(task=9, marker="COMPLETED", links={"Plan": "[p](q)"}, completed="2026-01-08")
+    out = apply_todo_edit(text, edit)
+    assert out is not None
+    head = eol.join(prefix)
+    tail = eol.join(suffix) + (eol if final_newline else "")
+    assert out.startswith(head)
+    assert out.endswith(tail)
+    middle = eol.join(
+        [
+            "### 9. Task",
+            "- **Status**: [COMPLETED]",
+            "- **Plan**: [p](q)",
+            "- **Completed**: 2026-01-08",
+        ]
+    )
+    assert middle in out
