@@ -73,6 +73,14 @@ RULES: dict[str, Rule] = {
         Rule("PF603", W, "a new session replaced an unfinished in_progress file (watch mode)"),
         Rule("PF604", E, "state.json missing, not JSON, or not of the expected shape"),
         Rule("PF605", W, "the .postflight-pending marker is not valid JSON (names no session)"),
+        # check-return only (seeds 000-003): rules of the two console return dialects.
+        Rule("PF700", E, "check-return: no JSON found in the return or final message"),
+        Rule("PF701", W, "check-return: summary over about 100 tokens (400 characters)"),
+        Rule("PF702", E, "check-return: summary over 500 characters"),
+        Rule("PF703", E, "check-return: status other than completed with no errors entry"),
+        Rule("PF704", E, "check-return: agent-output status error without an error object"),
+        Rule("PF705", W, "check-return: an artifact's key_points does not hold 3-5 entries"),
+        Rule("PF706", W, "check-return: agent-output status partial with empty next_steps"),
     )
 }
 
@@ -115,7 +123,7 @@ def expand_codes(codes: Iterable[str]) -> frozenset[str]:
             matched = {c for c in RULES if c.startswith(code)}
             if not matched:
                 raise UnknownCodeError(
-                    f"unknown rule code {raw.strip()!r} (codes run from PF100 to PF605; "
+                    f"unknown rule code {raw.strip()!r} (codes run from PF100 to PF706; "
                     "`postflightd rules` lists them)"
                 )
             result |= matched
