@@ -16,6 +16,8 @@ from postflightd import __version__
 
 if TYPE_CHECKING:
     from postflightd.config import Config
+    from postflightd.journal import Journal
+    from postflightd.pipeline import FileReport
 
 FORMATS = ("text", "json", "github")
 
@@ -42,8 +44,49 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--apply", action="store_true", help="also post-flight valid final files")
     scan.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
+    process = sub.add_parser("process", help="post-flight one metadata file now (hook target)")
+    process.add_argument("file", metavar="FILE", help="specs/{N}_{SLUG}/.return-meta.json")
+    process.add_argument("--format", choices=("text", "json"), default="text")
+    process.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+    hook = sub.add_parser("hook", help="adapter for an agent runtime's stop hook")
+    hook.add_argument(
+        "runtime", choices=("claude",), help="the hook protocol spoken on stdin/stdout"
+    )
+    hook.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+    history = sub.add_parser("history", help="what the journal recorded")
+    history.add_argument("--task", type=int, metavar="N")
+    history.add_argument("--session", metavar="S")
+    history.add_argument("--limit", type=int, default=200, metavar="N")
+    history.add_argument("--format", choices=("text", "json"), default="text")
+    history.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+    ret = sub.add_parser("check-return", help="validate a subagent's console return")
+    ret.add_argument("file", nargs="?", default="-", metavar="FILE", help="default: - (stdin)")
+    ret.add_argument(
+        "--dialect", choices=("auto", "subagent-return", "agent-output"), default="auto"
+    )
+    ret.add_argument("--expect-session", metavar="SID", help="the session id delegated")
+    ret.add_argument("--root", default=".", metavar="DIR", help="artifact paths are relative to it")
+    ret.add_argument("--format", choices=("text", "json"), default="text")
+    ret.add_argument("--select", action="append", default=[], metavar="CODES")
+    ret.add_argument("--ignore", action="append", default=[], metavar="CODES")
+    ret.add_argument("--strict", action="store_true", help="warnings fail too")
+
     sub.add_parser("schema", help="print the JSON Schema of the metadata file")
     sub.add_parser("rules", help="list the rule codes, severities and descriptions")
+
+    watch = sub.add_parser("watch", help="the daemon: watch roots, post-flight as agents finish")
+    watch.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
+    watch.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    watch.add_argument("--log-format", choices=("auto", "json", "console"), default=None)
+    watch.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+
+    status = sub.add_parser("status", help="the runs in flight: stage, phases, elapsed, STUCK")
+    status.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     return parser
 
 
@@ -66,25 +109,185 @@ def cmd_scan(
 
     from postflightd.errors import UsageError
     from postflightd.findings import UnknownCodeError
-    from postflightd.pipeline import policy_from, resolve_root, scan
+    from postflightd.pipeline import apply_all, policy_from, resolve_root, scan
     from postflightd.reporters import REPORTERS
 
-    if apply:
-        raise UsageError(
-            "scan --apply is not available yet in this version: postflight arrives with the "
-            "postflight engine; run `postflightd scan` to validate only"
-        )
     resolved = [resolve_root(r) for r in roots or ["."]]
     config = _load_config(config_path, resolved)
     try:
         policy = policy_from(config, select, ignore, strict)
     except UnknownCodeError as exc:
         raise UsageError(str(exc)) from None
-    report = scan(resolved, config, policy, datetime.now(UTC))
+    if apply:
+        report = apply_all(resolved, config, policy, _open_journal(config), datetime.now(UTC))
+    else:
+        report = scan(resolved, config, policy, datetime.now(UTC))
     for note in report.notes:
         print(f"postflightd: {note}", file=sys.stderr)
     REPORTERS[fmt](report, sys.stdout)
     return int(report.exit_code)
+
+
+def _open_journal(config: Config) -> Journal:
+    from postflightd.journal import Journal, journal_path
+
+    return Journal.open(journal_path(config.journal.path))
+
+
+def cmd_process(file: str, fmt: str, config_path: str | None) -> int:
+    """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604."""
+    import json
+    from datetime import UTC, datetime
+
+    from postflightd.errors import ExitCode, UsageError
+    from postflightd.loader import MetaFileRef
+    from postflightd.pipeline import Outcome, Project, policy_from, postflight, root_of
+
+    path = Path(file)
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    exists = path.exists() or path.is_symlink()
+    if not exists and not path.parent.is_dir():
+        raise UsageError(f"{file}: no such file")
+    root, config = root_of(path, lambda roots: _load_config(config_path, roots))
+    policy = policy_from(config)
+    journal = _open_journal(config)
+    if not exists:
+        with journal:
+            done = _already_postflighted(journal, root, path)
+        if done is None:
+            raise UsageError(f"{file}: no such file")
+        # A daemon, hook or concurrent `process` took it first: the outcome is applied.
+        print(f"{file}: already post-flighted ({done}); nothing to do")
+        return int(ExitCode.OK)
+    try:
+        # A file the agent rewrites while it is being applied is read and applied again.
+        for _ in range(3):
+            project = Project.open(root, config)
+            ref = MetaFileRef(path, path.parent.name)
+            (report,) = postflight(
+                project, [ref], config, policy, journal, datetime.now(UTC), interrupted=True
+            )
+            if report.outcome is not Outcome.REWRITTEN:
+                break
+    finally:
+        journal.close()
+    if fmt == "json":
+        json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+    else:
+        _print_process_summary(report)
+    codes = {
+        Outcome.APPLIED: ExitCode.OK,
+        Outcome.GONE: ExitCode.OK,
+        Outcome.IN_PROGRESS: ExitCode.IN_PROGRESS,
+        Outcome.STATE_UNUSABLE: ExitCode.STATE_UNUSABLE,
+    }
+    assert report.outcome is not None
+    return int(codes.get(report.outcome, ExitCode.FINDINGS))
+
+
+def _already_postflighted(journal: Journal, root: Path, path: Path) -> str | None:
+    """When the journal saw this file applied and deleted, the time it was deleted."""
+    from postflightd.loader import parse_task_dir
+
+    parsed = parse_task_dir(path.parent.name)
+    if parsed is None or not journal.enabled:
+        return None
+    rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    for row in reversed(journal.history(task=parsed[0], limit=1000)):
+        if row.kind == "deleted" and row.file == rel and row.root == str(root):
+            return row.ts
+    return None
+
+
+def _print_process_summary(report: FileReport) -> None:
+    from postflightd.pipeline import Outcome
+
+    what = {
+        Outcome.APPLIED: f"applied ({report.raw_status}) to task {report.task}; "
+        + ("file kept" if report.path.exists() else "file deleted"),
+        Outcome.GONE: "already post-flighted by another run (the file is gone)",
+        Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
+        "errors.json, task status left as it was",
+        Outcome.STATE_UNUSABLE: "not applied: state.json is unusable (PF604); the file is kept",
+        Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",
+        Outcome.INVALID: "not applied: invalid; the file is kept",
+    }
+    assert report.outcome is not None
+    print(f"{report.rel_path}: {what.get(report.outcome, report.outcome.value)}")
+    for f in report.findings:
+        print(f"  {f.code} {f.severity.value}: {f.message}")
+    for note in report.notes:
+        print(f"  note: {note}")
+
+
+def cmd_hook(config_path: str | None) -> int:
+    """Stop-hook adapter: post-flight final files under cwd; print {} or a block decision."""
+    import json
+    from datetime import UTC, datetime
+
+    from postflightd.hook import decision, find_root, parse_hook_input
+    from postflightd.loader import find_metadata_files
+    from postflightd.pipeline import Project, policy_from, postflight
+
+    hook_input = parse_hook_input(sys.stdin.buffer.read())
+    config = _load_config(config_path, [hook_input.cwd])
+    root = find_root(hook_input.cwd, config.specs_dir)
+    if root is None:
+        print("{}")
+        return 0
+    if config_path is None:
+        config = _load_config(None, [root])
+    project = Project.open(root, config)
+    journal = _open_journal(config)
+    try:
+        reports = postflight(
+            project,
+            list(find_metadata_files(project.specs_dir)),
+            config,
+            policy_from(config),
+            journal,
+            datetime.now(UTC),
+        )
+    finally:
+        journal.close()
+    for report in reports:
+        for note in report.notes:
+            print(f"postflightd: {report.rel_path}: {note}", file=sys.stderr)
+    print(json.dumps(decision(reports, hook_input.stop_hook_active), ensure_ascii=False))
+    return 0
+
+
+def cmd_history(
+    task: int | None, session: str | None, limit: int, fmt: str, config_path: str | None
+) -> int:
+    import json
+    from dataclasses import asdict
+
+    config = _load_config(config_path, [Path.cwd()])
+    journal = _open_journal(config)
+    try:
+        if not journal.enabled:
+            from postflightd.errors import UsageError
+
+            raise UsageError(f"the journal cannot be opened: {journal.error}")
+        rows = journal.history(task=task, session=session, limit=limit)
+    finally:
+        journal.close()
+    if fmt == "json":
+        json.dump([asdict(r) for r in rows], sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0
+    for r in rows:
+        task_s = "-" if r.task is None else str(r.task)
+        print(
+            f"{r.ts}  {r.kind:<13} task {task_s:<5} {r.status or '-':<12} "
+            f"{r.session or '-'}  {r.root}/{r.file}"
+        )
+    if not rows:
+        print("no observations recorded" + (" for that filter" if task or session else ""))
+    return 0
 
 
 def cmd_schema() -> int:
@@ -118,6 +321,33 @@ def _run(argv: Sequence[str] | None) -> int:
                 args.apply,
                 args.config,
             )
+        case "process":
+            return cmd_process(args.file, args.format, args.config)
+        case "hook":
+            return cmd_hook(args.config)
+        case "history":
+            return cmd_history(args.task, args.session, args.limit, args.format, args.config)
+        case "check-return":
+            from postflightd.returns import check_return
+
+            return check_return(
+                args.file,
+                args.dialect,
+                args.expect_session,
+                args.root,
+                args.format,
+                args.select,
+                args.ignore,
+                args.strict,
+            )
+        case "watch":
+            from postflightd.daemon import run_watch
+
+            return run_watch(args.roots, args.config, args.log_format, args.log_level)
+        case "status":
+            from postflightd.status import run_status
+
+            return run_status(args.roots, args.format, args.config)
         case "schema":
             return cmd_schema()
         case "rules":

@@ -5,28 +5,63 @@ It never prints and never exits: it returns reports, and ``ScanReport.exit_code`
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from postflightd.config import Config
-from postflightd.errors import ExitCode, UsageError
+from postflightd.errors import ExitCode, StateUnusableError, UsageError
 from postflightd.findings import Finding, Policy, Severity, expand_codes, finding
+from postflightd.journal import Journal
 from postflightd.loader import (
+    LOOP_GUARD_NAME,
+    MARKER_NAME,
+    FileIdentity,
     Loaded,
     MetaFileRef,
     StateView,
     artifact_probe,
     find_metadata_files,
     load_state,
+    parse_json,
     parse_task_dir,
+    read_marker,
     read_metadata,
+    state_shape_problem,
     task_context,
 )
 from postflightd.models import Status
+from postflightd.postflight import TodoEdit, apply_outcome, error_record, merge_errors, render_state
 from postflightd.rules import ArtifactProbe, RuleOptions, Validation, validate
+from postflightd.store import (
+    Snapshot,
+    StoreError,
+    atomic_write,
+    commit,
+    crash_point,
+    delete_if_unchanged,
+    project_lock,
+    read_snapshot,
+)
+from postflightd.todo import apply_todo_edit
+
+
+class Outcome(StrEnum):
+    """What postflight did with one metadata file."""
+
+    APPLIED = "applied"  # outcome written to state.json, file deleted
+    INVALID = "invalid"  # errors: left in place, reported
+    IN_PROGRESS = "in_progress"  # the run is still going: left alone
+    DEFERRED = "deferred"  # did not parse, may still be being written: nothing recorded yet
+    STATE_UNUSABLE = "state_unusable"  # PF604: state.json missing or corrupt; file kept
+    REWRITTEN = "rewritten"  # changed while being processed: kept, to be processed again
+    GONE = "gone"  # vanished before it was applied (another postflight took it)
 
 
 @dataclass(slots=True)
@@ -40,6 +75,9 @@ class FileReport:
     valid: bool
     loaded: Loaded
     validation: Validation | None = None
+    outcome: Outcome | None = None
+    #: what postflight noticed that is not a finding (TODO.md has no section for the task, ...)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def rel_path(self) -> str:
@@ -62,8 +100,15 @@ class FileReport:
     def stuck(self) -> bool:
         return bool(self.validation and self.validation.stuck)
 
+    @property
+    def session(self) -> str | None:
+        doc = self.loaded.doc
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        sid = meta.get("session_id") if isinstance(meta, dict) else None
+        return sid if isinstance(sid, str) else None
+
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "path": self.rel_path,
             "task": self.task,
             "status": self.raw_status,
@@ -71,6 +116,11 @@ class FileReport:
             "stuck": self.stuck,
             "findings": [f.to_json() for f in self.findings],
         }
+        if self.outcome is not None:
+            out["outcome"] = self.outcome.value
+            if self.notes:
+                out["notes"] = list(self.notes)
+        return out
 
 
 @dataclass(slots=True)
@@ -97,6 +147,8 @@ class ScanReport:
 
     @property
     def exit_code(self) -> ExitCode:
+        if any(f.outcome is Outcome.STATE_UNUSABLE for f in self.files):
+            return ExitCode.STATE_UNUSABLE
         failing = self.count(Severity.ERROR) or (self.strict and self.count(Severity.WARNING))
         if failing or any(f.stuck for f in self.files):
             return ExitCode.FINDINGS
@@ -147,6 +199,8 @@ def resolve_root(raw: str | Path) -> Path:
     root = Path(raw).expanduser()
     if not root.is_dir():
         raise UsageError(f"{raw}: not a directory (give a project root holding a specs directory)")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise UsageError(f"{raw}: permission denied: cannot read this directory")
     return root.resolve()
 
 
@@ -220,3 +274,425 @@ def scan(roots: Iterable[Path], config: Config, policy: Policy, now: datetime) -
         for ref in find_metadata_files(project.specs_dir):
             report.files.append(check_file(project, ref, config, policy, now))
     return report
+
+
+# --- postflight: apply, record, clean up ----------------------------------------------------
+
+
+def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:
+    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>`` (SPEC 4)."""
+    specs = path.parent.parent.resolve()
+    for candidate in path.parent.parents:
+        config = load([candidate])
+        if (candidate / config.specs_dir).resolve() == specs:
+            return candidate.resolve(), config
+    raise UsageError(
+        f"{path}: not inside a project (expected ROOT/<specs_dir>/<N>_<slug>/{path.name})"
+    )
+
+
+def apply_all(
+    roots: Iterable[Path], config: Config, policy: Policy, journal: Journal, now: datetime
+) -> ScanReport:
+    """``scan --apply``: validate everything, post-flight every valid final file."""
+    report = ScanReport(roots=list(roots), strict=policy.strict)
+    for root in report.roots:
+        project = Project.open(root, config)
+        if not project.specs_dir.is_dir():
+            report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
+            continue
+        refs = list(find_metadata_files(project.specs_dir))
+        report.files.extend(postflight(project, refs, config, policy, journal, now))
+    return report
+
+
+def postflight(
+    project: Project,
+    refs: Sequence[MetaFileRef],
+    config: Config,
+    policy: Policy,
+    journal: Journal,
+    now: datetime,
+    *,
+    report_unparsed: bool = True,
+    interrupted: bool = False,
+) -> list[FileReport]:
+    """Validate ``refs`` and apply every valid final file in one locked commit (SPEC 3).
+
+    ``report_unparsed=False`` (the watcher, before a file has settled) leaves a file that does
+    not parse alone without recording anything. ``interrupted=True`` (``process`` of an
+    in_progress file) records a ``delegation_interrupted`` error for it.
+    """
+    reports = [check_file(project, ref, config, policy, now) for ref in refs]
+    ready: list[FileReport] = []
+    for report in reports:
+        report.outcome = _classify(report, report_unparsed, policy)
+        if report.outcome is Outcome.DEFERRED:
+            continue
+        _journal(journal, "validated", report)
+        if report.outcome is Outcome.APPLIED:
+            ready.append(report)
+    if not project.state.usable:
+        for report in ready:
+            report.outcome = Outcome.STATE_UNUSABLE
+            if not any(f.code == "PF604" for f in report.findings):
+                report.findings.append(
+                    finding(
+                        "PF604",
+                        "",
+                        f"{project.state.problem}: postflight needs it (it is never created or "
+                        "overwritten); the metadata file is kept",
+                    )
+                )
+        return reports
+    records = [
+        _invalid_record(r, now, i)
+        for i, r in enumerate(reports)
+        if r.outcome is Outcome.INVALID and r.raw_status not in (None, Status.IN_PROGRESS.value)
+    ]
+    if interrupted:
+        records += [
+            _interrupted_record(r, now, i)
+            for i, r in enumerate(reports)
+            if r.outcome is Outcome.IN_PROGRESS
+        ]
+    if not ready and not records:
+        return reports
+    try:
+        with project_lock(project.specs_dir):
+            applied = _commit(project, ready, config, journal, now)
+            _append_errors(project, config, records + applied.errors, reports)
+            for report in ready:
+                if report.outcome is Outcome.APPLIED:
+                    _clean_up(report, journal)
+    except (OSError, StoreError) as exc:
+        # Permission denied on the specs directory or state.json, a full disk: nothing was
+        # half-written (every write is atomic); say what and where, keep the files.
+        problem = _os_problem(exc, f"cannot write in {project.specs_dir}")
+        for report in ready:
+            if report.outcome is Outcome.APPLIED:
+                report.outcome = Outcome.STATE_UNUSABLE
+                report.findings.append(finding("PF604", "", f"{problem}; the file is kept"))
+    if interrupted:
+        for report in reports:
+            if report.outcome is Outcome.IN_PROGRESS:
+                _journal(journal, "interrupted", report)
+    return reports
+
+
+def _classify(report: FileReport, report_unparsed: bool, policy: Policy) -> Outcome:
+    failure = report.loaded.failure
+    if failure is not None and failure.code == "PF105" and not report.path.exists():
+        return Outcome.GONE
+    if failure is not None and failure.code == "PF102" and not report_unparsed:
+        return Outcome.DEFERRED
+    if report.status is Status.IN_PROGRESS:
+        # In-progress files belong to a running (or stuck) agent: tracked, never applied.
+        return Outcome.IN_PROGRESS
+    if report.valid or _valid_but_for_state(report, policy):
+        return Outcome.APPLIED
+    return Outcome.INVALID
+
+
+def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
+    """A file whose only problem is the project's state.json (PF604) is ready, not invalid."""
+    if report.validation is None or report.validation.model is None:
+        return False
+    others = [f for f in report.findings if f.code != "PF604"]
+    return len(others) < len(report.findings) and not policy.fails(others)
+
+
+@dataclass(slots=True)
+class _Committed:
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _commit(
+    project: Project,
+    ready: list[FileReport],
+    config: Config,
+    journal: Journal,
+    now: datetime,
+) -> _Committed:
+    """One read-modify-write of state.json for every ready file (group commit), then TODO.md."""
+    out = _Committed()
+    # Under the lock: a file another postflight took or an agent rewrote since it was read is
+    # not applied from the stale copy.
+    for report in ready:
+        if not _same_file(report):
+            report.outcome = Outcome.GONE if not report.path.exists() else Outcome.REWRITTEN
+    todo_edits: list[TodoEdit] = []
+
+    def transform(snapshot: Snapshot) -> bytes | None:
+        todo_edits.clear()
+        out.errors.clear()
+        if snapshot.raw is None:
+            raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+        text = snapshot.raw.decode("utf-8", errors="strict")
+        doc = json.loads(text)
+        problem = state_shape_problem(doc)
+        if problem is not None:
+            raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+        new = doc
+        for report in ready:
+            if report.outcome is not Outcome.APPLIED:
+                continue
+            assert report.validation is not None and report.validation.model is not None
+            assert report.task is not None
+            try:
+                result = apply_outcome(
+                    new,
+                    report.validation.model,
+                    task=report.task,
+                    file=report.rel_path,
+                    now=now,
+                    status_map=config.postflight.status_map.model_dump(),
+                )
+            except KeyError:
+                report.outcome = Outcome.INVALID
+                report.findings.append(
+                    finding("PF600", "", f"task {report.task} is not in state.json active_projects")
+                )
+                continue
+            new = result.state
+            if result.todo is not None:
+                todo_edits.append(result.todo)
+            out.errors.extend(result.errors)
+        if new == doc:
+            return None
+        return render_state(text, doc, new).encode("utf-8")
+
+    live = [r for r in ready if r.outcome is Outcome.APPLIED]
+    if not live:
+        return out
+    crash_point("before-state-write")
+    try:
+        commit(project.state.path, transform, crash_label="state")
+    except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
+        # state.json went bad between the first read and the lock: never overwrite it.
+        problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"
+        for report in live:
+            report.outcome = Outcome.STATE_UNUSABLE
+            report.findings.append(finding("PF604", "", f"{problem}; the metadata file is kept"))
+        out.errors.clear()
+        return out
+    crash_point("after-state-write")
+    live = [r for r in live if r.outcome is Outcome.APPLIED]
+    for report in live:
+        # The journal row is what lets the file be deleted without losing what the agent said.
+        if not _journal(journal, "postflighted", report, content=True):
+            report.notes.append(_NO_JOURNAL)
+    if config.postflight.sync_todo and todo_edits:
+        _sync_todo(project, config, todo_edits, live)
+    crash_point("after-todo-write")
+    return out
+
+
+_NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"
+
+
+def _same_file(report: FileReport) -> bool:
+    try:
+        return FileIdentity.of(os.lstat(report.path)) == report.loaded.identity
+    except OSError:
+        return False
+
+
+def _sync_todo(
+    project: Project, config: Config, edits: list[TodoEdit], live: list[FileReport]
+) -> None:
+    path = project.specs_dir / config.postflight.todo_file
+    snapshot = read_snapshot(path)
+    if snapshot.raw is None:
+        for report in live:
+            report.notes.append(f"{path.name} does not exist; only state.json was updated")
+        return
+    try:
+        text = snapshot.raw.decode("utf-8")
+    except UnicodeDecodeError:
+        for report in live:
+            report.notes.append(f"{path.name} is not UTF-8; it was left alone")
+        return
+    new = text
+    for edit in edits:
+        changed = apply_todo_edit(new, edit)
+        if changed is None:
+            for report in live:
+                if report.task == edit.task:
+                    report.notes.append(
+                        f"{path.name} has no section for task {edit.task}; state.json was updated"
+                    )
+            continue
+        new = changed
+    if new != text:
+        try:
+            atomic_write(path, new.encode("utf-8"), crash_label="todo")
+        except (OSError, StoreError) as exc:
+            for report in live:
+                report.notes.append(_os_problem(exc, f"{path.name} could not be written"))
+
+
+def _append_errors(
+    project: Project,
+    config: Config,
+    records: list[dict[str, Any]],
+    reports: list[FileReport],
+) -> int:
+    """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""
+    if not records:
+        return 0
+    path = project.specs_dir / config.postflight.errors_file
+    count = [0]
+
+    def transform(snapshot: Snapshot) -> bytes | None:
+        existing: list[Any] = []
+        if snapshot.raw is not None:
+            doc, problem = parse_json(snapshot.raw)
+            if problem is not None or not isinstance(doc, list):
+                raise _ErrorsFileUnusableError(problem or "not a JSON array")
+            existing = doc
+        merged, added = merge_errors(existing, records)
+        count[0] = added
+        if not added:
+            return None
+        return (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+    try:
+        commit(path, transform, crash_label="errors")
+    except (OSError, StoreError) as exc:
+        for report in reports:
+            report.notes.append(_os_problem(exc, f"{path.name} could not be written"))
+        return -1
+    except _ErrorsFileUnusableError as exc:
+        note = f"{path.name} is not usable ({exc}); it was not overwritten and no error was logged"
+        for report in reports:
+            report.notes.append(note)
+        return -1
+    return count[0]
+
+
+class _ErrorsFileUnusableError(Exception):
+    pass
+
+
+def _os_problem(exc: OSError | StoreError, what: str) -> str:
+    if isinstance(exc, OSError):
+        return f"{what}: {exc.strerror or exc}"
+    return f"{what}: {exc}"
+
+
+def _clean_up(report: FileReport, journal: Journal) -> None:
+    """Delete the metadata file if it is still what was processed, then the markers."""
+    if _NO_JOURNAL in report.notes:
+        return
+    assert report.loaded.identity is not None
+    crash_point("before-delete")
+    try:
+        deleted = delete_if_unchanged(report.path, report.loaded.identity)
+    except (OSError, StoreError) as exc:
+        report.notes.append(
+            _os_problem(exc, "applied, but the file could not be deleted")
+            + "; applying it again is harmless"
+        )
+        return
+    if not deleted:
+        report.outcome = Outcome.REWRITTEN if report.path.exists() else Outcome.GONE
+        return
+    _journal(journal, "deleted", report)
+    task_dir = report.path.parent
+    marker = read_marker(task_dir)
+    if marker is None or marker.session_id in (None, report.session):
+        for name in (MARKER_NAME, LOOP_GUARD_NAME):
+            # A marker that cannot be removed is harmless: it only names a session.
+            with contextlib.suppress(OSError):
+                (task_dir / name).unlink()
+    crash_point("after-delete")
+
+
+def _journal(journal: Journal, kind: str, report: FileReport, *, content: bool = False) -> bool:
+    raw = report.loaded.raw
+    return journal.record(
+        kind,
+        root=str(report.root),
+        file=report.rel_path,
+        task=report.task,
+        session=report.session,
+        status=report.raw_status,
+        findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
+        content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
+    )
+
+
+def _record_for(
+    report: FileReport,
+    kind: str,
+    message: str,
+    action: str,
+    now: datetime,
+    n: int,
+    recoverable: bool = True,
+) -> dict[str, Any]:
+    doc: dict[str, Any] = report.loaded.doc if isinstance(report.loaded.doc, dict) else {}
+    raw_meta = doc.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    path = meta.get("delegation_path")
+    agent = meta.get("agent_type")
+    return error_record(
+        kind,
+        message,
+        session=report.session,
+        task=report.task,
+        agent_type=agent if isinstance(agent, str) else None,
+        file=report.rel_path,
+        delegation_path=[p for p in path if isinstance(p, str)] if isinstance(path, list) else None,
+        now=now,
+        n=n,
+        recoverable=recoverable,
+        suggested_action=action,
+    )
+
+
+def _invalid_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
+    errors = [f for f in report.findings if f.severity is Severity.ERROR]
+    codes = ", ".join(sorted({f.code for f in errors})) or "warnings (strict)"
+    first = errors[0].message if errors else "see `postflightd scan`"
+    return _record_for(
+        report,
+        "validation_failed",
+        f"{report.rel_path} failed validation ({codes}); it was not applied",
+        f"Fix the metadata file, then it is applied: {first}",
+        now,
+        n,
+    )
+
+
+def _interrupted_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
+    return _record_for(
+        report,
+        "delegation_interrupted",
+        f"the agent's run ended while its metadata still said in_progress ({report.rel_path})",
+        "Resume the task: run the same command again; the task status was left as it was",
+        now,
+        n,
+    )
+
+
+def record_stuck(
+    project: Project, report: FileReport, config: Config, journal: Journal, now: datetime
+) -> bool:
+    """Record a stuck run: an errors.json ``timeout`` record (once per session), a journal row."""
+    validation = report.validation
+    timeout = validation.timeout_s if validation else None
+    record = _record_for(
+        report,
+        "timeout",
+        f"agent stuck: in_progress past the {validation.operation if validation else ''} "
+        f"timeout of {int(timeout or 0)} s ({report.rel_path})",
+        "The agent probably died: resume or restart the run; its metadata file is kept",
+        now,
+        0,
+    )
+    with project_lock(project.specs_dir):
+        added = _append_errors(project, config, [record], [report])
+    _journal(journal, "stuck", report)
+    return added > 0
