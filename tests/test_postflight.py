@@ -630,8 +630,9 @@ def test_render_new_task_and_removed_key() -> None:
 def test_render_garbage_text_falls_back_to_full_dump() -> None:
     """Text that is not one JSON object gives a clean 2-space dump of the new document."""
     new = big_state(1)
-    for text in ("", "[]", "{} trailing", "{}\n"):
-        assert json.loads(render_state(text, {}, new)) == new
+    for text in ("", "[]\n", "{}\n"):
+        assert render_state(text, {}, new) == json.dumps(new, indent=2) + "\n"
+    assert json.loads(render_state('{"a": 1} trailing', {}, new)) == new
 
 
 def test_render_numbers_keep_their_spelling() -> None:

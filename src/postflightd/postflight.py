@@ -413,7 +413,6 @@ _WS: Final = " \t\n\r"
 _DECODER: Final = json.JSONDecoder()
 _KEY_SEP_RE: Final = re.compile(r'"\s*:( ?)')
 _ITEM_SEP_RE: Final = re.compile(r'["\d\]}el],( ?)["\d\[{tfn-]')
-_SEPARATORS: Final = ((", ", ": "), (",", ":"), (",", ": "), (", ", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,6 +456,9 @@ def _detect_style(text: str, body: str) -> _Style:
     newline = "\r\n" if "\r\n" in text else "\n"
     # Keep \u escapes only when the file was written that way (Python's default dump).
     escaped = body.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", body) is not None
+    if len(body) <= 2:
+        # Empty, `{}` or `[]`: no layout to keep, so json.dumps' usual 2-space one.
+        return _Style("  ", ", ", ": ", escaped, newline)
     if "\n" not in body:
         return _Style(None, ", ", ": ", escaped, newline).compact(body)
     indent = ""
@@ -667,7 +669,7 @@ def render_state(original_text: str, original: Mapping[str, Any], new: Mapping[s
     end = len(original_text.rstrip(_WS))
     body = original_text[start:end]
     style = _detect_style(original_text, body)
-    trailing = style.newline if end < len(original_text) else ""
+    trailing = style.newline if end < len(original_text) or not body else ""
     new_doc = dict(new)
     try:
         spliced = _splice_document(original_text, start, end, new_doc, style)

@@ -15,7 +15,7 @@ from postflightd.postflight import TodoEdit
 
 _HEADING: Final = re.compile(r"^(#{1,6})[ \t]+(?:(\d+)\.(?:[ \t]|$))?")
 _FENCE: Final = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-#: ``- **Label**: value`` (also ``* **Label:** value``); groups: prefix, label, separator, space, value.
+#: ``- **Label**: value`` or ``* **Label:** value``; groups: prefix, label, separator, space, value
 _FIELD: Final = re.compile(
     r"^([ \t]*[-*+][ \t]+\*\*)([A-Za-z][A-Za-z ]*?)(\*\*:|:\*\*)([ \t]*)(.*)$"
 )
