@@ -178,7 +178,9 @@ def test_process_outside_a_project_is_a_usage_error(
     loose = tmp_path / "loose.json"
     loose.write_text("{}", encoding="utf-8")
     assert main(["process", str(loose)]) == 2
-    assert main(["process", str(tmp_path / "nope.json")]) == 2
+    root = project_with_task(tmp_path)
+    missing = root / "specs" / "259_prove_completeness" / ".return-meta.json"
+    assert main(["process", str(missing)]) == 2
     err = capsys.readouterr().err
     assert "not inside a project" in err and "no such file" in err
     assert "Traceback" not in err
