@@ -1,0 +1,821 @@
+"""``postflightd watch``: the loop turning file events into postflight, and the service around it.
+
+One thread does all the work (validation, postflight, stuck detection): watchdog's threads only
+hand dirty paths over (``watcher.DirtySet``), so every state.json commit happens here, in
+order, and a signal only ever lands between two commits. The loop sleeps in ``select`` on a
+self-pipe until the next thing that can be due: an event, the stuck deadline of the earliest
+run, a deferred (half-written) file's settle time, the supervisor's check, the periodic
+rescan, or the systemd watchdog ping. There is no per-second polling of the runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+import structlog
+
+from postflightd.config import Config
+from postflightd.errors import PostflightError, UsageError
+from postflightd.findings import Severity
+from postflightd.journal import Journal, journal_path
+from postflightd.lifecycle import Change, RunTable, Sighting, Transition
+from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, find_metadata_files
+from postflightd.logs import configure_logging
+from postflightd.pipeline import (
+    FileReport,
+    Outcome,
+    Project,
+    check_file,
+    policy_from,
+    postflight,
+    record_stuck,
+)
+from postflightd.watcher import DirtySet, RootWatch, install_overflow_trap
+
+log = structlog.get_logger()
+
+PID_FILE_NAME: Final = ".postflightd.pid"
+#: How often the supervisor checks that each observer is alive and on the right directory.
+SUPERVISE_S: Final = 1.0
+#: ...and while a specs directory is missing, how often it looks for it to come back.
+MISSING_RECHECK_S: Final = 0.25
+#: Files post-flighted per commit: bounds the time a SIGTERM waits for the commit in flight.
+BATCH_MAX: Final = 250
+#: A stuck timer fires this long after the deadline, so ``now > deadline`` holds when it does.
+DEADLINE_SLACK_S: Final = 0.005
+
+
+class AlreadyRunningError(UsageError):
+    """A second daemon on a root: exit 2, naming the first one's pid."""
+
+
+# --- one daemon per root ----------------------------------------------------------------------
+
+
+class InstanceLock:
+    """An ``flock`` on ``specs/.postflightd.pid``, which holds the owner's pid while it runs.
+
+    The pid in the file is only informative (the lock is the truth), so a stale file left by a
+    crash never blocks a new daemon.
+    """
+
+    def __init__(self, specs_dir: Path) -> None:
+        self.path = specs_dir / PID_FILE_NAME
+        self._fd: int | None = None
+
+    def acquire(self, root: Path) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            who = f"pid {pid}" if pid else "another process"
+            raise AlreadyRunningError(
+                f"another postflightd ({who}) is already watching {root} "
+                f"(lock {self.path}); one daemon per root: stop it first"
+                + (f" (kill {pid})" if pid else "")
+            ) from None
+        except OSError:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def lock_holder(specs_dir: Path) -> int | None:
+    """The pid of the daemon watching ``specs_dir`` (0 if unknown), or None when there is none."""
+    try:
+        fd = os.open(specs_dir / PID_FILE_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(fd) or 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+# --- systemd ----------------------------------------------------------------------------------
+
+
+class SystemdNotifier:
+    """sd_notify(3) without libsystemd: datagrams to ``$NOTIFY_SOCKET``."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        env = os.environ if env is None else env
+        self._sock: socket.socket | None = None
+        self._addr = ""
+        address = env.get("NOTIFY_SOCKET", "")
+        if address:
+            # A leading '@' names a socket in the abstract namespace.
+            self._addr = "\0" + address[1:] if address.startswith("@") else address
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+        self.watchdog_interval_s: float | None = None
+        usec, pid = env.get("WATCHDOG_USEC", ""), env.get("WATCHDOG_PID", "")
+        for_us = not pid or (pid.isdigit() and int(pid) == os.getpid())
+        if self._sock is not None and usec.isdigit() and int(usec) > 0 and for_us:
+            # Ping at half the interval, as sd_watchdog_enabled(3) recommends.
+            self.watchdog_interval_s = int(usec) / 1e6 / 2
+
+    def notify(self, *lines: str) -> bool:
+        if self._sock is None:
+            return False
+        try:
+            self._sock.sendto("\n".join(lines).encode(), self._addr)
+        except OSError as exc:
+            log.warning("sd_notify failed", error=str(exc), socket=self._addr)
+            return False
+        return True
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+# --- the loop's wake-up ---------------------------------------------------------------------
+
+
+class Waker:
+    """A self-pipe: watchdog threads and signals both wake the loop's ``select``.
+
+    A pipe rather than a ``threading.Event``: a signal handler that sets an Event can deadlock
+    on the Event's internal lock if the signal lands while the main thread holds it.
+    """
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        for fd in (self._r, self._w):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+
+    @property
+    def write_fd(self) -> int:
+        return self._w
+
+    def set(self) -> None:
+        # A full pipe (BlockingIOError) means the loop is already due to wake.
+        with contextlib.suppress(OSError):
+            os.write(self._w, b"\0")
+
+    def wait(self, timeout: float) -> None:
+        with contextlib.suppress(InterruptedError):
+            select.select([self._r], [], [], max(0.0, timeout))
+        try:
+            while os.read(self._r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        os.close(self._r)
+        os.close(self._w)
+
+
+# --- per-root state ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RootState:
+    root: Path
+    specs_dir: Path
+    watch: RootWatch
+    lock: InstanceLock
+    #: path -> identity of the content last processed (a rescan skips unchanged files).
+    identities: dict[str, FileIdentity | None] = field(default_factory=dict)
+    #: files that did not parse yet -> monotonic time of their last event.
+    deferred: dict[str, float] = field(default_factory=dict)
+    #: files kept because state.json is unusable: retried when it changes.
+    held: set[str] = field(default_factory=set)
+    state_problem: str | None = None
+    missing: bool = False
+
+
+def _identity(path: str) -> FileIdentity | None:
+    try:
+        return FileIdentity.of(os.lstat(path))
+    except OSError:
+        return None
+
+
+def _chunks(items: Sequence[MetaFileRef], size: int) -> Iterable[Sequence[MetaFileRef]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Daemon:
+    """Watch roots and post-flight their metadata files until told to stop."""
+
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        config: Config,
+        load_config: Callable[[], Config],
+        *,
+        notifier: SystemdNotifier | None = None,
+    ) -> None:
+        self.config = config
+        self.policy = policy_from(config)
+        self._load_config = load_config
+        self.runs = RunTable()
+        self._waker = Waker()
+        self.dirty = DirtySet(self._waker.set)
+        self._notifier = notifier if notifier is not None else SystemdNotifier()
+        self._roots = {root: self._root_state(root, config) for root in roots}
+        self._journal: Journal | None = None
+        self._stop = False
+        self._reload = False
+        self._next_supervise = 0.0
+        self._next_rescan = 0.0
+        self._next_ping = 0.0
+
+    def _root_state(self, root: Path, config: Config) -> RootState:
+        specs = root / config.specs_dir
+        watch = RootWatch(
+            root,
+            specs,
+            config.postflight.state_file,
+            config.watch.observer,
+            self.dirty,
+            on_fallback=lambda why: log.warning("observer_fallback", root=str(root), reason=why),
+        )
+        return RootState(root, specs, watch, InstanceLock(specs))
+
+    # --- signals ------------------------------------------------------------------------------
+
+    def _on_stop(self, signum: int, _frame: FrameType | None) -> None:
+        self._stop = True
+        self._waker.set()
+
+    def _on_hup(self, _signum: int, _frame: FrameType | None) -> None:
+        self._reload = True
+        self._waker.set()
+
+    def _install_signals(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_thread_death(self, args: threading.ExceptHookArgs) -> None:
+        # An exception in a handler kills watchdog's dispatcher thread silently (the observer
+        # just stops delivering events): log it and let the supervisor restart the observer.
+        log.error(
+            "watcher_thread_died",
+            thread=args.thread.name if args.thread else None,
+            error=f"{args.exc_type.__name__}: {args.exc_value}",
+        )
+        self.dirty.request_check(None)
+
+    # --- start and stop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT; return the exit code."""
+        self._install_signals()
+        for rs in self._roots.values():
+            if not rs.specs_dir.is_dir():
+                raise UsageError(
+                    f"{rs.root}: no {self.config.specs_dir}/ directory to watch "
+                    "(give a project root holding one, or set specs_dir)"
+                )
+        acquired: list[RootState] = []
+        try:
+            for rs in self._roots.values():
+                rs.lock.acquire(rs.root)
+                acquired.append(rs)
+            return self._serve()
+        finally:
+            for rs in acquired:
+                rs.lock.release()
+
+    def _serve(self) -> int:
+        previous_hook = threading.excepthook
+        threading.excepthook = self._on_thread_death
+        trap = install_overflow_trap(self.dirty)
+        self._journal = Journal.open(journal_path(self.config.journal.path))
+        try:
+            # Start every observer first, then scan what is there: a file written between the
+            # scan and the observer's start would otherwise be seen by neither.
+            for rs in self._roots.values():
+                self._start_watch(rs)
+            for rs in self._roots.values():
+                self._rescan(rs, "start", force=True)
+            now = time.monotonic()
+            self._next_supervise = now + SUPERVISE_S
+            self._next_rescan = now + self.config.watch.rescan_interval_s
+            self._notifier.notify("READY=1", f"STATUS={self._status_line()}")
+            log.info(
+                "daemon_started",
+                pid=os.getpid(),
+                roots=[str(r) for r in self._roots],
+                config=self.config.source or None,
+            )
+            while not self._stop:
+                self._iterate()
+            log.info("daemon_stopping", pid=os.getpid())
+            self._notifier.notify("STOPPING=1")
+        finally:
+            for rs in self._roots.values():
+                rs.watch.stop()
+            import logging
+
+            logging.getLogger("watchdog").removeHandler(trap)
+            threading.excepthook = previous_hook
+            if self._journal is not None:
+                self._journal.close()
+            self._notifier.close()
+            self._waker.close()
+        log.info("daemon_stopped", pid=os.getpid())
+        return 0
+
+    def _start_watch(self, rs: RootState) -> None:
+        try:
+            started = rs.watch.start()
+        except OSError as exc:
+            log.error(  # noqa: TRY400 - an expected condition: the message says it all
+                "watch_failed", root=str(rs.root), error=exc.strerror or str(exc)
+            )
+            started = False
+        if started:
+            rs.missing = False
+            log.info(
+                "watching",
+                root=str(rs.root),
+                specs_dir=str(rs.specs_dir),
+                observer=rs.watch.kind,
+                reason=rs.watch.why,
+            )
+        else:
+            rs.missing = True
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    def _next_wake(self) -> float:
+        """The monotonic time the loop must be awake at, at the latest."""
+        mono, wall = time.monotonic(), time.time()
+        candidates = [self._next_supervise, self._next_rescan]
+        deadline = self.runs.next_deadline()
+        if deadline is not None:
+            candidates.append(mono + (deadline - wall) + DEADLINE_SLACK_S)
+        settle = self.config.watch.settle_ms / 1000
+        for rs in self._roots.values():
+            if rs.deferred:
+                candidates.append(min(rs.deferred.values()) + settle)
+        if self._notifier.watchdog_interval_s is not None:
+            candidates.append(self._next_ping)
+        return min(candidates)
+
+    def _iterate(self) -> None:
+        self._waker.wait(self._next_wake() - time.monotonic())
+        if self._stop:
+            return
+        if self._reload:
+            self._reload = False
+            self._reload_config()
+        pending = self.dirty.take()
+        mono = time.monotonic()
+        if pending.checks or mono >= self._next_supervise:
+            self._supervise()
+            missing = any(rs.missing for rs in self._roots.values())
+            self._next_supervise = mono + (MISSING_RECHECK_S if missing else SUPERVISE_S)
+        for target, reason in pending.rescans.items():
+            for rs in self._targets(target):
+                if reason == "event queue overflow":
+                    log.warning("event_queue_overflow", root=str(rs.root))
+                self._rescan(rs, reason, force=False)
+        if mono >= self._next_rescan:
+            self._next_rescan = mono + self.config.watch.rescan_interval_s
+            for rs in self._roots.values():
+                self._rescan(rs, "periodic", force=False)
+        by_root: dict[Path, list[str]] = {}
+        for path, root in pending.paths.items():
+            by_root.setdefault(root, []).append(path)
+        for root in pending.state_changed:
+            held = self._roots[root].held if root in self._roots else set()
+            by_root.setdefault(root, []).extend(held)
+            held.clear()
+        for root, paths in by_root.items():
+            state = self._roots.get(root)
+            if state is None or self._stop or not paths:
+                continue
+            for p in paths:
+                if p in state.deferred:
+                    state.deferred[p] = time.monotonic()
+            self._process(state, paths, report_unparsed=False)
+        self._retry_settled()
+        self._check_stuck()
+        if self._notifier.watchdog_interval_s is not None and time.monotonic() >= self._next_ping:
+            self._notifier.notify("WATCHDOG=1")
+            self._next_ping = time.monotonic() + self._notifier.watchdog_interval_s
+
+    def _targets(self, root: Path | None) -> list[RootState]:
+        if root is None:
+            return list(self._roots.values())
+        rs = self._roots.get(root)
+        return [rs] if rs is not None else []
+
+    def _status_line(self) -> str:
+        in_flight = sum(1 for r in self.runs if r.in_progress)
+        return f"watching {len(self._roots)} root(s); {in_flight} run(s) in flight"
+
+    # --- supervision --------------------------------------------------------------------------
+
+    def _supervise(self) -> None:
+        for rs in self._roots.values():
+            problem = rs.watch.problem()
+            if problem is None:
+                continue
+            if not rs.specs_dir.is_dir():
+                if not rs.missing:
+                    rs.watch.stop()
+                    rs.missing = True
+                    log.warning(
+                        "specs_dir_missing",
+                        root=str(rs.root),
+                        specs_dir=str(rs.specs_dir),
+                        reason=problem,
+                    )
+                continue
+            was_missing = rs.missing
+            log.warning(
+                "watch_restarted",
+                root=str(rs.root),
+                reason="the specs directory is back" if was_missing else problem,
+            )
+            old_identity = rs.watch.identity
+            self._start_watch(rs)
+            if rs.missing:
+                continue
+            if rs.watch.identity != old_identity:
+                self._relock(rs)
+            self._rescan(rs, "watch restarted", force=True)
+
+    def _relock(self, rs: RootState) -> None:
+        """The specs directory is a new one: hold the instance lock in it too."""
+        fresh = InstanceLock(rs.specs_dir)
+        try:
+            fresh.acquire(rs.root)
+        except (AlreadyRunningError, OSError) as exc:
+            log.error(  # noqa: TRY400 - expected; no traceback
+                "instance_lock_lost", root=str(rs.root), error=str(exc)
+            )
+            return
+        rs.lock.release()
+        rs.lock = fresh
+
+    # --- scanning and processing -----------------------------------------------------------
+
+    def _rescan(self, rs: RootState, reason: str, *, force: bool) -> None:
+        """Events are hints, the directory is the truth: process whatever changed unseen."""
+        found: set[str] = set()
+        dirty: list[str] = []
+        for ref in find_metadata_files(rs.specs_dir):
+            path = str(ref.path)
+            found.add(path)
+            if force or path not in rs.identities or rs.identities[path] != _identity(path):
+                dirty.append(path)
+        for key in self.runs.keys_for(str(rs.root)):
+            path = str(rs.specs_dir / key[1] / META_NAME)
+            if path not in found:
+                dirty.append(path)
+        for path in list(rs.identities):
+            if path not in found:
+                del rs.identities[path]
+        if force:
+            rs.state_problem = None
+        level = log.debug if reason == "periodic" and not dirty else log.info
+        level("rescan", root=str(rs.root), reason=reason, files=len(found), changed=len(dirty))
+        if dirty:
+            self._process(rs, dirty, report_unparsed=False)
+
+    def _process(self, rs: RootState, paths: Iterable[str], *, report_unparsed: bool) -> None:
+        refs: list[MetaFileRef] = []
+        for path in dict.fromkeys(paths):
+            meta = Path(path)
+            task_dir = meta.parent
+            if task_dir.parent != rs.specs_dir:
+                continue  # a file of that name deeper down (in an artifact directory)
+            if not os.path.lexists(path):
+                # Deleted (by our own clean-up, or by another postflight): no need to read
+                # state.json to know that.
+                self._gone(rs, path)
+                continue
+            if task_dir.is_symlink():
+                continue  # never followed; the rescan reports it (PF100)
+            refs.append(MetaFileRef(meta, task_dir.name))
+        for chunk in _chunks(refs, BATCH_MAX):
+            if self._stop:
+                return  # the files stay on disk; the next start picks them up
+            now = datetime.now(UTC)
+            project = Project.open(rs.root, self.config)
+            assert self._journal is not None
+            try:
+                reports = postflight(
+                    project,
+                    chunk,
+                    self.config,
+                    self.policy,
+                    self._journal,
+                    now,
+                    report_unparsed=report_unparsed,
+                )
+            except Exception as exc:  # one bad batch must not stop the daemon
+                log.exception("postflight_failed", root=str(rs.root), error=str(exc))
+                continue
+            for report in reports:
+                self._after(rs, report, now)
+
+    def _gone(self, rs: RootState, path: str) -> None:
+        rs.identities.pop(path, None)
+        rs.deferred.pop(path, None)
+        rs.held.discard(path)
+        key = (str(rs.root), Path(path).parent.name)
+        ended = self.runs.ended(key, applied=False)
+        if ended is not None:
+            self._log_transition(ended)
+
+    def _sighting(self, rs: RootState, report: FileReport) -> Sighting:
+        v = report.validation
+        return Sighting.from_doc(
+            str(rs.root),
+            report.path.parent.name,
+            report.task,
+            report.loaded.doc,
+            operation=v.operation if v else None,
+            started_at=v.started_at if v else None,
+            timeout_s=v.timeout_s if v else None,
+        )
+
+    def _after(self, rs: RootState, report: FileReport, now: datetime) -> None:
+        """Follow up one file's outcome: the run table, the log, retries."""
+        path = str(report.path)
+        outcome = report.outcome
+        if outcome is Outcome.DEFERRED:
+            # Maybe still being written: wait for its next event or for it to settle.
+            rs.deferred.setdefault(path, time.monotonic())
+            return
+        rs.deferred.pop(path, None)
+        if outcome is Outcome.GONE:
+            self._gone(rs, path)
+            return
+        if outcome is Outcome.REWRITTEN:
+            self.dirty.mark(rs.root, path)
+            return
+        if outcome is Outcome.APPLIED:
+            rs.identities.pop(path, None)
+            rs.held.discard(path)
+            for t in self.runs.finished(self._sighting(rs, report), now):
+                self._log_transition(t)
+            log.info(
+                "applied",
+                **self._context(rs, report),
+                status=report.raw_status,
+                warnings=[f.code for f in report.findings],
+                notes=list(report.notes) or None,
+            )
+            return
+        identity = report.loaded.identity
+        new_content = rs.identities.get(path) != identity or identity is None
+        rs.identities[path] = identity
+        for t in self.runs.seen(self._sighting(rs, report), now):
+            self._log_transition(t)
+        if outcome is Outcome.STATE_UNUSABLE:
+            rs.held.add(path)
+            problem = next((f.message for f in report.findings if f.code == "PF604"), "PF604")
+            if problem != rs.state_problem:
+                rs.state_problem = problem
+                log.error("state_unusable", **self._context(rs, report), problem=problem)
+            return
+        # PF602 (stuck) is the stuck timer's to report, once, with an errors.json record.
+        errors = [f for f in report.findings if f.severity is Severity.ERROR and f.code != "PF602"]
+        if new_content and (outcome is Outcome.INVALID or errors):
+            log.warning(
+                "invalid",
+                **self._context(rs, report),
+                status=report.raw_status,
+                findings=[f"{f.code} {f.location}: {f.message}" for f in report.findings],
+            )
+
+    def _context(self, rs: RootState, report: FileReport) -> dict[str, Any]:
+        return {
+            "root": str(rs.root),
+            "task": report.task,
+            "session": report.session,
+            "file": report.rel_path,
+        }
+
+    def _log_transition(self, t: Transition) -> None:
+        s = t.run.sighting
+        ctx: dict[str, Any] = {
+            "root": s.root,
+            "task": s.task,
+            "session": s.session,
+            "file": f"{self.config.specs_dir}/{s.task_dir}/{META_NAME}",
+            "status": s.status,
+        }
+        if t.change is Change.REPLACED and t.previous is not None:
+            log.warning(
+                t.change.value,
+                **ctx,
+                code="PF603",
+                replaced_session=t.previous.sighting.session,
+                message=(
+                    f"session {s.session} replaced the unfinished in_progress run of session "
+                    f"{t.previous.sighting.session}"
+                ),
+            )
+        elif t.change is Change.STUCK:
+            elapsed = time.time() - s.started_at.timestamp() if s.started_at is not None else None
+            log.error(
+                t.change.value,
+                **ctx,
+                code="PF602",
+                operation=s.operation,
+                elapsed_s=round(elapsed, 1) if elapsed is not None else None,
+                timeout_s=s.timeout_s,
+            )
+        else:
+            log.info(
+                t.change.value,
+                **ctx,
+                agent=s.agent,
+                stage=s.stage,
+                phases_completed=s.phases_completed,
+                phases_total=s.phases_total,
+            )
+
+    def _retry_settled(self) -> None:
+        """Re-read files that did not parse once they have been quiet for ``settle_ms``."""
+        settle = self.config.watch.settle_ms / 1000
+        mono, wall = time.monotonic(), time.time()
+        for rs in self._roots.values():
+            due: list[str] = []
+            for path, last in list(rs.deferred.items()):
+                if mono - last < settle:
+                    continue
+                try:
+                    age = wall - os.lstat(path).st_mtime
+                except OSError:
+                    age = settle
+                if age < settle:
+                    # Written since its last event reached us (we may lag behind a fast
+                    # writer): the file is not quiet yet, whatever the event times say.
+                    rs.deferred[path] = mono - max(age, 0.0)
+                    continue
+                del rs.deferred[path]
+                due.append(path)
+            if due and not self._stop:
+                self._process(rs, due, report_unparsed=True)
+
+    def _check_stuck(self) -> None:
+        now = datetime.now(UTC)
+        for run in self.runs.due(now):
+            rs = self._roots.get(Path(run.sighting.root))
+            if rs is None or self._stop:
+                continue
+            path = rs.specs_dir / run.sighting.task_dir / META_NAME
+            project = Project.open(rs.root, self.config)
+            report = check_file(
+                project, MetaFileRef(path, run.sighting.task_dir), self.config, self.policy, now
+            )
+            if not report.path.exists():
+                self._gone(rs, str(path))
+                continue
+            if not report.stuck:
+                # The file changed since it was last read (a new started_at, a final status).
+                for t in self.runs.seen(self._sighting(rs, report), now):
+                    self._log_transition(t)
+                current = self.runs.get(run.key)
+                deadline = current.deadline if current is not None else None
+                if deadline is not None and now.timestamp() > deadline:
+                    self.runs.mark_stuck(run.key)  # never spin on a deadline in the past
+                continue
+            self.runs.seen(self._sighting(rs, report), now)
+            flagged = self.runs.mark_stuck(run.key)
+            if flagged is None:
+                continue
+            self._log_transition(flagged)
+            assert self._journal is not None
+            try:
+                record_stuck(project, report, self.config, self._journal, now)
+            except (OSError, PostflightError) as exc:
+                log.error(  # noqa: TRY400 - expected; no traceback
+                    "stuck_record_failed", **self._context(rs, report), error=str(exc)
+                )
+
+    # --- SIGHUP ---------------------------------------------------------------------------
+
+    def _reload_config(self) -> None:
+        try:
+            new = self._load_config()
+            policy = policy_from(new)
+        except (PostflightError, ValueError) as exc:
+            log.error(  # noqa: TRY400 - expected; no traceback
+                "config_reload_failed", error=str(exc), kept=self.config.source or None
+            )
+            return
+        old = self.config
+        self.config, self.policy = new, policy
+        if new.log != old.log:
+            configure_logging(new.log.format, new.log.level)
+        if new.journal != old.journal and self._journal is not None:
+            self._journal.close()
+            self._journal = Journal.open(journal_path(new.journal.path))
+        rewatch = (
+            new.specs_dir != old.specs_dir
+            or new.watch.observer != old.watch.observer
+            or new.postflight.state_file != old.postflight.state_file
+        )
+        if new.watch.roots != old.watch.roots:
+            log.warning("config_roots_ignored", reason="roots are fixed until the daemon restarts")
+        log.info("config_reloaded", config=new.source or None, rewatch=rewatch)
+        for root, rs in list(self._roots.items()):
+            if rewatch:
+                rs.watch.stop()
+                fresh = self._root_state(root, new)
+                if fresh.specs_dir != rs.specs_dir:
+                    try:
+                        fresh.lock.acquire(root)
+                    except (AlreadyRunningError, OSError) as exc:
+                        log.error(  # noqa: TRY400 - expected; no traceback
+                            "instance_lock_lost", root=str(root), error=str(exc)
+                        )
+                        fresh.lock = rs.lock
+                    else:
+                        rs.lock.release()
+                else:
+                    fresh.lock = rs.lock
+                self._roots[root] = fresh
+                self._start_watch(fresh)
+            # Timeouts or rules may have changed: re-read everything once.
+            self._rescan(self._roots[root], "configuration reloaded", force=True)
+        self._next_rescan = time.monotonic() + new.watch.rescan_interval_s
+
+
+def serve(roots: Sequence[Path], config: Config, load_config: Callable[[], Config]) -> int:
+    """``postflightd watch``: run the daemon in this process until SIGTERM/SIGINT."""
+    return Daemon(roots, config, load_config).run()
+
+
+def run_watch(
+    roots: Sequence[str],
+    config_path: str | None,
+    log_format: str | None,
+    log_level: str | None,
+) -> int:
+    """``postflightd watch [ROOT ...]``: roots from the arguments, else ``[watch] roots``, else ."""
+    from postflightd.config import LogConfig, load_config
+    from postflightd.pipeline import resolve_root
+
+    def load(paths: list[Path]) -> Config:
+        config = load_config(config_path, paths)
+        overrides = {k: v for k, v in (("format", log_format), ("level", log_level)) if v}
+        if overrides:
+            log_config = LogConfig.model_validate({**config.log.model_dump(), **overrides})
+            config = config.model_copy(update={"log": log_config})
+        return config
+
+    if roots:
+        resolved = [resolve_root(r) for r in roots]
+        config = load(resolved)
+    else:
+        config = load([Path.cwd()])
+        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
+    # Two spellings of one root would take the instance lock twice and deadlock on it.
+    resolved = list(dict.fromkeys(resolved))
+    configure_logging(config.log.format, config.log.level)
+    return serve(resolved, config, lambda: load(resolved))

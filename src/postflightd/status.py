@@ -1,0 +1,206 @@
+"""``postflightd status``: the runs in flight under each root, read from the files themselves.
+
+It needs no daemon (it reads the metadata files with the same ``check_file`` every command
+uses), and says whether one is watching the root (the daemon's instance lock).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from postflightd.config import Config
+from postflightd.daemon import lock_holder
+from postflightd.findings import Policy
+from postflightd.lifecycle import IN_PROGRESS, Sighting
+from postflightd.loader import find_metadata_files
+from postflightd.pipeline import Project, check_file
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatus:
+    """One metadata file as ``status`` shows it."""
+
+    file: str
+    task: int | None
+    status: str | None
+    #: running | stuck | waiting (final, valid: postflight pending) | invalid
+    state: str
+    valid: bool
+    stuck: bool
+    agent: str | None
+    session: str | None
+    operation: str | None
+    stage: str | None
+    phases_completed: int | None
+    phases_total: int | None
+    started_at: str | None
+    elapsed_s: float | None
+    timeout_s: float | None
+
+
+@dataclass(slots=True)
+class RootStatus:
+    root: Path
+    #: pid of the daemon watching this root; 0 when one holds the lock but wrote no pid.
+    daemon_pid: int | None
+    runs: list[RunStatus] = field(default_factory=list)
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "root": str(self.root),
+            "daemon": {"running": self.daemon_pid is not None, "pid": self.daemon_pid or None},
+            "note": self.note,
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def _state(status: str | None, valid: bool, stuck: bool) -> str:
+    if status == IN_PROGRESS:
+        return "stuck" if stuck else "running"
+    return "waiting" if valid else "invalid"
+
+
+def collect_status(
+    roots: Iterable[Path], config: Config, policy: Policy, now: datetime
+) -> list[RootStatus]:
+    """Every metadata file under each root, with what its run is doing."""
+    out: list[RootStatus] = []
+    for root in roots:
+        project = Project.open(root, config)
+        entry = RootStatus(root, lock_holder(project.specs_dir))
+        out.append(entry)
+        if not project.specs_dir.is_dir():
+            entry.note = f"no {config.specs_dir}/ directory"
+            continue
+        for ref in find_metadata_files(project.specs_dir):
+            report = check_file(project, ref, config, policy, now)
+            v = report.validation
+            s = Sighting.from_doc(
+                str(root),
+                ref.task_dir,
+                report.task,
+                report.loaded.doc,
+                operation=v.operation if v else None,
+                started_at=v.started_at if v else None,
+                timeout_s=v.timeout_s if v else None,
+            )
+            elapsed = (now - s.started_at).total_seconds() if s.started_at else None
+            entry.runs.append(
+                RunStatus(
+                    file=report.rel_path,
+                    task=report.task,
+                    status=s.status,
+                    state=_state(s.status, report.valid, report.stuck),
+                    valid=report.valid,
+                    stuck=report.stuck,
+                    agent=s.agent,
+                    session=s.session,
+                    operation=s.operation,
+                    stage=s.stage,
+                    phases_completed=s.phases_completed,
+                    phases_total=s.phases_total,
+                    started_at=s.started_at.isoformat() if s.started_at else None,
+                    elapsed_s=round(elapsed, 1) if elapsed is not None else None,
+                    timeout_s=s.timeout_s,
+                )
+            )
+    return out
+
+
+def format_duration(seconds: float | None) -> str:
+    """``1h02m``, ``4m05s``, ``12s``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    total = int(max(seconds, 0))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _phases(run: RunStatus) -> str:
+    if run.phases_completed is None and run.phases_total is None:
+        return "-"
+    done = "?" if run.phases_completed is None else str(run.phases_completed)
+    total = "?" if run.phases_total is None else str(run.phases_total)
+    return f"{done}/{total}"
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def report_status_text(statuses: Sequence[RootStatus], out: TextIO) -> None:
+    for entry in statuses:
+        if entry.daemon_pid is None:
+            daemon = "no daemon"
+        else:
+            daemon = f"daemon pid {entry.daemon_pid}" if entry.daemon_pid else "daemon running"
+        out.write(f"{entry.root}  ({daemon})\n")
+        if entry.note:
+            out.write(f"  {entry.note}\n")
+            continue
+        if not entry.runs:
+            out.write("  no runs in flight\n")
+            continue
+        rows = [["TASK", "STATUS", "AGENT", "STAGE", "PHASES", "ELAPSED / TIMEOUT", ""]]
+        for run in entry.runs:
+            rows.append(
+                [
+                    str(run.task) if run.task is not None else run.file,
+                    run.status or "?",
+                    run.agent or "-",
+                    run.stage or "-",
+                    _phases(run),
+                    f"{format_duration(run.elapsed_s)} / {format_duration(run.timeout_s)}",
+                    {"stuck": "STUCK", "invalid": "INVALID", "waiting": "WAITING"}.get(
+                        run.state, ""
+                    ),
+                ]
+            )
+        for line in _table(rows):
+            out.write(f"  {line}\n")
+    runs = [r for e in statuses for r in e.runs]
+    stuck = sum(1 for r in runs if r.stuck)
+    running = sum(1 for r in runs if r.state == "running")
+    out.write(f"{running} running, {stuck} stuck, {len(runs) - running - stuck} other\n")
+
+
+def report_status_json(statuses: Sequence[RootStatus], out: TextIO) -> None:
+    json.dump({"roots": [s.to_json() for s in statuses]}, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+STATUS_REPORTERS: dict[str, Callable[[Sequence[RootStatus], TextIO], None]] = {
+    "text": report_status_text,
+    "json": report_status_json,
+}
+
+
+def run_status(roots: Sequence[str], fmt: str, config_path: str | None) -> int:
+    """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
+    from datetime import UTC
+
+    from postflightd.config import load_config
+    from postflightd.pipeline import policy_from, resolve_root
+
+    if roots:
+        resolved = [resolve_root(r) for r in roots]
+        config = load_config(config_path, resolved)
+    else:
+        config = load_config(config_path, [Path.cwd()])
+        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
+    statuses = collect_status(resolved, config, policy_from(config), datetime.now(UTC))
+    STATUS_REPORTERS[fmt](statuses, sys.stdout)
+    return 1 if any(r.stuck for s in statuses for r in s.runs) else 0
