@@ -558,3 +558,20 @@ def test_untraversable_root_is_a_clear_error(shared_dir: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "internal error" not in out.stderr
     assert str(root) in out.stderr
+
+
+def test_artifact_probe_resolves_dotdot_after_symlinks(tmp_path: Path) -> None:
+    """``link/../x`` follows the link first, as the kernel does: no lexical shortcut."""
+    from postflightd.loader import artifact_probe
+
+    root = tmp_path / "root"
+    write_artifact(root, "x", "inside\n")
+    write_artifact(tmp_path, "deep/x", "outside\n")
+    (root / "down").symlink_to(tmp_path / "deep" / "er", target_is_directory=True)
+    (tmp_path / "deep" / "er").mkdir()
+    (root / "sub").mkdir()
+    probe = artifact_probe(root)
+    assert probe("sub/../x") is ArtifactState.OK
+    assert probe("down/../x") is ArtifactState.OUTSIDE
+    assert probe("down/../missing") is ArtifactState.OUTSIDE
+    assert probe("sub/./x") is ArtifactState.MISSING

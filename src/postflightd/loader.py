@@ -7,6 +7,7 @@ the finding that says why (PF100-PF105); a state.json that cannot be used comes 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -328,17 +329,33 @@ def artifact_probe(root: Path) -> ArtifactProbe:
     """An ArtifactProbe for paths relative to ``root``, resolving symlinks on the way."""
     root_real = os.path.realpath(root)
     prefix = root_real.rstrip(os.sep) + os.sep
-    parents: dict[str, str] = {}
+    parents: dict[str, str] = {root_real: root_real}
 
     def inside(real: str) -> bool:
         return real == root_real or real.startswith(prefix)
 
+    def real_dir(path: str) -> str:
+        # Resolved one component at a time through the cache: a new task directory costs
+        # one lstat, where os.path.realpath would lstat every component of the path again.
+        known = parents.get(path)
+        if known is not None:
+            return known
+        head, tail = os.path.split(path)
+        if not tail or head == path:
+            real = os.path.realpath(path)
+        elif tail in {".", ".."}:
+            real = os.path.realpath(os.path.join(real_dir(head), tail))
+        else:
+            real = os.path.join(real_dir(head), tail)
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.lstat(real).st_mode):
+                    real = os.path.realpath(real)
+        parents[path] = real
+        return real
+
     def probe(rel: str) -> ArtifactState:
         head, tail = os.path.split(os.path.join(root_real, rel))
-        # Resolving each parent directory once keeps a 10,000-file scan to one stat per file.
-        parent = parents.get(head)
-        if parent is None:
-            parent = parents[head] = os.path.realpath(head)
+        parent = real_dir(head)
         full = os.path.join(parent, tail) if tail else parent
         try:
             st = os.lstat(full)

@@ -24,8 +24,9 @@ def report_text(report: ScanReport, out: TextIO) -> None:
 
 def report_json(report: ScanReport, out: TextIO) -> None:
     """The object of SPEC 4: roots, files (valid ones included), summary."""
-    json.dump(report.to_json(), out, indent=2, ensure_ascii=False)
-    out.write("\n")
+    # One dumps and one write: json.dump streams hundreds of thousands of tiny writes, which
+    # took over a second of a 10,000-file scan.
+    out.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
 
 
 def _escape_data(text: str) -> str:

@@ -578,11 +578,15 @@ def _artifact_rules(
             )
 
 
+_DRIVE_RE: Final = re.compile(r"[A-Za-z]:[\\/]")
+_SEPARATORS_RE: Final = re.compile(r"[\\/]+")
+
+
 def _lexically_outside(path: str) -> bool:
-    if path.startswith(("/", "\\", "~")) or re.match(r"[A-Za-z]:[\\/]", path):
+    if path.startswith(("/", "\\", "~")) or _DRIVE_RE.match(path):
         return True
     depth = 0
-    for part in re.split(r"[\\/]+", path):
+    for part in _SEPARATORS_RE.split(path):
         if part == "..":
             depth -= 1
             if depth < 0:

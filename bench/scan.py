@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Benchmark: `postflightd scan` of 10,000 metadata files vs. the bash + jq status quo.
+
+Generates a project with N task directories under a temp dir (mixed valid and invalid
+metadata files, an N-task state.json, the artifacts the valid files list), then times, as
+whole processes and on a warm page cache:
+
+* `postflightd scan --format json ROOT`         (median of --runs runs)
+* a bash loop doing `jq empty` + one `jq -r .status` per file, the postflight reading that
+  workflows do today (median of --jq-runs runs; skipped when jq is not installed)
+* `postflightd --version`                        (median of --runs * 2 runs)
+
+and prints the figures, the targets of SPEC 6 and the machine it ran on.
+
+    .venv/bin/python bench/scan.py [--tasks 10000] [--runs 5] [--jq-runs 3] [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+SCAN_TARGET_S = 2.0
+SPEEDUP_TARGET = 10.0
+VERSION_TARGET_S = 0.250
+SESSION = "sess_1736700000_abc123"
+
+JQ_LOOP = r"""
+shopt -s nullglob
+invalid=0
+for f in "$1"/specs/*/.return-meta.json; do
+  if ! jq empty "$f" 2>/dev/null; then
+    invalid=$((invalid + 1))
+    continue
+  fi
+  status=$(jq -r '.status' "$f")
+done
+echo "$invalid"
+"""
+
+
+def _metadata(kind: str) -> dict[str, Any]:
+    return {
+        "session_id": SESSION,
+        "agent_type": f"general-{kind}-agent",
+        "duration_seconds": 180,
+        "delegation_depth": 1,
+        "delegation_path": ["orchestrator", kind, f"general-{kind}-agent"],
+    }
+
+
+def _document(n: int, task_dir: str, variant: str) -> tuple[str, list[str]]:
+    """(file text, artifact paths to create) for one task of the given variant."""
+    report = f"specs/{task_dir}/reports/research-001.md"
+    artifact = {"type": "report", "path": report, "summary": "Research report"}
+    doc: dict[str, Any] = {
+        "status": "researched",
+        "artifacts": [artifact],
+        "next_steps": f"Run /plan {n}",
+        "metadata": _metadata("research"),
+    }
+    created = [report]
+    if variant == "implemented_no_completion":  # PF303
+        doc["status"] = "implemented"
+        doc["metadata"] = _metadata("implement")
+    elif variant == "truncated":  # PF102
+        return json.dumps(doc, indent=2)[:57], []
+    elif variant == "completed":  # PF203
+        doc["status"] = "completed"
+    elif variant == "in_progress":
+        doc = {
+            "status": "in_progress",
+            "started_at": "2026-01-28T10:30:00Z",  # long past: PF602, stuck
+            "artifacts": [],
+            "partial_progress": {"stage": "initializing", "details": "Agent started"},
+            "metadata": _metadata("research"),
+        }
+        created = []
+    elif variant == "unknown_fields":  # PF205, valid
+        doc["reviewer"] = "someone"
+        doc["metadata"]["phase_count"] = 4
+    elif variant == "missing_artifact":  # PF502
+        created = []
+    elif variant == "wrong_types":  # PF201
+        doc["metadata"]["delegation_depth"] = "1"
+    return json.dumps(doc, indent=2) + "\n", created
+
+
+#: (variant, share of the tasks); the rest are valid.
+VARIANTS = (
+    ("implemented_no_completion", 0.05),
+    ("truncated", 0.03),
+    ("completed", 0.03),
+    ("in_progress", 0.05),
+    ("unknown_fields", 0.05),
+    ("missing_artifact", 0.05),
+    ("wrong_types", 0.04),
+)
+
+
+def _variant(n: int) -> str:
+    # Deterministic spread of the variants over the task numbers.
+    point = (n * 7919 % 1000) / 1000
+    edge = 0.0
+    for name, share in VARIANTS:
+        edge += share
+        if point < edge:
+            return name
+    return "valid"
+
+
+def generate(root: Path, tasks: int) -> Counter[str]:
+    specs = root / "specs"
+    specs.mkdir(parents=True)
+    counts: Counter[str] = Counter()
+    projects = []
+    for n in range(1, tasks + 1):
+        slug = f"task_{n}"
+        task_dir = f"{n:03d}_{slug}" if n % 2 else f"{n}_{slug}"
+        variant = _variant(n)
+        counts[variant] += 1
+        text, artifacts = _document(n, task_dir, variant)
+        directory = specs / task_dir
+        directory.mkdir()
+        (directory / ".return-meta.json").write_text(text, encoding="utf-8")
+        for rel in artifacts:
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"# Research for task {n}\n", encoding="utf-8")
+        projects.append(
+            {
+                "project_number": n,
+                "project_name": slug,
+                "status": "researching",
+                "language": "general",
+                "session_id": SESSION,
+                "last_updated": "2026-01-08T14:30:00Z",
+                "artifacts": [],
+            }
+        )
+    state = {"next_project_number": tasks + 1, "active_projects": projects}
+    (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    return counts
+
+
+def postflightd_command() -> list[str]:
+    """The installed console script beside this interpreter, else ``python -m postflightd``."""
+    script = Path(sys.executable).with_name("postflightd")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "postflightd"]
+
+
+def time_process(argv: list[str], runs: int, ok_codes: tuple[int, ...]) -> list[float]:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        times.append(time.perf_counter() - start)
+        if done.returncode not in ok_codes:
+            sys.exit(f"{argv[:3]}... exited {done.returncode}: {done.stderr.decode()[-500:]}")
+    return times
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (
+        f"{platform.system()} {platform.release()} {platform.machine()}; {cpu}; "
+        f"{os.cpu_count()} CPUs ({usable} usable); Python {platform.python_version()} "
+        f"({platform.python_implementation()})"
+    )
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def _verdict(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5, help="timed scans (median)")
+    parser.add_argument(
+        "--jq-runs", type=int, default=1, help="timed jq loops (median; 0 skips; ~9 min each here)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the generated project")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-"))
+    try:
+        root = tmp / "project"
+        start = time.perf_counter()
+        counts = generate(root, args.tasks)
+        print(f"machine: {machine()}")
+        print(
+            f"data: {args.tasks} task directories under {tmp}, generated in "
+            f"{time.perf_counter() - start:.1f} s; variants: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        )
+
+        cmd = postflightd_command()
+        scan_argv = [*cmd, "scan", "--format", "json", str(root)]
+        # One untimed run warms the page cache and checks the result is what was generated.
+        done = subprocess.run(scan_argv, capture_output=True, check=False)
+        report = json.loads(done.stdout)
+        if done.returncode != 1 or report["summary"]["files"] != args.tasks:
+            sys.exit(f"unexpected scan result: exit {done.returncode}, {report['summary']}")
+        print(f"scan summary: {report['summary']}")
+
+        scan_times = time_process(scan_argv, args.runs, (1,))
+        scan_s = statistics.median(scan_times)
+        version_times = time_process([*cmd, "--version"], args.runs * 2, (0,))
+        version_s = statistics.median(version_times)
+
+        print()
+        print(
+            f"postflightd scan --format json ({args.runs} runs): median {_fmt(scan_s)}"
+            f"  [min {_fmt(min(scan_times))}, max {_fmt(max(scan_times))}]"
+            f"  target <= {_fmt(SCAN_TARGET_S)}: {_verdict(scan_s <= SCAN_TARGET_S)}"
+        )
+        print(
+            f"postflightd --version ({args.runs * 2} runs): median {_fmt(version_s)}"
+            f"  target <= {_fmt(VERSION_TARGET_S)}: {_verdict(version_s <= VERSION_TARGET_S)}"
+        )
+
+        jq = shutil.which("jq")
+        bash = shutil.which("bash")
+        if args.jq_runs <= 0:
+            print("bash + jq loop: skipped (--jq-runs 0)")
+        elif jq is None or bash is None:
+            print("bash + jq loop: skipped (jq or bash not installed)")
+        else:
+            version = subprocess.run(
+                [jq, "--version"], capture_output=True, text=True, check=False
+            ).stdout
+            loop_argv = [bash, "-c", JQ_LOOP, "jq-loop", str(root)]
+            jq_times = time_process(loop_argv, args.jq_runs, (0,))
+            jq_s = statistics.median(jq_times)
+            speedup = jq_s / scan_s
+            print(
+                f"bash + {version.strip()} loop, jq empty + jq -r .status per file "
+                f"({args.jq_runs} runs): median {_fmt(jq_s)}"
+            )
+            print(
+                f"speed-up of postflightd scan over the jq loop: {speedup:.1f}x"
+                f"  target >= {SPEEDUP_TARGET:.0f}x: {_verdict(speedup >= SPEEDUP_TARGET)}"
+            )
+        print("(a generic JSON-schema CLI is not compared: none is installed here)")
+    finally:
+        if args.keep:
+            print(f"kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
