@@ -373,6 +373,7 @@ def test_an_event_queue_overflow_triggers_a_rescan(
         daemon.signal(signal.SIGCONT)
     daemon.wait_event("event_queue_overflow", timeout=30)
     wait_until("the file applied by the overflow rescan", lambda: applied(root, 1), 30)
+    assert any(e["reason"] == "event queue overflow" for e in daemon.events("rescan"))
     assert daemon.stop() == 0
 
 
@@ -587,3 +588,17 @@ def test_every_log_event_carries_root_task_session_and_file(
     (done,) = daemon.events("applied")
     assert done["file"] == f"specs/1_task1/{META}"
     assert (done["task"], done["session"]) == (1, SESSION)
+
+
+def test_a_symlinked_task_directory_is_refused_not_followed(
+    tmp_path: Path, start_daemon: DaemonFactory
+) -> None:
+    root = project(tmp_path / "proj", 1)
+    outside = tmp_path / "outside" / "2_task2"
+    outside.mkdir(parents=True)
+    (outside / META).write_text(final_text(1), encoding="utf-8")
+    daemon = start_daemon(root)
+    (root / "specs" / "2_task2").symlink_to(outside, target_is_directory=True)
+    (event,) = daemon.wait_event("invalid")
+    assert event["findings"][0].startswith("PF100")
+    assert (outside / META).exists()

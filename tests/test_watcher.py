@@ -70,7 +70,7 @@ def test_events_naming_the_metadata_file_in_either_path_mark_it(event: FileSyste
         FileOpenedEvent(META),
         FileClosedNoWriteEvent(META),
         FileModifiedEvent(f"{SPECS}/259_x/reports/r.md"),
-        FileCreatedEvent(f"{SPECS}/TODO.md"),
+        FileModifiedEvent(f"{SPECS}/TODO.md"),
     ],
 )
 def test_events_that_cannot_change_a_metadata_file_are_ignored(event: FileSystemEvent) -> None:
@@ -84,6 +84,11 @@ def test_a_task_directory_moved_in_marks_its_metadata_file() -> None:
         DirMovedEvent("/elsewhere/259_x", f"{SPECS}/259_x"), DirCreatedEvent(f"{SPECS}/260_y")
     )
     assert set(sink.take().paths) == {META, f"{SPECS}/260_y/.return-meta.json"}
+
+
+def test_a_symlink_created_in_specs_marks_the_metadata_file_behind_it() -> None:
+    sink = dispatched(FileCreatedEvent(f"{SPECS}/260_y"))
+    assert set(sink.take().paths) == {f"{SPECS}/260_y/.return-meta.json"}
 
 
 def test_the_specs_directory_itself_going_away_requests_a_check() -> None:

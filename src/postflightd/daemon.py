@@ -29,10 +29,17 @@ import structlog
 
 from postflightd.config import Config
 from postflightd.errors import PostflightError, UsageError
-from postflightd.findings import Severity
+from postflightd.findings import Severity, finding
 from postflightd.journal import Journal, journal_path
 from postflightd.lifecycle import Change, RunTable, Sighting, Transition
-from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, find_metadata_files
+from postflightd.loader import (
+    META_NAME,
+    FileIdentity,
+    MetaFileRef,
+    StateView,
+    artifact_probe,
+    load_state,
+)
 from postflightd.logs import configure_logging
 from postflightd.pipeline import (
     FileReport,
@@ -49,7 +56,7 @@ log = structlog.get_logger()
 
 PID_FILE_NAME: Final = ".postflightd.pid"
 #: How often the supervisor checks that each observer is alive and on the right directory.
-SUPERVISE_S: Final = 1.0
+SUPERVISE_S: Final = 2.0
 #: ...and while a specs directory is missing, how often it looks for it to come back.
 MISSING_RECHECK_S: Final = 0.25
 #: Files post-flighted per commit: bounds the time a SIGTERM waits for the commit in flight.
@@ -224,6 +231,8 @@ class RootState:
     held: set[str] = field(default_factory=set)
     state_problem: str | None = None
     missing: bool = False
+    #: state.json as last parsed, with the identity it had: re-parsed only when it changed.
+    state_cache: tuple[FileIdentity, StateView] | None = None
 
 
 def _identity(path: str) -> FileIdentity | None:
@@ -231,6 +240,30 @@ def _identity(path: str) -> FileIdentity | None:
         return FileIdentity.of(os.lstat(path))
     except OSError:
         return None
+
+
+def _metadata_identities(specs_dir: Path) -> list[tuple[str, FileIdentity]]:
+    """(path, identity) of every ``specs/*/.return-meta.json``: one lstat per task directory.
+
+    The periodic reconciliation runs this every ``rescan_interval_s`` over every task
+    directory, so it stays on plain strings and ``scandir``'s cached entry types (the idle
+    CPU target of SPEC 6); symlinked task directories are included for the pipeline to refuse.
+    """
+    out: list[tuple[str, FileIdentity]] = []
+    try:
+        entries = list(os.scandir(specs_dir))
+    except OSError:
+        return out
+    suffix = os.sep + META_NAME
+    for entry in entries:
+        try:
+            if not (entry.is_dir(follow_symlinks=False) or entry.is_symlink()):
+                continue
+            st = os.lstat(entry.path + suffix)
+        except OSError:
+            continue
+        out.append((entry.path + suffix, FileIdentity.of(st)))
+    return out
 
 
 def _chunks(items: Sequence[MetaFileRef], size: int) -> Iterable[Sequence[MetaFileRef]]:
@@ -503,10 +536,9 @@ class Daemon:
         """Events are hints, the directory is the truth: process whatever changed unseen."""
         found: set[str] = set()
         dirty: list[str] = []
-        for ref in find_metadata_files(rs.specs_dir):
-            path = str(ref.path)
+        for path, identity in _metadata_identities(rs.specs_dir):
             found.add(path)
-            if force or path not in rs.identities or rs.identities[path] != _identity(path):
+            if force or path not in rs.identities or rs.identities[path] != identity:
                 dirty.append(path)
         for key in self.runs.keys_for(str(rs.root)):
             path = str(rs.specs_dir / key[1] / META_NAME)
@@ -534,14 +566,21 @@ class Daemon:
                 # state.json to know that.
                 self._gone(rs, path)
                 continue
+            refused = None
             if task_dir.is_symlink():
-                continue  # never followed; the rescan reports it (PF100)
-            refs.append(MetaFileRef(meta, task_dir.name))
+                # Never followed (it may lead out of the root): refused as scan refuses it.
+                refused = finding(
+                    "PF100",
+                    "",
+                    f"task directory {task_dir.name!r} is a symbolic link; it is not followed: "
+                    "move the task directory into the specs directory",
+                )
+            refs.append(MetaFileRef(meta, task_dir.name, refused))
         for chunk in _chunks(refs, BATCH_MAX):
             if self._stop:
                 return  # the files stay on disk; the next start picks them up
             now = datetime.now(UTC)
-            project = Project.open(rs.root, self.config)
+            project = self._project(rs)
             assert self._journal is not None
             try:
                 reports = postflight(
@@ -558,6 +597,24 @@ class Daemon:
                 continue
             for report in reports:
                 self._after(rs, report, now)
+
+    def _project(self, rs: RootState) -> Project:
+        """``Project.open``, without re-parsing an unchanged state.json.
+
+        Half-written files and progress updates are read far more often than state.json
+        changes; a 1,000-task state.json costs milliseconds to parse each time.
+        """
+        path = rs.specs_dir / self.config.postflight.state_file
+        # The identity is taken before the read: a replace in between only makes the next
+        # lookup miss, never serves stale content for a newer identity.
+        identity = _identity(str(path))
+        cached = rs.state_cache
+        if identity is not None and cached is not None and cached[0] == identity:
+            state = cached[1]
+        else:
+            state = load_state(path)
+            rs.state_cache = (identity, state) if identity is not None else None
+        return Project(rs.root, rs.specs_dir, state, artifact_probe(rs.root))
 
     def _gone(self, rs: RootState, path: str) -> None:
         rs.identities.pop(path, None)
@@ -708,7 +765,7 @@ class Daemon:
             if rs is None or self._stop:
                 continue
             path = rs.specs_dir / run.sighting.task_dir / META_NAME
-            project = Project.open(rs.root, self.config)
+            project = self._project(rs)
             report = check_file(
                 project, MetaFileRef(path, run.sighting.task_dir), self.config, self.policy, now
             )

@@ -23,7 +23,6 @@ from watchdog.events import (
     EVENT_TYPE_ATTRIB,
     EVENT_TYPE_CLOSED_NO_WRITE,
     EVENT_TYPE_CREATED,
-    EVENT_TYPE_MOVED,
     EVENT_TYPE_OPENED,
     FileSystemEvent,
     FileSystemEventHandler,
@@ -64,6 +63,8 @@ NETWORK_FILESYSTEMS: Final = frozenset(
 )
 
 POLL_INTERVAL_S: Final = 1.0
+#: How often watchdog's own threads wake when nothing happens (idle CPU, SPEC 6).
+IDLE_WAKE_S: Final = 10.0
 
 
 @dataclass(slots=True)
@@ -134,7 +135,7 @@ class SpecsEventHandler(FileSystemEventHandler):
         kind = event.event_type
         if kind in _IGNORED_EVENTS:
             return
-        for raw in (event.src_path, event.dest_path):
+        for raw, arrived in ((event.src_path, kind == EVENT_TYPE_CREATED), (event.dest_path, True)):
             if not raw:
                 continue
             path = os.fsdecode(raw)
@@ -144,13 +145,14 @@ class SpecsEventHandler(FileSystemEventHandler):
             elif path == self._specs:
                 # The specs directory itself was deleted or moved: the watch is now blind.
                 self._sink.request_check(self._root)
-            elif event.is_directory and parent == self._specs:
-                # A task directory moved or copied in whole brings its metadata file without
-                # any event for the file itself.
-                if kind in (EVENT_TYPE_CREATED, EVENT_TYPE_MOVED):
+            elif parent == self._specs:
+                if name == self._state_file:
+                    self._sink.state_changed(self._root)
+                elif arrived:
+                    # A task directory moved in whole brings its metadata file without any
+                    # event for the file itself; a symlink to a directory arrives as a *file*
+                    # event (inotify sets no IN_ISDIR on links), so every new entry counts.
                     self._sink.mark(self._root, f"{path}{os.sep}{META_NAME}")
-            elif name == self._state_file and parent == self._specs:
-                self._sink.state_changed(self._root)
 
 
 class OverflowTrap(logging.Handler):
@@ -211,7 +213,9 @@ def _observer(kind: ObserverKind) -> BaseObserver:
         return PollingObserver(timeout=POLL_INTERVAL_S)
     from watchdog.observers import Observer
 
-    return Observer()
+    # The dispatcher thread wakes every ``timeout`` seconds even when idle (queue.get with a
+    # timeout); stop() does not wait for it (it queues a stop marker), so a long one is free.
+    return Observer(timeout=IDLE_WAKE_S)
 
 
 def choose_kind(mode: ObserverMode, specs_dir: Path) -> tuple[ObserverKind, str]:
