@@ -85,14 +85,15 @@ def find_metadata_files(specs_dir: Path) -> Iterator[MetaFileRef]:
             f"{specs_dir}: cannot list the specs directory: {exc.strerror}; check its permissions"
         ) from None
     for entry in entries:
-        meta = Path(entry.path) / META_NAME
+        # One Path per file, built from a string: pathlib's parsing was a fifth of a scan.
+        meta_str = os.path.join(entry.path, META_NAME)
         try:
             if entry.is_symlink():
                 # Never follow a task directory link (it may lead out of the root), but say so
                 # when it would have held a metadata file.
-                if os.path.lexists(meta):
+                if os.path.lexists(meta_str):
                     yield MetaFileRef(
-                        meta,
+                        Path(meta_str),
                         entry.name,
                         finding(
                             "PF100",
@@ -104,10 +105,10 @@ def find_metadata_files(specs_dir: Path) -> Iterator[MetaFileRef]:
                 continue
             if not entry.is_dir(follow_symlinks=False):
                 continue
-            os.lstat(meta)
+            os.lstat(meta_str)
         except OSError:
             continue
-        yield MetaFileRef(meta, entry.name)
+        yield MetaFileRef(Path(meta_str), entry.name)
 
 
 def _reject_constant(name: str) -> Any:
@@ -139,19 +140,11 @@ def parse_json(raw: bytes) -> tuple[Any, str | None]:
 def read_metadata(path: Path, max_bytes: int) -> Loaded:
     """Read one metadata file safely: no symlinks, no FIFOs, bounded size."""
     try:
-        st = os.lstat(path)
+        # O_NOFOLLOW refuses a symlink (ELOOP) and O_NONBLOCK keeps a FIFO from blocking the
+        # open; fstat then tells a directory or FIFO from a regular file, with no lstat race.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return Loaded(path, failure=finding("PF105", "", "the file vanished before it was read"))
-    except OSError as exc:
-        return Loaded(path, failure=_unreadable(exc))
-    if not stat.S_ISREG(st.st_mode):
-        return Loaded(path, failure=finding("PF100", "", _not_regular(st.st_mode)))
-    if st.st_size > max_bytes:
-        return Loaded(path, identity=FileIdentity.of(st), failure=_too_big(st.st_size, max_bytes))
-    try:
-        # O_NOFOLLOW and O_NONBLOCK: if the path was swapped for a link or FIFO since lstat,
-        # fail instead of following it or blocking forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return Loaded(path, failure=finding("PF100", "", _not_regular(stat.S_IFLNK)))
@@ -160,6 +153,9 @@ def read_metadata(path: Path, max_bytes: int) -> Loaded:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             return Loaded(path, failure=finding("PF100", "", _not_regular(st.st_mode)))
+        if st.st_size > max_bytes:
+            too_big = _too_big(st.st_size, max_bytes)
+            return Loaded(path, identity=FileIdentity.of(st), failure=too_big)
         chunks = []
         remaining = max_bytes + 1
         while remaining > 0:
@@ -274,12 +270,13 @@ class Marker:
     problem: str | None = None
 
 
-def read_marker(task_dir: Path) -> Marker | None:
-    path = task_dir / MARKER_NAME
+def read_marker(task_dir: str | Path) -> Marker | None:
+    marker = os.path.join(task_dir, MARKER_NAME)
     try:
-        st = os.lstat(path)
+        st = os.lstat(marker)
     except OSError:
         return None
+    path = Path(marker)
     if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MARKER_BYTES:
         return Marker(problem="not a regular file of reasonable size")
     try:
@@ -299,9 +296,10 @@ def read_marker(task_dir: Path) -> Marker | None:
     )
 
 
-def task_context(task_dir: Path, state: StateView) -> TaskContext:
+def task_context(task_dir: str | Path, state: StateView) -> TaskContext:
     """What is known of the task a metadata file in ``task_dir`` belongs to."""
-    parsed = parse_task_dir(task_dir.name)
+    name = os.path.basename(task_dir)
+    parsed = parse_task_dir(name)
     number, slug = parsed if parsed else (None, None)
     marker = read_marker(task_dir)
     marker_findings: tuple[Finding, ...] = ()
@@ -314,7 +312,7 @@ def task_context(task_dir: Path, state: StateView) -> TaskContext:
             ),
         )
     return TaskContext(
-        dir_name=task_dir.name,
+        dir_name=name,
         number=number,
         slug=slug,
         state_known=state.usable,
@@ -354,7 +352,8 @@ def artifact_probe(root: Path) -> ArtifactProbe:
         return real
 
     def probe(rel: str) -> ArtifactState:
-        head, tail = os.path.split(os.path.join(root_real, rel))
+        # rel is relative (the rules refuse absolute paths before probing): plain concatenation.
+        head, tail = os.path.split(prefix + rel)
         parent = real_dir(head)
         full = os.path.join(parent, tail) if tail else parent
         try:

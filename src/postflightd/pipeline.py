@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -81,10 +82,11 @@ class FileReport:
 
     @property
     def rel_path(self) -> str:
-        try:
-            return self.path.relative_to(self.root).as_posix()
-        except ValueError:
-            return self.path.as_posix()
+        # String slicing, not Path.relative_to: this runs for every file of a 10,000-file scan.
+        path, root = str(self.path), str(self.root)
+        if path.startswith(root + os.sep):
+            return path[len(root) + 1 :].replace(os.sep, "/")
+        return path.replace(os.sep, "/")
 
     @property
     def status(self) -> Status | None:
@@ -232,7 +234,7 @@ def check_file(
     if loaded.failure is not None:
         findings.append(loaded.failure)
     else:
-        ctx = task_context(ref.path.parent, project.state)
+        ctx = task_context(os.path.dirname(ref.path), project.state)  # noqa: PTH120 - hot loop
         options = RuleOptions(
             timeouts=config.timeouts.as_mapping(),
             check_artifacts=config.validation.check_artifacts,
@@ -271,8 +273,61 @@ def scan(roots: Iterable[Path], config: Config, policy: Policy, now: datetime) -
             continue
         if project.state.exists and not project.state.usable:
             report.notes.append(f"{root}: {project.state.problem} (PF604)")
-        for ref in find_metadata_files(project.specs_dir):
-            report.files.append(check_file(project, ref, config, policy, now))
+        refs = list(find_metadata_files(project.specs_dir))
+        report.files.extend(_check_all(project, refs, config, policy, now))
+    return report
+
+
+#: Below this many files a second process costs more than it saves.
+PARALLEL_MIN_FILES = 2000
+
+
+def _check_all(
+    project: Project, refs: list[MetaFileRef], config: Config, policy: Policy, now: datetime
+) -> list[FileReport]:
+    """check_file for every ref; a large read-only scan uses a forked second process.
+
+    Validation is CPU-bound Python (about 0.2 ms a file): on the 2-core machines this runs on,
+    splitting 10,000 files across two processes is what keeps a scan under 2 s (SPEC 6). The
+    child only reads; any failure in it falls back to checking its half here.
+    """
+    if len(refs) < PARALLEL_MIN_FILES or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return [check_file(project, ref, config, policy, now) for ref in refs]
+    half = len(refs) // 2
+    mine, theirs = refs[:half], refs[half:]
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            os.close(read_fd)
+            done = [_portable(check_file(project, ref, config, policy, now)) for ref in theirs]
+            with os.fdopen(write_fd, "wb") as out:
+                pickle.dump(done, out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    checked = [check_file(project, ref, config, policy, now) for ref in mine]
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    rest: list[FileReport] | None = None
+    if os.waitstatus_to_exitcode(status) == 0:
+        with contextlib.suppress(pickle.UnpicklingError, EOFError, ValueError):
+            rest = pickle.loads(data)  # noqa: S301 - our own child's output
+    if rest is None:
+        rest = [check_file(project, ref, config, policy, now) for ref in theirs]
+    return checked + rest
+
+
+def _portable(report: FileReport) -> FileReport:
+    """What a scan report needs, without the raw bytes and the model (cheaper to pickle)."""
+    report.loaded = Loaded(
+        report.loaded.path, report.loaded.identity, None, report.loaded.doc, report.loaded.failure
+    )
+    if report.validation is not None:
+        report.validation.model = None
     return report
 
 

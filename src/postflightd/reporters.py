@@ -25,8 +25,10 @@ def report_text(report: ScanReport, out: TextIO) -> None:
 def report_json(report: ScanReport, out: TextIO) -> None:
     """The object of SPEC 4: roots, files (valid ones included), summary."""
     # One dumps and one write: json.dump streams hundreds of thousands of tiny writes, which
-    # took over a second of a 10,000-file scan.
-    out.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+    # took over a second of a 10,000-file scan. Indented only for a person at a terminal:
+    # with indent, json falls back from its C encoder to pure Python (0.5 s for 10,000 files).
+    indent = 2 if out.isatty() else None
+    out.write(json.dumps(report.to_json(), indent=indent, ensure_ascii=False) + "\n")
 
 
 def _escape_data(text: str) -> str:
