@@ -50,7 +50,7 @@ from postflightd.store import (
     project_lock,
     read_snapshot,
 )
-from postflightd.todo import apply_todo_edit
+from postflightd.todo import apply_todo_edits
 
 
 class Outcome(StrEnum):
@@ -380,13 +380,15 @@ def postflight(
     """
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
     ready: list[FileReport] = []
-    for report in reports:
-        report.outcome = _classify(report, report_unparsed, policy)
-        if report.outcome is Outcome.DEFERRED:
-            continue
-        _journal(journal, "validated", report)
-        if report.outcome is Outcome.APPLIED:
-            ready.append(report)
+    # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
+    with journal.batch():
+        for report in reports:
+            report.outcome = _classify(report, report_unparsed, policy)
+            if report.outcome is Outcome.DEFERRED:
+                continue
+            _journal(journal, "validated", report)
+            if report.outcome is Outcome.APPLIED:
+                ready.append(report)
     if not project.state.usable:
         for report in ready:
             report.outcome = Outcome.STATE_UNUSABLE
@@ -417,9 +419,10 @@ def postflight(
         with project_lock(project.specs_dir):
             applied = _commit(project, ready, config, journal, now)
             _append_errors(project, config, records + applied.errors, reports)
-            for report in ready:
-                if report.outcome is Outcome.APPLIED:
-                    _clean_up(report, journal)
+            deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(r)]
+            with journal.batch():
+                for report in deleted:
+                    _journal(journal, "deleted", report)
     except (OSError, StoreError) as exc:
         # Permission denied on the specs directory or state.json, a full disk: nothing was
         # half-written (every write is atomic); say what and where, keep the files.
@@ -429,9 +432,10 @@ def postflight(
                 report.outcome = Outcome.STATE_UNUSABLE
                 report.findings.append(finding("PF604", "", f"{problem}; the file is kept"))
     if interrupted:
-        for report in reports:
-            if report.outcome is Outcome.IN_PROGRESS:
-                _journal(journal, "interrupted", report)
+        with journal.batch():
+            for report in reports:
+                if report.outcome is Outcome.IN_PROGRESS:
+                    _journal(journal, "interrupted", report)
     return reports
 
 
@@ -533,9 +537,13 @@ def _commit(
         return out
     crash_point("after-state-write")
     live = [r for r in live if r.outcome is Outcome.APPLIED]
-    for report in live:
-        # The journal row is what lets the file be deleted without losing what the agent said.
-        if not _journal(journal, "postflighted", report, content=True):
+    # The journal rows are what let the files be deleted without losing what the agents said:
+    # the files go only once this batch is durably committed.
+    with journal.batch() as batch:
+        for report in live:
+            _journal(journal, "postflighted", report, content=True)
+    if not batch.committed:
+        for report in live:
             report.notes.append(_NO_JOURNAL)
     if config.postflight.sync_todo and todo_edits:
         _sync_todo(project, config, todo_edits, live)
@@ -568,17 +576,13 @@ def _sync_todo(
         for report in live:
             report.notes.append(f"{path.name} is not UTF-8; it was left alone")
         return
-    new = text
-    for edit in edits:
-        changed = apply_todo_edit(new, edit)
-        if changed is None:
-            for report in live:
-                if report.task == edit.task:
-                    report.notes.append(
-                        f"{path.name} has no section for task {edit.task}; state.json was updated"
-                    )
-            continue
-        new = changed
+    new, missing = apply_todo_edits(text, edits)
+    for task in missing:
+        for report in live:
+            if report.task == task:
+                report.notes.append(
+                    f"{path.name} has no section for task {task}; state.json was updated"
+                )
     if new != text:
         try:
             atomic_write(path, new.encode("utf-8"), crash_label="todo")
@@ -636,10 +640,10 @@ def _os_problem(exc: OSError | StoreError, what: str) -> str:
     return f"{what}: {exc}"
 
 
-def _clean_up(report: FileReport, journal: Journal) -> None:
+def _clean_up(report: FileReport) -> bool:
     """Delete the metadata file if it is still what was processed, then the markers."""
     if _NO_JOURNAL in report.notes:
-        return
+        return False
     assert report.loaded.identity is not None
     crash_point("before-delete")
     try:
@@ -649,11 +653,10 @@ def _clean_up(report: FileReport, journal: Journal) -> None:
             _os_problem(exc, "applied, but the file could not be deleted")
             + "; applying it again is harmless"
         )
-        return
+        return False
     if not deleted:
         report.outcome = Outcome.REWRITTEN if report.path.exists() else Outcome.GONE
-        return
-    _journal(journal, "deleted", report)
+        return False
     task_dir = report.path.parent
     marker = read_marker(task_dir)
     if marker is None or marker.session_id in (None, report.session):
@@ -662,6 +665,7 @@ def _clean_up(report: FileReport, journal: Journal) -> None:
             with contextlib.suppress(OSError):
                 (task_dir / name).unlink()
     crash_point("after-delete")
+    return True
 
 
 def _journal(journal: Journal, kind: str, report: FileReport, *, content: bool = False) -> bool:
