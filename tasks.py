@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set-up and everyday commands, needing nothing but Python 3.11+.
 
-    python3 tasks.py demo    the main job on the bundled example project
+    python3 tasks.py demo    the daemon on the bundled example project, following an agent run
     python3 tasks.py test    ruff, mypy --strict and the whole test suite
     python3 tasks.py bench   the benchmarks in bench/
 
@@ -11,11 +11,15 @@ Each creates .venv/ and installs the project into it (with its dev tools) when n
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,19 +49,58 @@ def ensure_venv() -> None:
 
 
 def demo() -> int:
-    """Scan a copy of the bundled example project and show what postflightd finds."""
+    """The daemon on a copy of the example project, following a simulated agent run."""
     with tempfile.TemporaryDirectory(prefix="postflightd-demo-") as tmp:
         project = Path(tmp) / "project"
         shutil.copytree(HERE / "examples" / "project", project)
-        print(f"\n== postflightd scan on a copy of examples/project ({project})\n", flush=True)
-        code = run(BIN / "postflightd", "scan", project, check=False)
-        print(
-            f"\n== scan exited {code}: the example holds one valid file and four with problems"
-            " (a forbidden status, a missing artifact, a stuck agent, a truncated file),"
-            " so CI would fail here.",
-            flush=True,
+        specs = project / "specs"
+        env = {**os.environ, "XDG_STATE_HOME": str(Path(tmp) / "state")}
+        say(f"postflightd watch on a copy of examples/project ({project})")
+        say("On start it reconciles what is already there: task 259's valid file is applied;"
+            " 260-263 are reported (a forbidden status, a missing artifact, a stuck agent, a"
+            " truncated file) and kept.")
+        daemon = subprocess.Popen(
+            [BIN / "postflightd", "watch", project, "--log-format", "console"], env=env
         )
-        return 0 if code in (0, 1) else code
+        try:
+            wait_for(lambda: not (specs / "259_prove_completeness" / META).exists(), 20)
+            say("A simulated agent now runs task 264: in_progress, two progress updates, then"
+                " `researched` with its report, written the way agents write.")
+            run(PY, HERE / "examples" / "agent_sim.py", project, "264_demo_run",
+                "--steps", "2", "--interval", "0.7")
+            wait_for(lambda: not (specs / "264_demo_run" / META).exists(), 20)
+            time.sleep(0.3)  # let the daemon's log lines for the run reach the terminal
+            entry = next(
+                t for t in json.loads((specs / "state.json").read_text("utf-8"))["active_projects"]
+                if t["project_number"] == 264
+            )
+            say("state.json, task 264, after postflight:")
+            print(json.dumps(entry, indent=2), flush=True)
+            todo = (specs / "TODO.md").read_text("utf-8")
+            say("TODO.md, task 264's section:")
+            print(todo[todo.index("### 264."):], flush=True)
+            say("What is still in flight or stuck (postflightd status):")
+            subprocess.run([BIN / "postflightd", "status", project], env=env, check=False)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            code = daemon.wait(timeout=10)
+        say(f"daemon stopped on SIGTERM (exit {code}); the demo project was a temporary copy.")
+        return 0 if code == 0 else 1
+
+
+META = ".return-meta.json"
+
+
+def say(text: str) -> None:
+    print(f"\n== {text}\n", flush=True)
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit("the daemon did not get there in time; see its log above")
+        time.sleep(0.05)
 
 
 def test() -> int:
