@@ -405,7 +405,9 @@ def postflight(
     records = [
         _invalid_record(r, now, i)
         for i, r in enumerate(reports)
-        if r.outcome is Outcome.INVALID and r.raw_status not in (None, Status.IN_PROGRESS.value)
+        # A file that never parsed (PF102, past the settle time) is recorded too: it is
+        # what an agent that died mid-write leaves behind.
+        if r.outcome is Outcome.INVALID and r.raw_status != Status.IN_PROGRESS.value
     ]
     if interrupted:
         records += [
