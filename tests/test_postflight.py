@@ -20,10 +20,12 @@ from postflightd.postflight import (
     apply_outcome,
     apply_outcomes,
     error_record,
+    find_task,
     iso_timestamp,
     markdown_link,
     merge_errors,
     render_state,
+    task_index,
     todo_marker,
 )
 
@@ -428,6 +430,56 @@ def test_apply_outcomes_folds_and_numbers_errors() -> None:
     assert [e.marker for e in edits] == ["RESEARCHED", "BLOCKED"]
     assert len({e["id"] for e in errors}) == len(errors) == 2
     assert state == base_state()
+
+
+def test_task_index_matches_find_task() -> None:
+    """First entry wins, bools and non-dicts are not tasks; a stale index is not trusted."""
+    state = state_with(
+        task_entry(5, "a"),
+        {"project_number": True},
+        "junk",
+        task_entry(1, "b"),
+        task_entry(5, "again"),
+    )
+    index = task_index(state)
+    assert index == {5: 0, 1: 3}
+    for task in (5, 1):
+        assert find_task(state, task, index) == find_task(state, task) == index[task]
+    assert find_task(state, 1, {1: 0}) == 3  # points at task 5: searched instead
+    assert find_task(state, 1, {1: 99}) == 3  # out of range
+    assert find_task(state, 1, {}) == 3  # not in the index: searched
+    with pytest.raises(KeyError):
+        find_task(state, 7, index)
+    with pytest.raises(KeyError):
+        find_task({"active_projects": "x"}, 1, index)
+
+
+def test_apply_outcome_with_index_is_the_same_fold() -> None:
+    """A fold given one prebuilt index gives what the plain fold gives, input untouched."""
+    state = base_state()
+    before = copy.deepcopy(state)
+    index = task_index(state)
+    plain = with_index = state
+    for status in ("researched", "planned", "implemented", "partial", "failed"):
+        meta = meta_file(status)
+        plain = apply(plain, meta).state
+        applied = apply_outcome(
+            with_index, meta, task=259, file=FILE, now=NOW, status_map=STATUS_MAP, index=index
+        )
+        with_index = applied.state
+    assert with_index == plain
+    assert with_index["active_projects"][0] is state["active_projects"][0]
+    assert state == before
+    with pytest.raises(KeyError):
+        apply_outcome(
+            state,
+            meta_file("planned"),
+            task=7,
+            file=FILE,
+            now=NOW,
+            status_map=STATUS_MAP,
+            index=index,
+        )
 
 
 def test_error_record_depth_and_defaults() -> None:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postflightd.postflight import TodoEdit
-from postflightd.todo import apply_todo_edit
+from postflightd.todo import _edit_section, _Section, _section, apply_todo_edit, apply_todo_edits
 
 TODO = """\
 ---
@@ -255,3 +255,138 @@ def test_bytes_outside_the_section_never_change(
         ]
     )
     assert middle in out
+
+
+# --- apply_todo_edits: one pass, the same bytes as one edit after the other ---------------------
+
+
+def one_by_one(text: str, edits: list[TodoEdit]) -> tuple[str, list[int]]:
+    """The reference: each edit finds its section again in the current text (the old way)."""
+    missing: list[int] = []
+    for edit in edits:
+        lines = text.split("\n")
+        found = _section(lines, edit.task)
+        if found is None:
+            missing.append(edit.task)
+            continue
+        _edit_section(_Section(lines, *found, cr="\r" if "\r\n" in text else ""), edit)
+        text = "\n".join(lines)
+    return text, missing
+
+
+def test_batch_edits_several_tasks_and_reports_missing_ones() -> None:
+    edits = [
+        TodoEdit(task=25, marker="RESEARCHED", links={"Research": "[r.md](specs/25/r.md)"}),
+        TodoEdit(task=7, marker="PLANNED"),
+        TodoEdit(task=259, marker="COMPLETED", completed="2026-01-08"),
+        TodoEdit(task=25, marker="PLANNED", links={"Plan": "[p.md](specs/25/p.md)"}),
+        TodoEdit(task=7, marker="COMPLETED"),
+        TodoEdit(task=14, marker="IMPLEMENTING"),
+    ]
+    out, missing = apply_todo_edits(TODO, edits)
+    assert missing == [7, 7]
+    assert (out, missing) == one_by_one(TODO, edits)
+    section = out.split("### 25.")[1].split("**Description**")[0]
+    assert section == (
+        " Set up CI\n"
+        "- **Effort**: 1 hour\n"
+        "- **Status**: [PLANNED]\n"
+        "- **Language**: general\n"
+        "- **Research**: [r.md](specs/25/r.md)\n"
+        "- **Plan**: [p.md](specs/25/p.md)\n\n"
+    )
+    assert "- **Status**: [IMPLEMENTING]" in out.split("### 014.")[1]
+    assert apply_todo_edits(TODO, []) == (TODO, [])
+
+
+def test_nested_sections_apply_in_order() -> None:
+    """A task section holding another task's: the outer one's fields may be the inner's lines."""
+    text = "## 1. Epic\nintro\n### 2. Sub\n- **Status**: [PLANNED]\n### 3. Sub\n## 4. Next\n"
+    edits = [
+        TodoEdit(task=2, marker="RESEARCHED", links={"Research": "[r](r)"}),
+        TodoEdit(task=1, marker="COMPLETED", links={"Plan": "[p](p)"}),
+        TodoEdit(task=3, marker="PLANNED", completed="2026-01-08"),
+        TodoEdit(task=2, links={"Summary": "[s](s)"}, marker=None),
+    ]
+    assert apply_todo_edits(text, edits) == one_by_one(text, edits)
+
+
+def test_line_break_in_a_value_takes_the_slow_path() -> None:
+    edits = [
+        TodoEdit(task=25, marker=None, links={"Plan": "[p](a\n### 99. New)"}),
+        TodoEdit(task=99, marker="PLANNED"),
+    ]
+    out, missing = apply_todo_edits(TODO, edits)
+    assert (out, missing) == one_by_one(TODO, edits)
+    assert missing == []
+
+
+_TITLE = st.sampled_from(["Task", "Fix it", "", "Add `x`"])
+_FIELD_LINE = st.sampled_from(
+    [
+        "- **Status**: [PLANNED]",
+        "- **Status**: [RESEARCHING] (started)",
+        "* **Status:** ",
+        "- **Status**: no marker",
+        "- **Effort**: 2 hours",
+        "- **Language**: lean4",
+        "  - **Research**: [r.md](specs/r.md)",
+        "- **Plan**: [p.md](specs/p.md)",
+        "- **Summary**: [s.md](specs/s.md)",
+        "- **Completed**: 2025-12-31",
+        "- **Priority**: High",
+        "**Description**: text",
+        "",
+        "plain text with a # hash",
+    ]
+)
+_NUMBER = st.integers(1, 8)
+
+
+@st.composite
+def todo_files(draw: st.DrawFn) -> str:
+    """TODO.md files: front matter, levels 1-4, duplicate and padded numbers, code fences."""
+    lines: list[str] = []
+    if draw(st.booleans()):
+        lines += ["---", "next_project_number: 9", "# not a heading", "---", ""]
+    if draw(st.booleans()):
+        lines.append("# TODO")
+    for _ in range(draw(st.integers(0, 8))):
+        kind = draw(st.sampled_from(["task", "task", "task", "heading", "fence"]))
+        if kind == "heading":
+            lines.append(draw(st.sampled_from(["# Title", "## High Priority", "### Notes"])))
+        elif kind == "fence":
+            fence = draw(st.sampled_from(["```", "~~~", "````"]))
+            body = draw(st.lists(st.sampled_from(["# comment", "### 3. fake", "x"]), max_size=3))
+            lines += [fence + "bash", *body, fence]
+        else:
+            hashes = "#" * draw(st.integers(1, 4))
+            number = draw(_NUMBER)
+            padded = f"{number:03d}" if draw(st.booleans()) else str(number)
+            lines.append(f"{hashes} {padded}. {draw(_TITLE)}".rstrip())
+            lines += draw(st.lists(_FIELD_LINE, max_size=5))
+    eol = draw(st.sampled_from(["\n", "\r\n"]))
+    return eol.join(lines) + (eol if draw(st.booleans()) else "")
+
+
+_EDIT = st.builds(
+    TodoEdit,
+    task=_NUMBER,
+    marker=st.sampled_from([None, "COMPLETED", "PLANNED", "RESEARCHED"]),
+    links=st.dictionaries(
+        st.sampled_from(["Research", "Plan", "Summary"]),
+        st.sampled_from(["[r.md](specs/r.md)", "[p2.md](specs/p2.md)", "[s.md](<a b.md>)"]),
+        max_size=3,
+    ),
+    completed=st.sampled_from([None, "2026-01-08"]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=todo_files(), edits=st.lists(_EDIT, max_size=8))
+def test_batch_equals_one_edit_after_the_other(text: str, edits: list[TodoEdit]) -> None:
+    """Byte for byte what the edits give one by one, with the same tasks reported missing."""
+    assert apply_todo_edits(text, edits) == one_by_one(text, edits)
+    for edit in edits[:1]:
+        single = one_by_one(text, [edit])
+        assert apply_todo_edit(text, edit) == (None if single[1] else single[0])

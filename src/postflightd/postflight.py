@@ -121,16 +121,50 @@ def markdown_link(path: str) -> str:
     return f"[{name}]({target})"
 
 
-def find_task(state: Mapping[str, Any], task: int) -> int:
-    """Index of the task in ``active_projects``; KeyError when it is not listed."""
+def _project_number(entry: Any) -> int | None:
+    number = entry.get("project_number") if isinstance(entry, dict) else None
+    # bool is an int subclass: `true` is not task 1.
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+def find_task(state: Mapping[str, Any], task: int, index: Mapping[int, int] | None = None) -> int:
+    """Index of the task in ``active_projects``; KeyError when it is not listed.
+
+    ``index`` (from ``task_index``) makes it a dict look-up; an entry it names that does not
+    hold the task (a stale index) is ignored and the list searched as without one.
+    """
+    projects = state.get("active_projects")
+    if not isinstance(projects, list):
+        raise KeyError(f"task {task} is not in state.json active_projects")
+    if index is not None:
+        position = index.get(task)
+        if (
+            position is not None
+            and 0 <= position < len(projects)
+            and _project_number(projects[position]) == task
+        ):
+            return position
+    for position, entry in enumerate(projects):
+        if _project_number(entry) == task:
+            return position
+    raise KeyError(f"task {task} is not in state.json active_projects")
+
+
+def task_index(state: Mapping[str, Any]) -> dict[int, int]:
+    """Task number -> its index in ``active_projects`` (the first entry, as ``find_task``).
+
+    Build it once per state document and pass it to every ``apply_outcome`` of a fold:
+    outcomes replace entries but never add, remove or renumber them, so it stays valid for
+    each state the fold returns.
+    """
+    found: dict[int, int] = {}
     projects = state.get("active_projects")
     if isinstance(projects, list):
-        for index, entry in enumerate(projects):
-            # bool is an int subclass: `true` is not task 1.
-            number = entry.get("project_number") if isinstance(entry, dict) else None
-            if isinstance(number, int) and not isinstance(number, bool) and number == task:
-                return index
-    raise KeyError(f"task {task} is not in state.json active_projects")
+        for position, entry in enumerate(projects):
+            number = _project_number(entry)
+            if number is not None:
+                found.setdefault(number, position)
+    return found
 
 
 def _merge_artifacts(entry: dict[str, Any], artifacts: Sequence[Artifact]) -> None:
@@ -229,21 +263,26 @@ def apply_outcome(
     now: datetime,
     status_map: Mapping[str, str],
     first_n: int = 1,
+    index: Mapping[int, int] | None = None,
 ) -> Applied:
     """Apply a final metadata file to the state.json document (SPEC 3 table).
 
     ``file`` is the metadata file's path as errors.json should name it; ``first_n`` numbers
     the error records' ids (``err_{unix}_{n}``). Raises ValueError for an ``in_progress``
     file (not an outcome) and KeyError when the task is not in ``active_projects``.
+
+    ``index`` is ``task_index`` of the state (or of any earlier state of the same fold): with
+    it, finding the task is a dict look-up instead of a search of ``active_projects``.
     """
     if not meta.status.is_final:
         raise ValueError("an in_progress metadata file has no outcome to apply")
-    index = find_task(state, task)
+    position = find_task(state, task, index)
     projects: list[Any] = state["active_projects"]
-    old_entry: dict[str, Any] = projects[index]
+    old_entry: dict[str, Any] = projects[position]
     # Copy on write: only the task that changes is copied, so a fold over a 1,000-task
-    # state.json (group commit) does not deep-copy it once per file.
-    entry = copy.deepcopy(old_entry)
+    # state.json (group commit) does not deep-copy it once per file. A shallow copy is
+    # enough: keys are only assigned, and the artifacts list is rebuilt, never mutated.
+    entry = dict(old_entry)
 
     status = meta.status
     new_status: str | None = None
@@ -276,7 +315,7 @@ def apply_outcome(
     new_state = dict(state)
     if changed:
         new_projects = list(projects)
-        new_projects[index] = entry
+        new_projects[position] = entry
         new_state["active_projects"] = new_projects
     return Applied(
         state=new_state,
@@ -301,6 +340,7 @@ def apply_outcomes(
     current: dict[str, Any] = dict(state)
     edits: list[TodoEdit] = []
     errors: list[dict[str, Any]] = []
+    index = task_index(current)
     for meta, task, file in items:
         applied = apply_outcome(
             current,
@@ -310,6 +350,7 @@ def apply_outcomes(
             now=now,
             status_map=status_map,
             first_n=len(errors) + 1,
+            index=index,
         )
         current = applied.state
         if applied.todo is not None:
