@@ -38,7 +38,14 @@ from postflightd.loader import (
     task_context,
 )
 from postflightd.models import Status
-from postflightd.postflight import TodoEdit, apply_outcome, error_record, merge_errors, render_state
+from postflightd.postflight import (
+    TodoEdit,
+    apply_outcome,
+    error_record,
+    merge_errors,
+    render_state,
+    task_index,
+)
 from postflightd.rules import ArtifactProbe, RuleOptions, Validation, validate
 from postflightd.store import (
     Snapshot,
@@ -495,6 +502,9 @@ def _commit(
         if problem is not None:
             raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
         new = doc
+        # Built once from the document read under the lock: outcomes never add or move tasks.
+        index = task_index(doc)
+        status_map = config.postflight.status_map.model_dump()
         for report in ready:
             if report.outcome is not Outcome.APPLIED:
                 continue
@@ -507,7 +517,8 @@ def _commit(
                     task=report.task,
                     file=report.rel_path,
                     now=now,
-                    status_map=config.postflight.status_map.model_dump(),
+                    status_map=status_map,
+                    index=index,
                 )
             except KeyError:
                 report.outcome = Outcome.INVALID
