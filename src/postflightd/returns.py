@@ -35,8 +35,18 @@ from postflightd.findings import (
     finding,
 )
 from postflightd.loader import artifact_probe, parse_json
-from postflightd.models import MAX_DELEGATION_DEPTH
-from postflightd.rules import SESSION_RE, ArtifactProbe, ArtifactState, json_type, location
+from postflightd.rules import (
+    ArtifactProbe,
+    ArtifactState,
+    get_list,
+    get_number,
+    get_object,
+    get_str,
+    is_blank,
+    json_type,
+    location,
+    session_rules,
+)
 
 #: Input over this size is refused (PF101): a console return is a few kilobytes.
 MAX_RETURN_BYTES: Final = 1 << 20
@@ -344,40 +354,6 @@ def detect_dialect(doc: object, marked: bool = False) -> Dialect:
     return Dialect.AGENT_OUTPUT if marked else Dialect.SUBAGENT_RETURN
 
 
-# --- accessors that never raise -------------------------------------------------------------
-
-
-def _obj(doc: Any, key: str) -> dict[str, Any] | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, dict) else None
-
-
-def _list(doc: Any, key: str) -> list[Any] | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, list) else None
-
-
-def _str(doc: Any, key: str) -> str | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def _int(doc: Any, key: str) -> int | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _num(doc: Any, key: str) -> float | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _blank(value: object) -> bool:
-    return isinstance(value, str) and not value.strip()
-
-
 # --- structure (steps 1-2: required fields and types) --------------------------------------
 
 _EXPECTED: Final = {
@@ -421,7 +397,7 @@ def _structure(model: type[BaseModel], doc: dict[str, Any]) -> Iterator[Finding]
 
 
 def _items(doc: dict[str, Any], key: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    for i, item in enumerate(_list(doc, key) or []):
+    for i, item in enumerate(get_list(doc, key) or []):
         if isinstance(item, dict):
             yield f"{key}[{i}]", item
 
@@ -433,7 +409,7 @@ def _parts(doc: dict[str, Any], kind: str) -> Iterator[tuple[str, dict[str, Any]
     elif kind.endswith("[]"):
         yield from _items(doc, kind[:-2])
     else:
-        obj = _obj(doc, kind)
+        obj = get_object(doc, kind)
         if obj is not None:
             yield kind, obj
 
@@ -463,7 +439,7 @@ def _asked_fields(doc: dict[str, Any], dialect: Dialect) -> Iterator[Finding]:
 def _blank_fields(doc: dict[str, Any], dialect: Dialect) -> Iterator[Finding]:
     for kind, key in _NEEDED_TEXT[dialect]:
         for loc, obj in _parts(doc, kind):
-            if _blank(obj.get(key)):
+            if is_blank(obj.get(key)):
                 where = f"{loc}.{key}" if loc else key
                 yield finding("PF206", where, f"{where} is blank: fill it in")
 
@@ -502,65 +478,12 @@ def _status_finding(
 
 
 def _session_rules(doc: dict[str, Any], expect_session: str | None) -> Iterator[Finding]:
-    meta = _obj(doc, "metadata")
-    if meta is None:
-        return
-    sid = _str(meta, "session_id")
-    if sid and not SESSION_RE.fullmatch(sid):
-        yield finding(
-            "PF400",
-            "metadata.session_id",
-            f"session_id {sid!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
-            "letters or digits}, e.g. sess_1736700000_abc123",
-        )
-    if expect_session is not None and sid is not None and sid != expect_session:
-        yield finding(
-            "PF405",
-            "metadata.session_id",
-            f"session_id {sid!r} is not the delegated session {expect_session!r} "
-            "(--expect-session): return the session_id you were given",
-        )
-    depth = _int(meta, "delegation_depth")
-    if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
-        yield finding(
-            "PF401",
-            "metadata.delegation_depth",
-            f"delegation_depth {depth} is outside 0..{MAX_DELEGATION_DEPTH}: the delegation "
-            "chain is too deep; return to the caller instead of delegating further",
-        )
-    path = _list(meta, "delegation_path")
-    names = [p for p in path or [] if isinstance(p, str)]
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            yield finding(
-                "PF402",
-                "metadata.delegation_path",
-                f"delegation_path names {name!r} twice: a delegation cycle",
-            )
-            break
-        seen.add(name)
-    if path is not None and depth is not None and len(path) >= 2 and depth != len(path) - 2:
-        yield finding(
-            "PF403",
-            "metadata.delegation_depth",
-            f"delegation_depth {depth} does not match delegation_path "
-            f"({len(path)} entries means depth {len(path) - 2})",
-        )
-    agent = _str(meta, "agent_type")
-    if agent and names and names[-1] != agent:
-        yield finding(
-            "PF404",
-            "metadata.agent_type",
-            f"agent_type {agent!r} is not the last entry of delegation_path ({names[-1]!r})",
-        )
-    duration = _num(meta, "duration_seconds")
-    if duration is not None and duration < 0:
-        yield finding("PF406", "metadata.duration_seconds", "duration_seconds is negative")
+    expected = None if expect_session is None else (expect_session, "--expect-session")
+    yield from session_rules(doc.get("metadata"), expected)
 
 
 def _summary_rules(doc: dict[str, Any]) -> Iterator[Finding]:
-    summary = _str(doc, "summary")
+    summary = get_str(doc, "summary")
     if summary is None:
         return
     n = len(summary)
@@ -606,14 +529,14 @@ def _artifact_rules(
 ) -> Iterator[Finding]:
     seen: set[str] = set()
     for loc, art in _items(doc, "artifacts"):
-        kind = _str(art, "type")
+        kind = get_str(art, "type")
         if kind is not None and kind not in allowed_types:
             yield finding(
                 "PF204",
                 f"{loc}.type",
                 f"artifact type {kind!r} is not one of {', '.join(allowed_types)}",
             )
-        path = _str(art, "path")
+        path = get_str(art, "path")
         if not path or not path.strip():
             continue
         if path in seen:
@@ -668,12 +591,12 @@ def _validate_subagent_return(
     out.extend(_blank_fields(doc, Dialect.SUBAGENT_RETURN))
     out.extend(_asked_fields(doc, Dialect.SUBAGENT_RETURN))
 
-    raw_status = _str(doc, "status")
+    raw_status = get_str(doc, "status")
     result.status = raw_status
     status = raw_status if raw_status in SUBAGENT_STATUSES else None
     if raw_status is not None and status is None:
         out.append(_status_finding(raw_status, "status", SUBAGENT_STATUSES, _SUBAGENT_STATUS_WORDS))
-    if status is not None and status != "completed" and not _list(doc, "errors"):
+    if status is not None and status != "completed" and not get_list(doc, "errors"):
         out.append(
             finding(
                 "PF703",
@@ -686,7 +609,7 @@ def _validate_subagent_return(
     out.extend(_session_rules(doc, expect_session))
     out.extend(_summary_rules(doc))
 
-    artifacts = _list(doc, "artifacts")
+    artifacts = get_list(doc, "artifacts")
     if status == "completed" and artifacts is not None and not artifacts:
         out.append(
             finding(
@@ -709,15 +632,15 @@ def _validate_agent_output(doc: dict[str, Any], probe: ArtifactProbe | None) -> 
     out.extend(_blank_fields(doc, Dialect.AGENT_OUTPUT))
     out.extend(_asked_fields(doc, Dialect.AGENT_OUTPUT))
 
-    meta = _obj(doc, "meta")
-    raw_status = _str(meta, "status")
+    meta = get_object(doc, "meta")
+    raw_status = get_str(meta, "status")
     result.status = raw_status
     status = raw_status if raw_status in OUTPUT_STATUSES else None
     if raw_status is not None and status is None:
         out.append(
             _status_finding(raw_status, "meta.status", OUTPUT_STATUSES, _OUTPUT_STATUS_WORDS)
         )
-    if status == "error" and _obj(doc, "error") is None:
+    if status == "error" and get_object(doc, "error") is None:
         out.append(
             finding(
                 "PF704",
@@ -725,7 +648,7 @@ def _validate_agent_output(doc: dict[str, Any], probe: ArtifactProbe | None) -> 
                 'status error needs an "error" object (code, message, details) saying what failed',
             )
         )
-    if status == "partial" and _list(doc, "next_steps") == []:
+    if status == "partial" and get_list(doc, "next_steps") == []:
         out.append(
             finding(
                 "PF706",
@@ -733,13 +656,13 @@ def _validate_agent_output(doc: dict[str, Any], probe: ArtifactProbe | None) -> 
                 "status partial with no next_steps: say what is left to do",
             )
         )
-    elapsed = _num(meta, "execution_time_ms")
+    elapsed = get_number(meta, "execution_time_ms")
     if elapsed is not None and elapsed < 0:
         out.append(finding("PF406", "meta.execution_time_ms", "execution_time_ms is negative"))
 
     low, high = KEY_POINTS_RANGE
     for loc, art in _items(doc, "artifacts"):
-        points = _list(art, "key_points")
+        points = get_list(art, "key_points")
         if points is not None and not low <= len(points) <= high:
             out.append(
                 finding(

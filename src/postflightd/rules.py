@@ -104,34 +104,34 @@ class Validation:
 # --- accessors that never raise -------------------------------------------------------------
 
 
-def _obj(doc: Any, key: str) -> dict[str, Any] | None:
+def get_object(doc: Any, key: str) -> dict[str, Any] | None:
     value = doc.get(key) if isinstance(doc, dict) else None
     return value if isinstance(value, dict) else None
 
 
-def _list(doc: Any, key: str) -> list[Any] | None:
+def get_list(doc: Any, key: str) -> list[Any] | None:
     value = doc.get(key) if isinstance(doc, dict) else None
     return value if isinstance(value, list) else None
 
 
-def _str(doc: Any, key: str) -> str | None:
+def get_str(doc: Any, key: str) -> str | None:
     value = doc.get(key) if isinstance(doc, dict) else None
     return value if isinstance(value, str) else None
 
 
-def _int(doc: Any, key: str) -> int | None:
+def get_int(doc: Any, key: str) -> int | None:
     value = doc.get(key) if isinstance(doc, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _num(doc: Any, key: str) -> float | None:
+def get_number(doc: Any, key: str) -> float | None:
     value = doc.get(key) if isinstance(doc, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
 
 
-def _blank(value: object) -> bool:
+def is_blank(value: object) -> bool:
     return isinstance(value, str) and not value.strip()
 
 
@@ -290,7 +290,7 @@ def _unknown_fields(doc: dict[str, Any]) -> Iterator[Finding]:
     for kind in ("metadata", "partial_progress", "completion_data"):
         yield from check(doc.get(kind), kind, kind)
     for kind in ("artifacts", "errors"):
-        items = _list(doc, kind) or []
+        items = get_list(doc, kind) or []
         for i, item in enumerate(items):
             yield from check(item, f"{kind}[]", f"{kind}[{i}]")
 
@@ -298,29 +298,29 @@ def _unknown_fields(doc: dict[str, Any]) -> Iterator[Finding]:
 def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
     """PF206 (blank needed text) and PF207 (schema field missing that postflight can spare)."""
     for parent, key in _NEEDED_TEXT:
-        if _blank((_obj(doc, parent) or {}).get(key)):
+        if is_blank((get_object(doc, parent) or {}).get(key)):
             yield finding("PF206", f"{parent}.{key}", f"{parent}.{key} is blank: fill it in")
-    meta = _obj(doc, "metadata")
+    meta = get_object(doc, "metadata")
     if meta is not None:
         for key in ("agent_type", "delegation_depth", "delegation_path"):
             if meta.get(key) is None:
                 yield finding(
                     "PF207", f"metadata.{key}", f"metadata.{key} is missing; the schema asks for it"
                 )
-    for i, art in enumerate(_list(doc, "artifacts") or []):
+    for i, art in enumerate(get_list(doc, "artifacts") or []):
         if not isinstance(art, dict):
             continue
-        if _blank(art.get("path")):
+        if is_blank(art.get("path")):
             yield finding("PF206", f"artifacts[{i}].path", "artifact path is blank")
         for key in ("type", "summary"):
             if art.get(key) is None:
                 yield finding(
                     "PF207", f"artifacts[{i}].{key}", f"artifacts[{i}].{key} is missing; add it"
                 )
-    for i, err in enumerate(_list(doc, "errors") or []):
+    for i, err in enumerate(get_list(doc, "errors") or []):
         if not isinstance(err, dict):
             continue
-        if _blank(err.get("message")):
+        if is_blank(err.get("message")):
             yield finding(
                 "PF206", f"errors[{i}].message", "error message is blank: say what failed"
             )
@@ -361,7 +361,7 @@ def _status_rules(
             "in_progress metadata needs started_at (ISO 8601) so a stuck run can be detected",
         )
 
-    progress = _obj(doc, "partial_progress")
+    progress = get_object(doc, "partial_progress")
     if status in {Status.IN_PROGRESS, Status.PARTIAL} and progress is None:
         yield finding(
             "PF302",
@@ -376,7 +376,7 @@ def _status_rules(
             f"partial_progress is left over on a {status.value} file; remove it",
         )
 
-    completion = _obj(doc, "completion_data")
+    completion = get_object(doc, "completion_data")
     if status is Status.IMPLEMENTED:
         if "completion_data" not in doc:
             yield finding(
@@ -384,7 +384,7 @@ def _status_rules(
                 "completion_data",
                 "implemented needs completion_data with a 1-3 sentence completion_summary",
             )
-        elif completion is not None and _blank(completion.get("completion_summary")):
+        elif completion is not None and is_blank(completion.get("completion_summary")):
             yield finding(
                 "PF304",
                 "completion_data.completion_summary",
@@ -393,7 +393,7 @@ def _status_rules(
         if (
             ctx.is_meta
             and completion is not None
-            and not (_str(completion, "claudemd_suggestions") or "").strip()
+            and not (get_str(completion, "claudemd_suggestions") or "").strip()
         ):
             yield finding(
                 "PF305",
@@ -421,7 +421,7 @@ def _status_rules(
                 "claudemd_suggestions is for meta tasks; this task's language is not meta",
             )
 
-    if status in TROUBLE_STATUSES and not _list(doc, "errors"):
+    if status in TROUBLE_STATUSES and not get_list(doc, "errors"):
         yield finding(
             "PF307",
             "errors",
@@ -430,8 +430,8 @@ def _status_rules(
         )
 
     for parent in ("partial_progress", "metadata"):
-        obj = _obj(doc, parent)
-        done, total = _int(obj, "phases_completed"), _int(obj, "phases_total")
+        obj = get_object(doc, parent)
+        done, total = get_int(obj, "phases_completed"), get_int(obj, "phases_total")
         if done is not None and (done < 0 or (total is not None and done > total)):
             yield finding(
                 "PF310",
@@ -445,11 +445,11 @@ def _status_rules(
 # --- session and delegation (PF4xx) ---------------------------------------------------------
 
 
-def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
-    meta = _obj(doc, "metadata")
-    if meta is None:
+def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Finding]:
+    """PF400-PF406 for a ``metadata`` object; ``expected`` is (session, where it came from)."""
+    if not isinstance(meta, dict):
         return
-    sid = _str(meta, "session_id")
+    sid = get_str(meta, "session_id")
     if sid and not SESSION_RE.fullmatch(sid):
         yield finding(
             "PF400",
@@ -457,7 +457,6 @@ def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
             f"session_id {sid!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
             "letters or digits}, e.g. sess_1736700000_abc123",
         )
-    expected = ctx.expected_session
     if sid and expected is not None and sid != expected[0]:
         yield finding(
             "PF405",
@@ -465,7 +464,7 @@ def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
             f"session_id {sid!r} is not the delegated session {expected[0]!r} "
             f"(from {expected[1]}): return the session_id you were given",
         )
-    depth = _int(meta, "delegation_depth")
+    depth = get_int(meta, "delegation_depth")
     if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
         yield finding(
             "PF401",
@@ -473,7 +472,7 @@ def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
             f"delegation_depth {depth} is outside 0..{MAX_DELEGATION_DEPTH}: the delegation "
             "chain is too deep; return to the caller instead of delegating further",
         )
-    path = _list(meta, "delegation_path")
+    path = get_list(meta, "delegation_path")
     names = [p for p in path or [] if isinstance(p, str)]
     seen: set[str] = set()
     for name in names:
@@ -492,14 +491,14 @@ def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
             f"delegation_depth {depth} does not match delegation_path "
             f"({len(path)} entries means depth {len(path) - 2})",
         )
-    agent = _str(meta, "agent_type")
+    agent = get_str(meta, "agent_type")
     if agent and names and names[-1] != agent:
         yield finding(
             "PF404",
             "metadata.agent_type",
             f"agent_type {agent!r} is not the last entry of delegation_path ({names[-1]!r})",
         )
-    duration = _num(meta, "duration_seconds")
+    duration = get_number(meta, "duration_seconds")
     if duration is not None and duration < 0:
         yield finding("PF406", "metadata.duration_seconds", "duration_seconds is negative")
 
@@ -510,7 +509,7 @@ def _session_rules(doc: dict[str, Any], ctx: TaskContext) -> Iterator[Finding]:
 def _artifact_rules(
     doc: dict[str, Any], status: Status, probe: ArtifactProbe | None
 ) -> Iterator[Finding]:
-    artifacts = _list(doc, "artifacts")
+    artifacts = get_list(doc, "artifacts")
     if artifacts is None:
         return
     if status.is_success and not artifacts:
@@ -527,7 +526,7 @@ def _artifact_rules(
         if not isinstance(art, dict):
             continue
         loc = f"artifacts[{i}]"
-        kind = _str(art, "type")
+        kind = get_str(art, "type")
         if kind is not None and kind not in ARTIFACT_TYPES:
             note = "read as report" if kind == "research" else "linked as written"
             yield finding(
@@ -535,7 +534,7 @@ def _artifact_rules(
                 f"{loc}.type",
                 f"artifact type {kind!r} is not one of {', '.join(ARTIFACT_TYPES)} ({note})",
             )
-        path = _str(art, "path")
+        path = get_str(art, "path")
         if not path or not path.strip():
             continue
         if path in seen:
@@ -664,7 +663,7 @@ def validate(
             )
         )
         return result
-    meta = _obj(doc, "metadata") or {}
+    meta = get_object(doc, "metadata") or {}
     result.operation = operation_of(
         meta.get("delegation_path"), meta.get("agent_type"), ctx.marker_operation
     )
@@ -679,7 +678,7 @@ def validate(
         result.status = Status(raw_status)
     if result.status is not None:
         out.extend(_status_rules(doc, result.status, ctx, now, result))
-    out.extend(_session_rules(doc, ctx))
+    out.extend(session_rules(doc.get("metadata"), ctx.expected_session))
     out.extend(ctx.marker_findings)
     if result.status is not None:
         probe_or_none = probe if options.check_artifacts else None
