@@ -46,7 +46,14 @@ from postflightd.postflight import (
     render_state,
     task_index,
 )
-from postflightd.rules import ArtifactProbe, RuleOptions, Validation, validate
+from postflightd.rules import (
+    ArtifactProbe,
+    RuleOptions,
+    Validation,
+    get_object,
+    get_str,
+    validate,
+)
 from postflightd.store import (
     Snapshot,
     StoreError,
@@ -86,6 +93,10 @@ class FileReport:
     outcome: Outcome | None = None
     #: what postflight noticed that is not a finding (TODO.md has no section for the task, ...)
     notes: list[str] = field(default_factory=list)
+    #: the file's "status" and metadata.session_id when they are strings, whatever else is wrong
+    raw_status: str | None = None
+    session: str | None = None
+    stuck: bool = False
 
     @property
     def rel_path(self) -> str:
@@ -98,23 +109,6 @@ class FileReport:
     @property
     def status(self) -> Status | None:
         return self.validation.status if self.validation else None
-
-    @property
-    def raw_status(self) -> str | None:
-        doc = self.loaded.doc
-        value = doc.get("status") if isinstance(doc, dict) else None
-        return value if isinstance(value, str) else None
-
-    @property
-    def stuck(self) -> bool:
-        return bool(self.validation and self.validation.stuck)
-
-    @property
-    def session(self) -> str | None:
-        doc = self.loaded.doc
-        meta = doc.get("metadata") if isinstance(doc, dict) else None
-        sid = meta.get("session_id") if isinstance(meta, dict) else None
-        return sid if isinstance(sid, str) else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -259,6 +253,7 @@ def check_file(
         )
     kept = policy.apply(findings)
     usable = validation is not None and validation.model is not None
+    doc = loaded.doc if isinstance(loaded.doc, dict) else {}
     return FileReport(
         root=project.root,
         path=ref.path,
@@ -267,6 +262,9 @@ def check_file(
         valid=usable and not policy.fails(kept),
         loaded=loaded,
         validation=validation,
+        raw_status=get_str(doc, "status"),
+        session=get_str(get_object(doc, "metadata"), "session_id"),
+        stuck=bool(validation and validation.stuck),
     )
 
 
@@ -308,9 +306,9 @@ def _check_all(
         code = 1
         try:
             os.close(read_fd)
-            done = [_portable(check_file(project, ref, config, policy, now)) for ref in theirs]
+            rows = [_row(check_file(project, ref, config, policy, now)) for ref in theirs]
             with os.fdopen(write_fd, "wb") as out:
-                pickle.dump(done, out, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump(rows, out, protocol=pickle.HIGHEST_PROTOCOL)
             code = 0
         finally:
             os._exit(code)
@@ -321,21 +319,39 @@ def _check_all(
     _, status = os.waitpid(pid, 0)
     rest: list[FileReport] | None = None
     if os.waitstatus_to_exitcode(status) == 0:
-        with contextlib.suppress(pickle.UnpicklingError, EOFError, ValueError):
-            rest = pickle.loads(data)  # noqa: S301 - our own child's output
+        with contextlib.suppress(pickle.UnpicklingError, EOFError, ValueError, TypeError):
+            rows = pickle.loads(data)  # noqa: S301 - our own child's output
+            rest = [
+                _from_row(project.root, ref, row) for ref, row in zip(theirs, rows, strict=True)
+            ]
     if rest is None:
         rest = [check_file(project, ref, config, policy, now) for ref in theirs]
     return checked + rest
 
 
-def _portable(report: FileReport) -> FileReport:
-    """What a scan report needs, without the raw bytes and the model (cheaper to pickle)."""
-    report.loaded = Loaded(
-        report.loaded.path, report.loaded.identity, None, report.loaded.doc, report.loaded.failure
+_Row = tuple[int | None, str | None, str | None, bool, bool, list[tuple[str, str, str, str]]]
+
+
+def _row(report: FileReport) -> _Row:
+    """What a scan report needs of a file, as plain values: unpickling dataclasses, paths and
+    models costs more than checking the files did."""
+    findings = [(f.code, f.severity.value, f.location, f.message) for f in report.findings]
+    return (report.task, report.raw_status, report.session, report.valid, report.stuck, findings)
+
+
+def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
+    task, raw_status, session, valid, stuck, findings = row
+    return FileReport(
+        root=root,
+        path=ref.path,
+        task=task,
+        findings=[Finding(c, Severity(sev), loc, msg) for c, sev, loc, msg in findings],
+        valid=valid,
+        loaded=Loaded(ref.path),
+        raw_status=raw_status,
+        session=session,
+        stuck=stuck,
     )
-    if report.validation is not None:
-        report.validation.model = None
-    return report
 
 
 # --- postflight: apply, record, clean up ----------------------------------------------------
