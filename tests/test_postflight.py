@@ -825,3 +825,34 @@ def test_random_metadata_applies_idempotently(
     rendered = render_state(text, state, once.state)
     assert json.loads(rendered) == once.state
     assert render_state(rendered, once.state, twice.state) == rendered
+
+
+@pytest.mark.parametrize("first_key", [True, False], ids=["number-first", "number-later"])
+def test_render_fast_task_splice_equals_the_full_walk(
+    first_key: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Splicing only the changed tasks gives byte for byte what walking the document gives."""
+    import postflightd.postflight as pf
+
+    tasks = []
+    for n in range(1, 301):
+        task = {"project_number": n, "project_name": f"t{n}", "status": "planned", "n": [n, "é"]}
+        if not first_key:
+            task = {"project_name": task.pop("project_name"), **task}
+        tasks.append(task)
+    original = {"next_project_number": 301, "active_projects": tasks}
+    text = json.dumps(original, indent=2, ensure_ascii=False) + "\n"
+    new = {**original, "active_projects": list(tasks)}
+    new["active_projects"][149] = {**tasks[149], "status": "completed", "artifacts": [{"a": 1}]}
+    new["active_projects"][7] = {**tasks[7], "session_id": "sess_1_abcdef"}
+    fast = pf.render_state(text, original, new)
+    monkeypatch.setattr(pf, "_FAST_SPLICE_MAX", 0)
+    assert fast == pf.render_state(text, original, new)
+    assert json.loads(fast) == new
+    changed = [
+        line
+        for line in difflib.unified_diff(text.splitlines(), fast.splitlines(), lineterm="")
+        if line.startswith(("+", "-")) and not line.startswith(("+++", "---"))
+    ]
+    # Two tasks changed: a handful of lines, nothing else of the 300 tasks.
+    assert 0 < len(changed) < 20
