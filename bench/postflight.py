@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -35,6 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from machine import describe
 
 APPLY_TARGET_S = 3.0
 SESSION_PREFIX = "sess_1736700000_"
@@ -266,23 +267,6 @@ def timed_runs(
     return times
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"{platform.system()} {platform.release()} {platform.machine()}; {cpu}; "
-        f"{os.cpu_count()} CPUs ({usable} usable); Python {platform.python_version()} "
-        f"({platform.python_implementation()})"
-    )
-
-
 def _fmt(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
@@ -321,7 +305,7 @@ def main() -> int:
             p["project_number"]: p["status"]
             for p in json.loads((template / "specs" / "state.json").read_text())["active_projects"]
         }
-        print(f"machine: {machine()}")
+        print(f"machine: {describe()}")
         print(
             f"data: {args.tasks} tasks under {tmp}, generated in "
             f"{time.perf_counter() - start:.1f} s; final files: "

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -30,6 +28,8 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+from machine import describe
 
 SCAN_TARGET_S = 2.0
 SPEEDUP_TARGET = 10.0
@@ -171,23 +171,6 @@ def time_process(argv: list[str], runs: int, ok_codes: tuple[int, ...]) -> list[
     return times
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"{platform.system()} {platform.release()} {platform.machine()}; {cpu}; "
-        f"{os.cpu_count()} CPUs ({usable} usable); Python {platform.python_version()} "
-        f"({platform.python_implementation()})"
-    )
-
-
 def _fmt(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 10 else f"{seconds:.1f} s"
 
@@ -211,7 +194,7 @@ def main() -> int:
         root = tmp / "project"
         start = time.perf_counter()
         counts = generate(root, args.tasks)
-        print(f"machine: {machine()}")
+        print(f"machine: {describe()}")
         print(
             f"data: {args.tasks} task directories under {tmp}, generated in "
             f"{time.perf_counter() - start:.1f} s; variants: "

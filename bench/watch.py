@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -27,6 +26,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from machine import describe
 
 SESSION = "sess_1736700000_abc123"
 META = ".return-meta.json"
@@ -52,21 +53,6 @@ jq --argjson n "$n" --arg s "$status" --arg ts "$(date -u +%FT%TZ)" --argjson a 
 sed -i "/^### $n\./,/^### /s/^- \*\*Status\*\*: .*/- **Status**: [RESEARCHED]/" "$specs/TODO.md"
 rm -f "$file"
 """
-
-
-def machine() -> str:
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (
-        f"{platform.node()} | {platform.system()} {platform.release()} | {cpu} x{os.cpu_count()}"
-        f" | Python {platform.python_version()}"
-    )
 
 
 def researched(n: int) -> str:
@@ -290,7 +276,7 @@ def main() -> int:
     args = parser.parse_args()
     args.burst = min(args.burst, args.tasks)
     args.latency = min(args.latency, args.tasks)
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     print(f"project: {args.tasks}-task state.json, {args.tasks} task directories watched")
     with tempfile.TemporaryDirectory(prefix="postflightd-bench-") as tmp:
         work = Path(tmp)

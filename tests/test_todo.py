@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postflightd.postflight import TodoEdit
-from postflightd.todo import _edit_section, _Section, _section, apply_todo_edit, apply_todo_edits
+from postflightd.todo import _apply_one_by_one, apply_todo_edit, apply_todo_edits
 
 TODO = """\
 ---
@@ -262,16 +262,7 @@ def test_bytes_outside_the_section_never_change(
 
 def one_by_one(text: str, edits: list[TodoEdit]) -> tuple[str, list[int]]:
     """The reference: each edit finds its section again in the current text (the old way)."""
-    missing: list[int] = []
-    for edit in edits:
-        lines = text.split("\n")
-        found = _section(lines, edit.task)
-        if found is None:
-            missing.append(edit.task)
-            continue
-        _edit_section(_Section(lines, *found, cr="\r" if "\r\n" in text else ""), edit)
-        text = "\n".join(lines)
-    return text, missing
+    return _apply_one_by_one(text, edits)
 
 
 def test_batch_edits_several_tasks_and_reports_missing_ones() -> None:

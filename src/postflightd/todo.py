@@ -13,7 +13,7 @@ so 1,000 edits to a 1,000-task TODO.md cost about as much as reading it.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Final
 
 from postflightd.postflight import TodoEdit
@@ -43,43 +43,9 @@ def _body_start(lines: list[str]) -> int:
     return 0
 
 
-def _section(lines: list[str], task: int) -> tuple[int, int] | None:
-    """``(heading index, end index)`` of the task's section, or None."""
-    start: int | None = None
-    level = 0
-    fence: str | None = None
-    for index in range(_body_start(lines), len(lines)):
-        line = lines[index].rstrip("\r")
-        fence_match = _FENCE.match(line)
-        if fence_match is not None:
-            marker = fence_match.group(1)
-            if fence is None:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = None
-            continue
-        heading = _HEADING.match(line) if fence is None else None
-        if heading is None:
-            continue
-        depth = len(heading.group(1))
-        if start is not None and depth <= level:
-            return start, index
-        number = heading.group(2)
-        if start is None and number is not None and int(number) == task and depth >= 2:
-            start, level = index, depth
-    return None if start is None else (start, len(lines))
-
-
-def _index(lines: list[str]) -> dict[int, list[int]]:
-    """Task number -> ``[heading index, end index]`` of its section, every task in one pass.
-
-    The same rules as ``_section``: the first ``##``-or-deeper heading with the number wins,
-    and its section ends at the next heading (outside code fences) of the same or a higher
-    level.
-    """
-    found: dict[int, list[int]] = {}
-    #: sections still open, their levels strictly increasing from bottom to top
-    open_: list[tuple[list[int], int]] = []
+def _headings(lines: list[str]) -> Iterator[tuple[int, int, int | None]]:
+    """``(line index, level, task number or None)`` of every heading outside front matter
+    and code fences."""
     fence: str | None = None
     for index in range(_body_start(lines), len(lines)):
         line = lines[index]
@@ -95,15 +61,38 @@ def _index(lines: list[str]) -> dict[int, list[int]]:
                 fence = None
             continue
         heading = _HEADING.match(line) if fence is None else None
-        if heading is None:
-            continue
-        depth = len(heading.group(1))
+        if heading is not None:
+            number = heading.group(2)
+            yield index, len(heading.group(1)), None if number is None else int(number)
+
+
+def _section(lines: list[str], task: int) -> tuple[int, int] | None:
+    """``(heading index, end index)`` of the task's section, or None."""
+    start: int | None = None
+    level = 0
+    for index, depth, number in _headings(lines):
+        if start is not None and depth <= level:
+            return start, index
+        if start is None and number == task and depth >= 2:
+            start, level = index, depth
+    return None if start is None else (start, len(lines))
+
+
+def _index(lines: list[str]) -> dict[int, list[int]]:
+    """Task number -> ``[heading index, end index]`` of its section, every task in one pass.
+
+    The same rules as ``_section``: the first ``##``-or-deeper heading with the number wins,
+    and its section ends at the next heading of the same or a higher level.
+    """
+    found: dict[int, list[int]] = {}
+    #: sections still open, their levels strictly increasing from bottom to top
+    open_: list[tuple[list[int], int]] = []
+    for index, depth, number in _headings(lines):
         while open_ and open_[-1][1] >= depth:
             open_.pop()[0][1] = index
-        number = heading.group(2)
-        if number is not None and depth >= 2 and int(number) not in found:
+        if number is not None and depth >= 2 and number not in found:
             span = [index, len(lines)]
-            found[int(number)] = span
+            found[number] = span
             open_.append((span, depth))
     return found
 
