@@ -149,6 +149,21 @@ def test_batch_commits_together_and_rolls_back_together(journal: Journal) -> Non
     assert journal.history()[-1].file == "after"
 
 
+def test_a_non_durable_batch_commits_its_rows(journal: Journal) -> None:
+    """durable=False: the rows land in one commit, in the WAL journal."""
+    with journal.batch(durable=False) as batch:
+        for i in range(3):
+            journal.record("validated", root="/r", file=str(i), findings=[])
+    assert batch.committed
+    assert [o.file for o in journal.history()] == ["0", "1", "2"]
+    assert journal.path is not None
+    con = sqlite3.connect(journal.path)
+    try:
+        assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        con.close()
+
+
 def test_batches_do_not_nest(journal: Journal) -> None:
     """A nested batch is a programming error, and the outer batch still commits."""
     with journal.batch() as outer:

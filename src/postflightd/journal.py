@@ -204,13 +204,15 @@ class Journal:
         return True
 
     @contextmanager
-    def batch(self) -> Iterator[Batch]:
+    def batch(self, *, durable: bool = True) -> Iterator[Batch]:
         """Group the ``record`` calls inside into one durable transaction (one fsync in all).
 
         Inside the block ``record`` returns True for a row queued; the rows are on stable
         storage only once the block has ended with ``batch.committed`` true, so a caller
         deletes the files it recorded only then. Never raises for a journal problem: a
         failure is logged and leaves ``committed`` false. Batches do not nest.
+        ``durable=False`` (rows whose loss on power failure is harmless: "validated",
+        "deleted") commits in WAL mode without waiting for the disk.
         """
         result = Batch()
         with self._lock:
@@ -221,7 +223,8 @@ class Journal:
             if self._batch_depth > 0 or self._batch_failed:
                 raise RuntimeError("journal batches do not nest")
             try:
-                conn.execute("PRAGMA synchronous = FULL")
+                if durable:
+                    conn.execute("PRAGMA synchronous = FULL")
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 self._warn("journal write failed", exc)

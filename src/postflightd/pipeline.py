@@ -404,7 +404,7 @@ def postflight(
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
     ready: list[FileReport] = []
     # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
-    with journal.batch():
+    with journal.batch(durable=False):
         for report in reports:
             report.outcome = _classify(report, report_unparsed, policy)
             if report.outcome is Outcome.DEFERRED:
@@ -445,7 +445,7 @@ def postflight(
             applied = _commit(project, ready, config, journal, now)
             _append_errors(project, config, records + applied.errors, reports)
             deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(r)]
-            with journal.batch():
+            with journal.batch(durable=False):
                 for report in deleted:
                     _journal(journal, "deleted", report)
     except (OSError, StoreError) as exc:
@@ -457,7 +457,7 @@ def postflight(
                 report.outcome = Outcome.STATE_UNUSABLE
                 report.findings.append(finding("PF604", "", f"{problem}; the file is kept"))
     if interrupted:
-        with journal.batch():
+        with journal.batch(durable=False):
             for report in reports:
                 if report.outcome is Outcome.IN_PROGRESS:
                     _journal(journal, "interrupted", report)

@@ -27,6 +27,7 @@ _FIELD: Final = re.compile(
 _MARKER: Final = re.compile(r"\[[^\[\]]*\]")
 #: What a heading or fence line starts with (a fence may follow spaces: checked apart).
 _MAYBE_SPECIAL: Final = ("#", "`", "~")
+_FIRST_CHARS: Final = frozenset({"#", "`", "~", " ", "\t"})
 
 #: Where new lines go, in this order, and which existing lines they follow.
 _LINK_ORDER: Final = ("Research", "Plan", "Summary", "Completed")
@@ -47,7 +48,11 @@ def _headings(lines: list[str]) -> Iterator[tuple[int, int, int | None]]:
     """``(line index, level, task number or None)`` of every heading outside front matter
     and code fences."""
     fence: str | None = None
-    for index in range(_body_start(lines), len(lines)):
+    body = _body_start(lines)
+    # A comprehension picks the few lines that can be headings or fences: the per-line work
+    # below is what a 1,000-task TODO.md costs on every postflight.
+    maybe = [i for i, line in enumerate(lines) if line[:1] in _FIRST_CHARS and i >= body]
+    for index in maybe:
         line = lines[index]
         if not line.startswith(_MAYBE_SPECIAL) and not line.lstrip(" \t").startswith(("`", "~")):
             continue
