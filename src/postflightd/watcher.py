@@ -213,9 +213,31 @@ def _observer(kind: ObserverKind) -> BaseObserver:
         return PollingObserver(timeout=POLL_INTERVAL_S)
     from watchdog.observers import Observer
 
+    _shorten_move_pairing()
     # The dispatcher thread wakes every ``timeout`` seconds even when idle (queue.get with a
     # timeout); stop() does not wait for it (it queues a stop marker), so a long one is free.
     return Observer(timeout=IDLE_WAKE_S)
+
+
+#: How long watchdog holds an IN_MOVED_FROM to pair it with its IN_MOVED_TO.
+MOVE_PAIRING_S: Final = 0.02
+
+
+def _shorten_move_pairing() -> None:
+    """Hold unpaired IN_MOVED_FROM events for 20 ms instead of watchdog's 0.5 s.
+
+    watchdog's inotify move grouper (``InotifyMoveEventGrouper.delay``, a class attribute)
+    puts every IN_MOVED_FROM on a DelayedQueue whose ``get`` sleeps out the whole delay when
+    that event reaches the head, even if the matching IN_MOVED_TO removes it a moment later.
+    Our own clean-up renames each applied file aside, so every event behind such a head
+    (the next agent's final file) waited 0.5 s. The handler reads src and dest paths itself
+    and needs no paired moves: an unpaired half is a deleted or created event, just as dirty.
+    """
+    try:
+        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+    except ImportError:  # watchdog < 6 kept the delay on InotifyBuffer; leave it as it is
+        return
+    InotifyMoveEventGrouper.delay = MOVE_PAIRING_S
 
 
 def choose_kind(mode: ObserverMode, specs_dir: Path) -> tuple[ObserverKind, str]:
