@@ -30,7 +30,7 @@ META = ".return-meta.json"
 OTHER_SESSION = "sess_1736700999_zzz999"
 
 
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 10.0) -> Any:
+def wait_until(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
     """Poll ``cond`` until it returns something truthy; fail naming ``what`` at the deadline."""
     deadline = time.monotonic() + timeout
     while True:
@@ -330,14 +330,14 @@ def test_specs_dir_removed_recreated_and_renamed_away_is_followed(
     daemon.wait_event("specs_dir_missing")
     shutil.copytree(backup, root / "specs")
     meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
-    wait_until("applied in the recreated directory", lambda: applied(root, 1), 10)
+    wait_until("applied in the recreated directory", lambda: applied(root, 1), 30)
 
     # Renamed away with a new one made in its place: inotify would go on watching the old
     # inode (and report its events under the new path) without the identity check.
     (root / "specs").rename(root / "specs-old")
     shutil.copytree(backup, root / "specs")
     meta_path(root, 2).write_text(final_text(2), encoding="utf-8")
-    wait_until("applied in the replacing directory", lambda: applied(root, 2), 10)
+    wait_until("applied in the replacing directory", lambda: applied(root, 2), 30)
     assert any(
         e["reason"] == "the specs directory was replaced" for e in daemon.events("watch_restarted")
     )

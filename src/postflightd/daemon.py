@@ -36,7 +36,6 @@ from postflightd.loader import (
     META_NAME,
     FileIdentity,
     MetaFileRef,
-    StateView,
     artifact_probe,
     load_state,
 )
@@ -232,7 +231,6 @@ class RootState:
     state_problem: str | None = None
     missing: bool = False
     #: state.json as last parsed, with the identity it had: re-parsed only when it changed.
-    state_cache: tuple[FileIdentity, StateView] | None = None
 
 
 def _identity(path: str) -> FileIdentity | None:
@@ -599,21 +597,8 @@ class Daemon:
                 self._after(rs, report, now)
 
     def _project(self, rs: RootState) -> Project:
-        """``Project.open``, without re-parsing an unchanged state.json.
-
-        Half-written files and progress updates are read far more often than state.json
-        changes; a 1,000-task state.json costs milliseconds to parse each time.
-        """
-        path = rs.specs_dir / self.config.postflight.state_file
-        # The identity is taken before the read: a replace in between only makes the next
-        # lookup miss, never serves stale content for a newer identity.
-        identity = _identity(str(path))
-        cached = rs.state_cache
-        if identity is not None and cached is not None and cached[0] == identity:
-            state = cached[1]
-        else:
-            state = load_state(path)
-            rs.state_cache = (identity, state) if identity is not None else None
+        """``Project.open`` for this root (load_state reuses the parse of unchanged bytes)."""
+        state = load_state(rs.specs_dir / self.config.postflight.state_file)
         return Project(rs.root, rs.specs_dir, state, artifact_probe(rs.root))
 
     def _gone(self, rs: RootState, path: str) -> None:

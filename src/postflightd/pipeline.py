@@ -28,12 +28,14 @@ from postflightd.loader import (
     MetaFileRef,
     StateView,
     artifact_probe,
+    cached_state,
     find_metadata_files,
     load_state,
     parse_json,
     parse_task_dir,
     read_marker,
     read_metadata,
+    remember_state,
     state_shape_problem,
     task_context,
 )
@@ -506,17 +508,26 @@ def _commit(
         if not _same_file(report):
             report.outcome = Outcome.GONE if not report.path.exists() else Outcome.REWRITTEN
     todo_edits: list[TodoEdit] = []
+    # The last state.json the transform made: its bytes and its document.
+    written_bytes: bytes | None = None
+    written_doc: dict[str, Any] | None = None
 
     def transform(snapshot: Snapshot) -> bytes | None:
+        nonlocal written_bytes, written_doc
+        written_bytes = written_doc = None
         todo_edits.clear()
         out.errors.clear()
         if snapshot.raw is None:
             raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
         text = snapshot.raw.decode("utf-8", errors="strict")
-        doc = json.loads(text)
-        problem = state_shape_problem(doc)
-        if problem is not None:
-            raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+        cached = cached_state(snapshot.path, snapshot.raw)
+        if cached is not None and cached.doc is not None:
+            doc = cached.doc
+        else:
+            doc = json.loads(text)
+            problem = state_shape_problem(doc)
+            if problem is not None:
+                raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
         new = doc
         # Built once from the document read under the lock: outcomes never add or move tasks.
         index = task_index(doc)
@@ -548,7 +559,8 @@ def _commit(
             out.errors.extend(result.errors)
         if new == doc:
             return None
-        return render_state(text, doc, new).encode("utf-8")
+        written_bytes, written_doc = render_state(text, doc, new).encode("utf-8"), new
+        return written_bytes
 
     live = [r for r in ready if r.outcome is Outcome.APPLIED]
     if not live:
@@ -565,6 +577,10 @@ def _commit(
         out.errors.clear()
         return out
     crash_point("after-state-write")
+    if written_bytes is not None and written_doc is not None:
+        # The next read of state.json (the next agent's postflight) finds these bytes and
+        # skips the parse.
+        remember_state(project.state.path, written_bytes, written_doc)
     live = [r for r in live if r.outcome is Outcome.APPLIED]
     # The journal rows are what let the files be deleted without losing what the agents said:
     # the files go only once this batch is durably committed.
