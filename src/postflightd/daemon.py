@@ -202,11 +202,9 @@ class Waker:
     def wait(self, timeout: float) -> None:
         with contextlib.suppress(InterruptedError):
             select.select([self._r], [], [], max(0.0, timeout))
-        try:
+        with contextlib.suppress(BlockingIOError):  # drained: the pipe is non-blocking
             while os.read(self._r, 4096):
-                pass
-        except BlockingIOError:
-            pass
+                continue
 
     def close(self) -> None:
         os.close(self._r)

@@ -339,7 +339,7 @@ class Journal:
 
 
 class _SchemaTooNewError(Exception):
-    pass
+    """The database was written by a newer postflightd: the journal is disabled."""
 
 
 def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:

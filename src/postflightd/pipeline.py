@@ -9,7 +9,7 @@ import contextlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -273,16 +273,21 @@ def check_file(
 def scan(roots: Iterable[Path], config: Config, policy: Policy, now: datetime) -> ScanReport:
     """Validate every metadata file under each root (SPEC 4, ``scan``)."""
     report = ScanReport(roots=list(roots), strict=policy.strict)
+    for project, refs in _projects(report, config):
+        if project.state.exists and not project.state.usable:
+            report.notes.append(f"{project.root}: {project.state.problem} (PF604)")
+        report.files.extend(_check_all(project, refs, config, policy, now))
+    return report
+
+
+def _projects(report: ScanReport, config: Config) -> Iterator[tuple[Project, list[MetaFileRef]]]:
+    """Each root of ``report`` with its metadata files; a root without specs/ is a note."""
     for root in report.roots:
         project = Project.open(root, config)
         if not project.specs_dir.is_dir():
             report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
             continue
-        if project.state.exists and not project.state.usable:
-            report.notes.append(f"{root}: {project.state.problem} (PF604)")
-        refs = list(find_metadata_files(project.specs_dir))
-        report.files.extend(_check_all(project, refs, config, policy, now))
-    return report
+        yield project, list(find_metadata_files(project.specs_dir))
 
 
 #: Below this many files a second process costs more than it saves.
@@ -376,12 +381,7 @@ def apply_all(
 ) -> ScanReport:
     """``scan --apply``: validate everything, post-flight every valid final file."""
     report = ScanReport(roots=list(roots), strict=policy.strict)
-    for root in report.roots:
-        project = Project.open(root, config)
-        if not project.specs_dir.is_dir():
-            report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
-            continue
-        refs = list(find_metadata_files(project.specs_dir))
+    for project, refs in _projects(report, config):
         report.files.extend(postflight(project, refs, config, policy, journal, now))
     return report
 
@@ -646,18 +646,18 @@ def _append_errors(
     if not records:
         return 0
     path = project.specs_dir / config.postflight.errors_file
-    count = [0]
+    count = 0
 
     def transform(snapshot: Snapshot) -> bytes | None:
+        nonlocal count
         existing: list[Any] = []
         if snapshot.raw is not None:
             doc, problem = parse_json(snapshot.raw)
             if problem is not None or not isinstance(doc, list):
                 raise _ErrorsFileUnusableError(problem or "not a JSON array")
             existing = doc
-        merged, added = merge_errors(existing, records)
-        count[0] = added
-        if not added:
+        merged, count = merge_errors(existing, records)
+        if not count:
             return None
         return (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -672,11 +672,11 @@ def _append_errors(
         for report in reports:
             report.notes.append(note)
         return -1
-    return count[0]
+    return count
 
 
 class _ErrorsFileUnusableError(Exception):
-    pass
+    """errors.json is not a JSON array: it is never overwritten."""
 
 
 def _os_problem(exc: OSError | StoreError, what: str) -> str:
