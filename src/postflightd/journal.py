@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -354,7 +356,7 @@ def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     )
     try:
         # The first statement reads the header: a corrupt file fails here, not on first use.
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _enter_wal(conn, busy_timeout_s)
         if str(mode).lower() != "wal":
             # Some filesystems (network ones) cannot share WAL memory; the journal still works.
             log.warning("journal is not in WAL mode", path=str(path), journal_mode=mode)
@@ -364,6 +366,25 @@ def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _enter_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> object:
+    """``PRAGMA journal_mode = WAL``, retried while another connection holds the database.
+
+    SQLite answers SQLITE_BUSY at once, without calling the busy handler, when two connections
+    switch a fresh database to WAL at the same instant (the switch needs an exclusive lock and
+    waiting could deadlock), so the busy timeout alone does not cover it.
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    delay = 0.002
+    while True:
+        try:
+            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - timing jitter, not crypto
+        delay = min(delay * 2, 0.1)
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
