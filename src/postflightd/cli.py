@@ -87,6 +87,19 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
     status.add_argument("--format", choices=("text", "json"), default="text")
     status.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+    verify = sub.add_parser(
+        "verify", help="outcomes the journal recorded that state.json or TODO.md no longer shows"
+    )
+    verify.add_argument("roots", nargs="*", metavar="ROOT", help="project roots (default: .)")
+    verify.add_argument(
+        "--since", default="24h", metavar="DURATION", help="90s, 10m, 24h, 7d, all (default 24h)"
+    )
+    verify.add_argument(
+        "--repair", action="store_true", help="re-apply the outcomes lost to non-locking writers"
+    )
+    verify.add_argument("--format", choices=("text", "json"), default="text")
+    verify.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     return parser
 
 
@@ -348,6 +361,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from postflightd.status import run_status
 
             return run_status(args.roots, args.format, args.config)
+        case "verify":
+            from postflightd.verify import run_verify
+
+            return run_verify(args.roots, args.since, args.repair, args.format, args.config)
         case "schema":
             return cmd_schema()
         case "rules":

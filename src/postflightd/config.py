@@ -72,6 +72,9 @@ class WatchConfig(_Section):
     observer: Literal["auto", "inotify", "polling"] = "auto"
     settle_ms: int = Field(default=200, ge=0)
     rescan_interval_s: float = Field(default=30, gt=0)
+    #: after a state.json write, outcomes applied this recently are re-applied if it lost them
+    #: (issue 10); 0 turns the healing off.
+    heal_window_s: float = Field(default=600, ge=0)
 
 
 class StatusMap(_Section):

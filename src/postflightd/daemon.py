@@ -49,6 +49,7 @@ from postflightd.pipeline import (
     postflight,
     record_stuck,
 )
+from postflightd.verify import Healer
 from postflightd.watcher import DirtySet, RootWatch, install_overflow_trap
 
 log = structlog.get_logger()
@@ -287,6 +288,8 @@ class Daemon:
         self._notifier = notifier if notifier is not None else SystemdNotifier()
         self._roots = {root: self._root_state(root, config) for root in roots}
         self._journal: Journal | None = None
+        # Re-applies outcomes a writer that ignored the lock reverted (issue 10).
+        self.healer = Healer()
         self._stop = False
         self._reload = False
         self._next_supervise = 0.0
@@ -454,6 +457,7 @@ class Daemon:
         for path, root in pending.paths.items():
             by_root.setdefault(root, []).append(path)
         for root in pending.state_changed:
+            self._heal(root)
             held = self._roots[root].held if root in self._roots else set()
             by_root.setdefault(root, []).extend(held)
             held.clear()
@@ -470,6 +474,19 @@ class Daemon:
         if self._notifier.watchdog_interval_s is not None and time.monotonic() >= self._next_ping:
             self._notifier.notify("WATCHDOG=1")
             self._next_ping = time.monotonic() + self._notifier.watchdog_interval_s
+
+    def _heal(self, root: Path) -> None:
+        """state.json changed: re-apply the recent outcomes a writer that ignored the lock lost.
+
+        Before the held and dirty files are processed, so that a postflight of the same task
+        never builds on the reverted entry.
+        """
+        if root not in self._roots or self._journal is None or self._stop:
+            return
+        try:
+            self.healer.check(root, self.config, self._journal)
+        except Exception as exc:  # healing is an aid: it must never stop the daemon
+            log.exception("heal_failed", root=str(root), error=str(exc))
 
     def _targets(self, root: Path | None) -> list[RootState]:
         if root is None:

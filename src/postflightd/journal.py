@@ -30,13 +30,26 @@ import structlog
 
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 10.0
-KINDS: Final = frozenset({"seen", "validated", "stuck", "interrupted", "postflighted", "deleted"})
+KINDS: Final = frozenset(
+    {
+        "seen",
+        "validated",
+        "stuck",
+        "interrupted",
+        "postflighted",
+        "deleted",
+        # An outcome lost to a writer that ignored the lock, re-applied (``ref``: its
+        # postflighted row); and one a deliberate edit replaced, reported once.
+        "reapplied",
+        "overwritten",
+    }
+)
 #: Rows that must survive a power loss once ``record`` returns: the caller deletes the file next.
 DURABLE_KINDS: Final = frozenset({"postflighted"})
 
-_SCHEMA: Final = """
+_SCHEMA_V1: Final = """
 CREATE TABLE IF NOT EXISTS observations (
     id       INTEGER PRIMARY KEY AUTOINCREMENT,
     ts       TEXT    NOT NULL,
@@ -52,6 +65,22 @@ CREATE TABLE IF NOT EXISTS observations (
 CREATE INDEX IF NOT EXISTS observations_task ON observations (task, id);
 CREATE INDEX IF NOT EXISTS observations_session ON observations (session, id);
 """
+
+#: Version 2: what each postflight changed, so that an outcome a writer that ignored the lock
+#: reverted can be told exactly from a deliberate edit (``verify``, the daemon's healer).
+#: ``entry_before``/``entry_after``: the task's state.json entry as JSON; ``todo_edits``: the
+#: TODO.md edits made for it (a JSON array); ``ref``: the row a reapplied/overwritten row is
+#: about. Adding nullable columns leaves every version 1 row as it was.
+_SCHEMA_V2: Final = """
+ALTER TABLE observations ADD COLUMN entry_before TEXT;
+ALTER TABLE observations ADD COLUMN entry_after TEXT;
+ALTER TABLE observations ADD COLUMN todo_edits TEXT;
+ALTER TABLE observations ADD COLUMN ref INTEGER;
+CREATE INDEX IF NOT EXISTS observations_kind_ts ON observations (kind, ts);
+"""
+
+#: version -> the statements that take a journal from the version before to it.
+_MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 _COLUMNS: Final = "id, ts, kind, root, file, task, session, status, findings, content"
 
@@ -93,6 +122,30 @@ class Observation:
     status: str | None
     findings: list[dict[str, str]] | None
     content: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskChange:
+    """What one postflight did to its task: the state.json entry before and after, exactly,
+    and the TODO.md edits made for it (each ``{"marker", "links", "completed"}``)."""
+
+    before: Any
+    after: Any
+    todo: Sequence[Mapping[str, Any]] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedChange:
+    """A ``postflighted`` row that recorded its ``TaskChange`` (schema version 2)."""
+
+    id: int
+    ts: str
+    root: str
+    file: str
+    task: int
+    session: str | None
+    status: str | None
+    change: TaskChange
 
 
 def format_ts(ts: datetime) -> str:
@@ -157,8 +210,13 @@ class Journal:
         findings: Sequence[Mapping[str, str]] | None = None,
         content: str | None = None,
         ts: datetime | None = None,
+        change: TaskChange | None = None,
+        ref: int | None = None,
     ) -> bool:
         """Append one observation; False when the journal is off or the write failed.
+
+        ``change``: what a postflight (or a re-application) did to the task; ``ref``: the
+        ``postflighted`` row a ``reapplied``/``overwritten`` row is about.
 
         A ``postflighted`` row is on stable storage when this returns True (outside a
         ``batch``; inside one, when the batch ends), so the caller may delete the file.
@@ -179,6 +237,8 @@ class Journal:
                 else None
             ),
             content,
+            *_change_columns(change),
+            ref,
         )
         with self._lock:
             conn = self._conn
@@ -188,7 +248,8 @@ class Journal:
                 with self._transaction(durable=kind in DURABLE_KINDS):
                     conn.execute(
                         "INSERT INTO observations (ts, kind, root, file, task, session, status, "
-                        "findings, content) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "findings, content, entry_before, entry_after, todo_edits, ref) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         row,
                     )
             except sqlite3.Error as exc:
@@ -322,6 +383,82 @@ class Journal:
                 return []
         return [_observation(row) for row in reversed(rows)]
 
+    def changes(
+        self, *, roots: Sequence[str], since: str, after_id: int = 0
+    ) -> list[RecordedChange]:
+        """The ``postflighted`` rows of ``roots`` with a recorded change, oldest first.
+
+        ``since``: a ``format_ts`` timestamp (rows at or after it); ``after_id``: only rows
+        with a greater id (a caller that keeps what it read asks only for what is new).
+        """
+        if not roots:
+            return []
+        marks = ", ".join("?" for _ in roots)
+        query = (
+            "SELECT id, ts, root, file, task, session, status, entry_before, entry_after, "  # noqa: S608 - only placeholders are interpolated; values are bound
+            "todo_edits FROM observations WHERE kind = 'postflighted' AND ts >= ? AND id > ? "
+            f"AND entry_after IS NOT NULL AND task IS NOT NULL AND root IN ({marks}) ORDER BY id"
+        )
+        rows = self._read(query, (since, after_id, *roots))
+        out: list[RecordedChange] = []
+        for id_, ts, root, file, task, session, status, before, after, todo in rows:
+            try:
+                change = TaskChange(
+                    json.loads(before) if isinstance(before, str) else None,
+                    json.loads(after),
+                    json.loads(todo) if isinstance(todo, str) else [],
+                )
+            except (TypeError, ValueError):
+                # A row edited by hand: it cannot be checked, so it is not (and says so).
+                log.warning("journal row unreadable", path=str(self.path), id=id_)
+                continue
+            out.append(
+                RecordedChange(
+                    int(id_),
+                    str(ts),
+                    str(root),
+                    str(file),
+                    int(task),
+                    session if isinstance(session, str) else None,
+                    status if isinstance(status, str) else None,
+                    change,
+                )
+            )
+        return out
+
+    def count_kinds(self, *, root: str, kinds: Sequence[str], since: str) -> dict[str, int]:
+        """How many rows of each of ``kinds`` ``root`` has at or after ``since``."""
+        counts = dict.fromkeys(kinds, 0)
+        if not kinds:
+            return counts
+        marks = ", ".join("?" for _ in kinds)
+        query = (
+            f"SELECT kind, count(*) FROM observations WHERE kind IN ({marks}) AND ts >= ? "  # noqa: S608 - only placeholders are interpolated; values are bound
+            "AND root = ? GROUP BY kind"
+        )
+        for kind, count in self._read(query, (*kinds, since, root)):
+            counts[str(kind)] = int(count)
+        return counts
+
+    def refs(self, *, kind: str, root: str, since: str) -> set[int]:
+        """The ``ref`` of every ``kind`` row of ``root`` at or after ``since``."""
+        query = (
+            "SELECT ref FROM observations WHERE kind = ? AND ts >= ? AND root = ? "
+            "AND ref IS NOT NULL"
+        )
+        return {int(ref) for (ref,) in self._read(query, (kind, since, root))}
+
+    def _read(self, query: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return []
+            try:
+                return conn.execute(query, params).fetchall()
+            except sqlite3.Error as exc:
+                log.warning("journal read failed", path=str(self.path), error=_explain(exc))
+                return []
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
@@ -394,9 +531,11 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         _check_version(version, path)
         if version < SCHEMA_VERSION:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            # Step by step: a version 1 journal gets only the version 2 statements.
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step].split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
@@ -410,6 +549,18 @@ def _check_version(version: int, path: Path) -> None:
             f"{path}: journal schema version {version} was written by a newer postflightd "
             f"(this one knows version {SCHEMA_VERSION}); upgrade, or set [journal] path"
         )
+
+
+def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, str | None]:
+    if change is None:
+        return (None, None, None)
+
+    def dump(value: Any) -> str:
+        # Exactly the values read from state.json (non-ASCII kept), so a comparison with the
+        # entry found later is exact.
+        return json.dumps(value, ensure_ascii=False)
+
+    return (dump(change.before), dump(change.after), dump([dict(t) for t in change.todo]))
 
 
 def _explain(exc: sqlite3.Error) -> str:

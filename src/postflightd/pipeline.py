@@ -19,7 +19,7 @@ from typing import Any
 from postflightd.config import Config
 from postflightd.errors import ExitCode, StateUnusableError, UsageError
 from postflightd.findings import Finding, Policy, Severity, expand_codes, finding
-from postflightd.journal import Journal
+from postflightd.journal import Journal, TaskChange
 from postflightd.loader import (
     LOOP_GUARD_NAME,
     MARKER_NAME,
@@ -44,6 +44,7 @@ from postflightd.postflight import (
     TodoEdit,
     apply_outcome,
     error_record,
+    find_task,
     merge_errors,
     render_state,
     task_index,
@@ -511,10 +512,13 @@ def _commit(
     # The last state.json the transform made: its bytes and its document.
     written_bytes: bytes | None = None
     written_doc: dict[str, Any] | None = None
+    # The document read under the lock and the one folded from it, with its task index: what
+    # each task's entry was and became, for the journal (issue 10: ``verify`` and the healer).
+    folded: tuple[dict[str, Any], dict[str, Any], dict[int, int]] | None = None
 
     def transform(snapshot: Snapshot) -> bytes | None:
-        nonlocal written_bytes, written_doc
-        written_bytes = written_doc = None
+        nonlocal written_bytes, written_doc, folded
+        written_bytes = written_doc = folded = None
         todo_edits.clear()
         out.errors.clear()
         if snapshot.raw is None:
@@ -557,6 +561,7 @@ def _commit(
             if result.todo is not None:
                 todo_edits.append(result.todo)
             out.errors.extend(result.errors)
+        folded = (doc, new, index)
         if new == doc:
             return None
         written_bytes, written_doc = render_state(text, doc, new).encode("utf-8"), new
@@ -582,11 +587,13 @@ def _commit(
         # skips the parse.
         remember_state(project.state.path, written_bytes, written_doc)
     live = [r for r in live if r.outcome is Outcome.APPLIED]
+    changes = _task_changes(folded, live, todo_edits if config.postflight.sync_todo else [])
     # The journal rows are what let the files be deleted without losing what the agents said:
     # the files go only once this batch is durably committed.
     with journal.batch() as batch:
         for report in live:
-            _journal(journal, "postflighted", report, content=True)
+            change = changes.get(report.task) if report.task is not None else None
+            _journal(journal, "postflighted", report, content=True, change=change)
     if not batch.committed:
         for report in live:
             report.notes.append(_NO_JOURNAL)
@@ -594,6 +601,41 @@ def _commit(
         _sync_todo(project, config, todo_edits, live)
     crash_point("after-todo-write")
     return out
+
+
+def _task_changes(
+    folded: tuple[dict[str, Any], dict[str, Any], dict[int, int]] | None,
+    live: list[FileReport],
+    todo_edits: list[TodoEdit],
+) -> dict[int, TaskChange]:
+    """Each applied task's entry before and after this commit, and its TODO.md edits.
+
+    Per commit, not per file: several files for one task in one group commit are one change
+    from the entry read to the entry written, which is what a writer that read before the
+    commit would put back.
+    """
+    if folded is None:
+        return {}
+    before_doc, after_doc, index = folded
+    changes: dict[int, TaskChange] = {}
+    for report in live:
+        task = report.task
+        if task is None or task in changes:
+            continue
+        try:
+            position = find_task(before_doc, task, index)
+        except KeyError:
+            continue
+        changes[task] = TaskChange(
+            before=before_doc["active_projects"][position],
+            after=after_doc["active_projects"][position],
+            todo=[
+                {"marker": e.marker, "links": dict(e.links), "completed": e.completed}
+                for e in todo_edits
+                if e.task == task
+            ],
+        )
+    return changes
 
 
 _NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"
@@ -713,7 +755,14 @@ def _clean_up(report: FileReport) -> bool:
     return True
 
 
-def _journal(journal: Journal, kind: str, report: FileReport, *, content: bool = False) -> bool:
+def _journal(
+    journal: Journal,
+    kind: str,
+    report: FileReport,
+    *,
+    content: bool = False,
+    change: TaskChange | None = None,
+) -> bool:
     raw = report.loaded.raw
     return journal.record(
         kind,
@@ -724,6 +773,7 @@ def _journal(journal: Journal, kind: str, report: FileReport, *, content: bool =
         status=report.raw_status,
         findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
         content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
+        change=change,
     )
 
 

@@ -51,6 +51,9 @@ class RootStatus:
     daemon_pid: int | None
     runs: list[RunStatus] = field(default_factory=list)
     note: str | None = None
+    #: outcomes re-applied / found overwritten in the last 24 h (``verify.healing_counts``);
+    #: None when the journal cannot be read.
+    healing: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class RootStatus:
             "daemon": {"running": self.daemon_pid is not None, "pid": self.daemon_pid or None},
             "note": self.note,
             "runs": [asdict(r) for r in self.runs],
+            "healing": self.healing,
         }
 
 
@@ -148,6 +152,13 @@ def report_status_text(statuses: Sequence[RootStatus], out: TextIO) -> None:
         else:
             daemon = f"daemon pid {entry.daemon_pid}" if entry.daemon_pid else "daemon running"
         out.write(f"{entry.root}  ({daemon})\n")
+        healing = entry.healing or {}
+        if healing.get("reapplied") or healing.get("overwritten"):
+            out.write(
+                f"  healed: {healing.get('reapplied', 0)} outcome(s) re-applied after writes "
+                f"that ignored the lock, {healing.get('overwritten', 0)} edited since "
+                "(last 24 h; `postflightd verify` lists them)\n"
+            )
         if entry.note:
             out.write(f"  {entry.note}\n")
             continue
@@ -188,6 +199,18 @@ STATUS_REPORTERS: dict[str, Callable[[Sequence[RootStatus], TextIO], None]] = {
 }
 
 
+def _add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -> None:
+    """What the daemon's healer did (issue 10), from the journal: it runs in another process."""
+    from postflightd.journal import Journal, journal_path
+    from postflightd.verify import healing_counts
+
+    with Journal.open(journal_path(config.journal.path)) as journal:
+        if not journal.enabled:
+            return
+        for entry in statuses:
+            entry.healing = healing_counts(journal, entry.root, now)
+
+
 def run_status(roots: Sequence[str], fmt: str, config_path: str | None) -> int:
     """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
     from datetime import UTC
@@ -201,6 +224,8 @@ def run_status(roots: Sequence[str], fmt: str, config_path: str | None) -> int:
     else:
         config = load_config(config_path, [Path.cwd()])
         resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
-    statuses = collect_status(resolved, config, policy_from(config), datetime.now(UTC))
+    now = datetime.now(UTC)
+    statuses = collect_status(resolved, config, policy_from(config), now)
+    _add_healing(statuses, config, now)
     STATUS_REPORTERS[fmt](statuses, sys.stdout)
     return 1 if any(r.stuck for s in statuses for r in s.runs) else 0

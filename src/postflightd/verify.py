@@ -1,0 +1,724 @@
+"""Outcomes the journal recorded that the project no longer shows (issue 10): ``verify``, healing.
+
+A writer that ignores the lock (``jq ... > tmp && mv tmp state.json``) and read state.json
+before a postflight wrote it puts back, when it writes, the task entries as they were before
+that postflight: the outcome is silently lost, and the metadata file is already deleted. The
+journal records each postflight's task entry before and after (``TaskChange``), so the check
+is exact:
+
+* the entry is the ``after`` -> the outcome is shown;
+* the entry is exactly a pre-postflight version -> **lost**: the signature of a lost update,
+  re-applied (from the journal, under the lock) by ``verify --repair`` and the daemon;
+* anything else is someone's edit, never fought: **reverted** when a value the postflight set
+  is back to its old one, **superseded** when only newer values replace them (a workflow's
+  preflight moving the status on), **removed** when the task left ``active_projects``.
+
+The pure part (``track``, ``judge``, ``todo_not_shown``, ``heal_state``) takes data and
+returns data; ``inspect_root``, ``repair_root`` and ``Healer`` are the thin I/O around it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+import structlog
+
+from postflightd.config import Config
+from postflightd.errors import ExitCode, StateUnusableError, UsageError
+from postflightd.journal import Journal, RecordedChange, TaskChange, format_ts
+from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
+from postflightd.postflight import TodoEdit, find_task, render_state, task_index
+from postflightd.store import Snapshot, StoreError, commit, project_lock, read_snapshot
+from postflightd.todo import apply_todo_edits
+
+log = structlog.get_logger()
+
+#: ``verify`` looks this far back when given no ``--since``: a day of agent work.
+DEFAULT_SINCE: Final = "24h"
+#: ``status`` counts the re-applied and overwritten outcomes of this window.
+STATUS_WINDOW: Final = timedelta(hours=24)
+
+_MISSING: Final = object()
+
+
+class Verdict(StrEnum):
+    """What state.json (and TODO.md) show of one recorded outcome."""
+
+    SHOWN = "shown"
+    LOST = "lost"  # the entry is exactly a pre-postflight version: a lost update, repairable
+    REVERTED = "reverted"  # a value the outcome set is back to its old one: someone's edit
+    SUPERSEDED = "superseded"  # newer values replaced the outcome's: built upon, not lost
+    REMOVED = "removed"  # the task left active_projects
+    TODO = "todo"  # state.json shows it; TODO.md's section no longer does
+
+    @property
+    def fails(self) -> bool:
+        """Something the outcome wrote is gone: ``verify`` exits 1."""
+        return self in (Verdict.LOST, Verdict.REVERTED, Verdict.TODO)
+
+
+# --- the pure part ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Tracked:
+    """The latest recorded postflight of one task, and the entries that are "before" it.
+
+    Only the latest counts (a later postflight supersedes). ``befores`` holds its own
+    ``before`` and, while the task's postflights followed one another (each one's ``before``
+    the previous one's ``after``), theirs too: a writer that read before the first of them
+    puts back the oldest, and that is as much a lost update as putting back the newest.
+    """
+
+    latest: RecordedChange
+    befores: tuple[Any, ...]
+
+    @property
+    def task(self) -> int:
+        return self.latest.task
+
+    @property
+    def after(self) -> Any:
+        return self.latest.change.after
+
+
+def track(
+    changes: Iterable[RecordedChange], into: dict[int, Tracked] | None = None
+) -> dict[int, Tracked]:
+    """Task -> ``Tracked``, from one root's recorded changes in journal order (oldest first)."""
+    tracked = {} if into is None else into
+    for change in changes:
+        previous = tracked.get(change.task)
+        if previous is not None and change.id <= previous.latest.id:
+            continue
+        befores: tuple[Any, ...] = (change.change.before,)
+        if previous is not None and change.change.before == previous.after:
+            befores = (*previous.befores, change.change.before)
+        tracked[change.task] = Tracked(change, befores)
+    return tracked
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    verdict: Verdict
+    #: the keys of the entry the outcome set that are back to their old value / newer since
+    reverted: tuple[str, ...] = ()
+    superseded: tuple[str, ...] = ()
+
+
+def judge(entry: Any, tracked: Tracked) -> Judgement:
+    """The verdict for the task's current state.json entry (``None``: the task is gone)."""
+    after = tracked.after
+    if entry is None:
+        return Judgement(Verdict.REMOVED)
+    if entry == after:
+        return Judgement(Verdict.SHOWN)
+    if any(entry == before for before in tracked.befores):
+        return Judgement(Verdict.LOST)
+    before = tracked.latest.change.before
+    if not (isinstance(entry, dict) and isinstance(after, dict) and isinstance(before, dict)):
+        return Judgement(Verdict.REVERTED)
+    reverted: list[str] = []
+    superseded: list[str] = []
+    for key in dict.fromkeys([*before, *after]):
+        old, new = before.get(key, _MISSING), after.get(key, _MISSING)
+        if old == new:
+            continue  # not the outcome's doing
+        now = entry.get(key, _MISSING)
+        if now == new:
+            continue
+        (reverted if now == old else superseded).append(key)
+    if reverted:
+        return Judgement(Verdict.REVERTED, tuple(reverted), tuple(superseded))
+    if superseded:
+        return Judgement(Verdict.SUPERSEDED, (), tuple(superseded))
+    # Every value the outcome set is still there; only other keys changed since.
+    return Judgement(Verdict.SHOWN)
+
+
+def entry_of(doc: Mapping[str, Any], task: int, index: Mapping[int, int]) -> Any:
+    """The task's entry in a state.json document (the first one, as postflight finds it)."""
+    try:
+        return doc["active_projects"][find_task(doc, task, index)]
+    except KeyError:
+        return None
+
+
+def todo_edits(tracked: Tracked) -> list[TodoEdit]:
+    """The TODO.md edits the task's latest postflight made, as ``TodoEdit`` values."""
+    out: list[TodoEdit] = []
+    for raw in tracked.latest.change.todo:
+        marker, links, completed = raw.get("marker"), raw.get("links"), raw.get("completed")
+        out.append(
+            TodoEdit(
+                task=tracked.task,
+                marker=marker if isinstance(marker, str) else None,
+                links={
+                    str(k): str(v) for k, v in (links.items() if isinstance(links, dict) else ())
+                },
+                completed=completed if isinstance(completed, str) else None,
+            )
+        )
+    return out
+
+
+def todo_not_shown(text: str, tracked: Sequence[Tracked]) -> set[int]:
+    """The tasks whose TODO.md section no longer shows their latest postflight's edits.
+
+    Shown means re-applying the edits changes nothing: the Status line has the marker, the
+    label lines link every artifact, the Completed date is there. A task without a section
+    is not counted (postflight only warned about it). One pass over the file when everything
+    is shown, the common case; one per task otherwise.
+    """
+    edits = {t.task: todo_edits(t) for t in tracked}
+    every = [e for task_edits in edits.values() for e in task_edits]
+    if not every:
+        return set()
+    new, _missing = apply_todo_edits(text, every)
+    if new == text:
+        return set()
+    out: set[int] = set()
+    for task, task_edits in edits.items():
+        if task_edits:
+            new, missing = apply_todo_edits(text, task_edits)
+            if new != text and not missing:
+                out.add(task)
+    return out
+
+
+def heal_state(
+    doc: dict[str, Any], tracked: Iterable[Tracked]
+) -> tuple[dict[str, Any], list[tuple[Tracked, Any]]]:
+    """The document with every lost outcome's entry set back to its journaled ``after``.
+
+    Returns the new document (unchanged parts shared) and ``(tracked, entry found)`` for each
+    outcome re-applied. Only an entry that is exactly a pre-postflight version is touched:
+    that is re-applying the postflight (the transform is pure, so it gives ``after`` again
+    from the same ``before``), without depending on today's configuration or clock.
+    """
+    index = task_index(doc)
+    projects = doc.get("active_projects")
+    if not isinstance(projects, list):
+        return doc, []
+    new_projects = list(projects)
+    healed: list[tuple[Tracked, Any]] = []
+    for t in tracked:
+        entry = entry_of(doc, t.task, index)
+        if judge(entry, t).verdict is not Verdict.LOST:
+            continue
+        new_projects[find_task(doc, t.task, index)] = t.after
+        healed.append((t, entry))
+    if not healed:
+        return doc, []
+    return {**doc, "active_projects": new_projects}, healed
+
+
+# --- one root: read, judge, repair ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One recorded outcome and what the project shows of it."""
+
+    tracked: Tracked
+    judgement: Judgement
+    repaired: bool = False
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.SHOWN if self.repaired else self.judgement.verdict
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.tracked.latest
+        return {
+            "root": c.root,
+            "task": c.task,
+            "file": c.file,
+            "session": c.session,
+            "status": c.status,
+            "postflighted_at": c.ts,
+            "journal_id": c.id,
+            "verdict": self.judgement.verdict.value,
+            "repaired": self.repaired,
+            "reverted": list(self.judgement.reverted),
+            "superseded": list(self.judgement.superseded),
+        }
+
+
+@dataclass(slots=True)
+class RootCheck:
+    root: Path
+    checks: list[Check] = field(default_factory=list)
+    #: state.json unusable (nothing could be judged), or a note about TODO.md
+    problem: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _state_path(root: Path, config: Config) -> Path:
+    return root / config.specs_dir / config.postflight.state_file
+
+
+def _todo_path(root: Path, config: Config) -> Path:
+    return root / config.specs_dir / config.postflight.todo_file
+
+
+def judge_all(
+    doc: Mapping[str, Any], tracked: Mapping[int, Tracked], todo_text: str | None
+) -> list[Check]:
+    """Every tracked outcome judged against the state.json document and TODO.md's text."""
+    index = task_index(doc)
+    checks = [Check(t, judge(entry_of(doc, t.task, index), t)) for t in tracked.values()]
+    if todo_text is not None:
+        shown = [c.tracked for c in checks if c.judgement.verdict is Verdict.SHOWN]
+        missing = todo_not_shown(todo_text, shown)
+        checks = [
+            Check(c.tracked, Judgement(Verdict.TODO)) if c.tracked.task in missing else c
+            for c in checks
+        ]
+    return sorted(checks, key=lambda c: c.tracked.task)
+
+
+def _read_todo(root: Path, config: Config, notes: list[str]) -> str | None:
+    if not config.postflight.sync_todo:
+        return None
+    path = _todo_path(root, config)
+    try:
+        raw = read_snapshot(path).raw
+    except StoreError as exc:
+        notes.append(f"{exc}; TODO.md was not checked")
+        return None
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        notes.append(f"{path.name} is not UTF-8; it was not checked")
+        return None
+
+
+def inspect_root(root: Path, config: Config, journal: Journal, since: str) -> RootCheck:
+    """Judge every outcome of ``root`` recorded at or after ``since`` (no lock, no write)."""
+    result = RootCheck(root)
+    tracked = track(journal.changes(roots=[str(root)], since=since))
+    if not tracked:
+        return result
+    view = load_state(_state_path(root, config))
+    if view.doc is None:
+        result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
+        return result
+    result.checks = judge_all(view.doc, tracked, _read_todo(root, config, result.notes))
+    return result
+
+
+def _parse_state(snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
+    if snapshot.raw is None:
+        raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+    text = snapshot.raw.decode("utf-8", errors="strict")
+    cached = cached_state(snapshot.path, snapshot.raw)
+    if cached is not None and cached.doc is not None:
+        return text, cached.doc
+    doc = json.loads(text)
+    problem = state_shape_problem(doc)
+    if problem is not None:
+        raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+    return text, doc
+
+
+def repair_root(
+    root: Path,
+    config: Config,
+    journal: Journal,
+    since: str,
+    *,
+    tasks: set[int] | None = None,
+) -> RootCheck:
+    """Under the lock, re-apply every lost outcome of ``root`` (of ``tasks``, when given).
+
+    Everything is read again under the lock, the journal included: a cooperating writer that
+    committed meanwhile has journaled its outcome too, so nothing it did is taken for a loss.
+    The write is the one every postflight makes (``store.commit``: atomic, and re-applied if
+    a writer that does not lock replaces the file meanwhile; ``render_state``: formatting
+    kept). A healed task's TODO.md edits are re-applied too; they are idempotent.
+    """
+    result = RootCheck(root)
+    specs_dir = root / config.specs_dir
+    healed: list[tuple[Tracked, Any]] = []
+    try:
+        with project_lock(specs_dir):
+            tracked = track(journal.changes(roots=[str(root)], since=since))
+            wanted = [t for t in tracked.values() if tasks is None or t.task in tasks]
+
+            def transform(snapshot: Snapshot) -> bytes | None:
+                nonlocal healed
+                text, doc = _parse_state(snapshot)
+                new, healed = heal_state(doc, wanted)
+                return render_state(text, doc, new).encode("utf-8") if healed else None
+
+            if wanted:
+                commit(_state_path(root, config), transform, crash_label="state")
+            with journal.batch(durable=False):
+                for t, entry in healed:
+                    journal.record(
+                        "reapplied",
+                        root=t.latest.root,
+                        file=t.latest.file,
+                        task=t.task,
+                        session=t.latest.session,
+                        status=t.latest.status,
+                        change=TaskChange(entry, t.after, t.latest.change.todo),
+                        ref=t.latest.id,
+                    )
+            if healed and config.postflight.sync_todo:
+                _reapply_todo(root, config, [t for t, _ in healed], result.notes)
+            view = load_state(_state_path(root, config))
+            if view.doc is None:
+                result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
+                return result
+            todo_text = _read_todo(root, config, result.notes)
+            checks = judge_all(view.doc, {t.task: t for t in wanted}, todo_text)
+    except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
+        result.problem = f"{exc} (PF604)" if not isinstance(exc, StateUnusableError) else str(exc)
+        return result
+    except (OSError, StoreError) as exc:
+        result.problem = f"cannot repair in {specs_dir}: {exc}"
+        return result
+    ids = {t.latest.id for t, _ in healed}
+    # A repaired outcome is reported as what was found (lost), and repaired.
+    result.checks = [
+        Check(c.tracked, Judgement(Verdict.LOST), repaired=True)
+        if c.tracked.latest.id in ids
+        else c
+        for c in checks
+    ]
+    return result
+
+
+def _reapply_todo(root: Path, config: Config, healed: list[Tracked], notes: list[str]) -> None:
+    edits = [e for t in healed for e in todo_edits(t)]
+    if not edits:
+        return
+
+    def transform(snapshot: Snapshot) -> bytes | None:
+        if snapshot.raw is None:
+            return None
+        text = snapshot.raw.decode("utf-8")
+        new, _missing = apply_todo_edits(text, edits)
+        return new.encode("utf-8") if new != text else None
+
+    try:
+        commit(_todo_path(root, config), transform, crash_label="todo")
+    except UnicodeDecodeError:
+        notes.append("TODO.md is not UTF-8; it was left alone")
+    except (OSError, StoreError) as exc:
+        notes.append(f"TODO.md could not be written: {exc}")
+
+
+# --- the daemon's healer ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Recent:
+    tracked: dict[int, Tracked] = field(default_factory=dict)
+    last_id: int = 0
+    #: the state.json last checked (load_state returns the same object for the same bytes)
+    last_view: StateView | None = None
+    #: task -> (journal id, entry) already judged not lost: not re-examined while unchanged
+    judged: dict[int, tuple[int, Any]] = field(default_factory=dict)
+    #: journal ids already logged as overwritten (also read back from the journal)
+    reported: set[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HealStats:
+    checked: int
+    candidates: int
+    reapplied: int
+    seconds: float
+
+
+class Healer:
+    """After a state.json write: re-apply recently applied outcomes it lost, log edits once.
+
+    Cost when nothing was lost: one journal query for rows newer than the last one seen
+    (usually none), and one comparison per recently applied task against state.json as
+    ``load_state`` already parsed it for the daemon.
+    """
+
+    def __init__(self) -> None:
+        self._roots: dict[str, _Recent] = {}
+        self.reapplied = 0
+
+    def check(
+        self,
+        root: Path,
+        config: Config,
+        journal: Journal,
+        *,
+        now: datetime | None = None,
+    ) -> HealStats | None:
+        """Compare the root's recently applied tasks with state.json; heal what was lost."""
+        window = config.watch.heal_window_s
+        if window <= 0 or not journal.enabled:
+            return None
+        started = time.perf_counter()
+        now = now or datetime.now(UTC)
+        since = format_ts(now - timedelta(seconds=window))
+        recent = self._roots.setdefault(str(root), _Recent())
+        rows = journal.changes(roots=[str(root)], since=since, after_id=recent.last_id)
+        if rows:
+            recent.last_id = rows[-1].id
+            track(rows, into=recent.tracked)
+        for task in [k for k, t in recent.tracked.items() if t.latest.ts < since]:
+            del recent.tracked[task]
+            recent.judged.pop(task, None)
+        view = load_state(_state_path(root, config))
+        if view.doc is None or (view is recent.last_view and not rows):
+            return None
+        recent.last_view = view
+        index = task_index(view.doc)
+        candidates: list[int] = []
+        for task, t in recent.tracked.items():
+            entry = entry_of(view.doc, task, index)
+            if entry == t.after:
+                continue
+            judged = recent.judged.get(task)
+            if judged is not None and judged[0] == t.latest.id and judged[1] == entry:
+                continue
+            candidates.append(task)
+        healed = 0
+        if candidates:
+            healed = self._heal(root, config, journal, since, set(candidates), recent)
+        return HealStats(
+            len(recent.tracked), len(candidates), healed, time.perf_counter() - started
+        )
+
+    def _heal(
+        self,
+        root: Path,
+        config: Config,
+        journal: Journal,
+        since: str,
+        tasks: set[int],
+        recent: _Recent,
+    ) -> int:
+        result = repair_root(root, config, journal, since, tasks=tasks)
+        if result.problem is not None:
+            log.warning("heal_failed", root=str(root), problem=result.problem)
+            return 0
+        if recent.reported is None:
+            recent.reported = journal.refs(kind="overwritten", root=str(root), since=since)
+        view = load_state(_state_path(root, config))
+        index = task_index(view.doc) if view.doc is not None else {}
+        healed = 0
+        for c in result.checks:
+            t = c.tracked.latest
+            ctx = {"root": t.root, "task": t.task, "session": t.session, "file": t.file}
+            if c.repaired:
+                healed += 1
+                log.info(
+                    "reapplied",
+                    **ctx,
+                    status=t.status,
+                    postflighted_at=t.ts,
+                    reason="state.json held the task's entry from before this postflight "
+                    "(a writer that ignored the lock)",
+                )
+                continue
+            if view.doc is not None:
+                recent.judged[t.task] = (t.id, entry_of(view.doc, t.task, index))
+            if c.verdict not in (Verdict.REVERTED, Verdict.SUPERSEDED, Verdict.REMOVED):
+                continue
+            if t.id in recent.reported:
+                continue
+            recent.reported.add(t.id)
+            journal.record(
+                "overwritten",
+                root=t.root,
+                file=t.file,
+                task=t.task,
+                session=t.session,
+                status=t.status,
+                ref=t.id,
+            )
+            level = log.warning if c.verdict is Verdict.REVERTED else log.info
+            level(
+                "outcome_overwritten",
+                **ctx,
+                verdict=c.verdict.value,
+                reverted=list(c.judgement.reverted) or None,
+                superseded=list(c.judgement.superseded) or None,
+                postflighted_at=t.ts,
+                message="the task's entry was edited since this postflight; left as it is",
+            )
+        self.reapplied += healed
+        return healed
+
+
+def healing_counts(journal: Journal, root: Path, now: datetime) -> dict[str, Any]:
+    """For ``status``: outcomes re-applied and found overwritten in the last 24 hours."""
+    since = format_ts(now - STATUS_WINDOW)
+    counts = journal.count_kinds(root=str(root), kinds=("reapplied", "overwritten"), since=since)
+    return {"since": since, **counts}
+
+
+# --- the command -------------------------------------------------------------------------------
+
+_DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_UNIT_S: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> timedelta | None:
+    """``90s``, ``10m``, ``24h``, ``7d``, ``2w`` (a bare number: seconds); ``all``: None."""
+    if text.strip().lower() == "all":
+        return None
+    match = _DURATION.match(text)
+    if match is None:
+        raise UsageError(
+            f"--since {text!r}: not a duration; write e.g. 90s, 10m, 24h, 7d, 2w or all"
+        )
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise UsageError(f"--since {text!r}: too long; use all") from None
+
+
+@dataclass(slots=True)
+class VerifyReport:
+    since: str
+    repair: bool
+    roots: list[RootCheck]
+
+    def listed(self) -> list[Check]:
+        return [c for r in self.roots for c in r.checks if c.judgement.verdict is not Verdict.SHOWN]
+
+    def summary(self) -> dict[str, int]:
+        counts = {"checked": sum(len(r.checks) for r in self.roots)}
+        for verdict in Verdict:
+            counts[verdict.value] = sum(
+                1 for r in self.roots for c in r.checks if c.verdict is verdict
+            )
+        counts["repaired"] = sum(1 for r in self.roots for c in r.checks if c.repaired)
+        return counts
+
+    @property
+    def exit_code(self) -> int:
+        if any(r.problem is not None for r in self.roots):
+            return int(ExitCode.STATE_UNUSABLE)
+        failing = any(c.verdict.fails for r in self.roots for c in r.checks)
+        return int(ExitCode.FINDINGS if failing else ExitCode.OK)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "roots": [str(r.root) for r in self.roots],
+            "since": self.since,
+            "repair": self.repair,
+            "outcomes": [c.to_json() for c in self.listed()],
+            "problems": [
+                {"root": str(r.root), "problem": r.problem} for r in self.roots if r.problem
+            ],
+            "notes": [{"root": str(r.root), "note": n} for r in self.roots for n in r.notes],
+            "summary": self.summary(),
+        }
+
+
+_EXPLAIN: Final = {
+    Verdict.LOST: "state.json has the task's entry from before this postflight "
+    "(a writer that ignored the lock put it back)",
+    Verdict.REVERTED: "edited since: a value this outcome set is back to its old one "
+    "(not repaired: edits are never fought)",
+    Verdict.SUPERSEDED: "edited since: newer values replace this outcome's (kept)",
+    Verdict.REMOVED: "the task is no longer in state.json active_projects",
+    Verdict.TODO: "TODO.md's section no longer shows this outcome's status or links "
+    "(not repaired: edit TODO.md)",
+}
+
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _clean(text: str) -> str:
+    """Journal values come from the project tree: control characters are shown, not sent."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def report_text(report: VerifyReport, out: TextIO) -> None:
+    for r in report.roots:
+        if r.problem:
+            out.write(f"{_clean(str(r.root))}: {_clean(r.problem)}\n")
+        for note in r.notes:
+            out.write(f"{_clean(str(r.root))}: note: {_clean(note)}\n")
+    for c in report.listed():
+        t = c.tracked.latest
+        what = _EXPLAIN[c.judgement.verdict]
+        if c.judgement.reverted:
+            what += f"; reverted: {', '.join(c.judgement.reverted)}"
+        if c.repaired:
+            what += "; re-applied"
+        elif c.judgement.verdict is Verdict.LOST:
+            what += "; `postflightd verify --repair` re-applies it"
+        out.write(
+            f"{_clean(t.root)}/{_clean(t.file)}: task {t.task} {_clean(t.status or '?')} "
+            f"({t.ts}): {c.judgement.verdict.value}: {_clean(what)}\n"
+        )
+    s = report.summary()
+    parts = [f"{s[v.value]} {v.value}" for v in Verdict if v is not Verdict.SHOWN and s[v.value]]
+    if s["repaired"]:
+        parts.append(f"{s['repaired']} re-applied")
+    out.write(
+        f"{s['checked']} outcome(s) recorded since {report.since}: {s['shown']} shown"
+        + (f", {', '.join(parts)}" if parts else "")
+        + "\n"
+    )
+
+
+def report_json(report: VerifyReport, out: TextIO) -> None:
+    json.dump(report.to_json(), out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+REPORTERS: Final[Mapping[str, Callable[[VerifyReport, TextIO], None]]] = {
+    "text": report_text,
+    "json": report_json,
+}
+
+
+def run_verify(
+    roots: Sequence[str],
+    since_text: str,
+    repair: bool,
+    fmt: str,
+    config_path: str | None,
+) -> int:
+    """``postflightd verify``: exit 0 all shown, 1 lost/reverted/TODO, 4 state.json unusable."""
+    from postflightd.config import load_config
+    from postflightd.journal import journal_path
+    from postflightd.pipeline import resolve_root
+
+    delta = parse_duration(since_text)
+    resolved = list(dict.fromkeys(resolve_root(r) for r in roots or ["."]))
+    config = load_config(config_path, resolved)
+    now = datetime.now(UTC)
+    start = now - delta if delta is not None else datetime(1970, 1, 1, tzinfo=UTC)
+    since = format_ts(start)
+    with Journal.open(journal_path(config.journal.path)) as journal:
+        if not journal.enabled:
+            raise UsageError(f"the journal cannot be opened: {journal.error}")
+        checked = []
+        for root in resolved:
+            root_config = load_config(config_path, [root]) if config_path is None else config
+            result = inspect_root(root, root_config, journal, since)
+            if repair and any(c.judgement.verdict is Verdict.LOST for c in result.checks):
+                result = repair_root(root, root_config, journal, since)
+            checked.append(result)
+    report = VerifyReport(since, repair, checked)
+    REPORTERS[fmt](report, sys.stdout)
+    return report.exit_code
