@@ -429,8 +429,6 @@ def _reapply_todo(root: Path, config: Config, healed: list[Tracked], notes: list
 class _Recent:
     tracked: dict[int, Tracked] = field(default_factory=dict)
     last_id: int = 0
-    #: the state.json last checked (load_state returns the same object for the same bytes)
-    last_view: StateView | None = None
     #: task -> (journal id, entry) already judged not lost: not re-examined while unchanged
     judged: dict[int, tuple[int, Any]] = field(default_factory=dict)
     #: journal ids already logged as overwritten (also read back from the journal)
@@ -481,14 +479,13 @@ class Healer:
             del recent.tracked[task]
             recent.judged.pop(task, None)
         view = load_state(_state_path(root, config))
-        if view.doc is None or (view is recent.last_view and not rows):
+        if view.doc is None:
             return None
-        recent.last_view = view
-        index = task_index(view.doc)
+        entry_for = _entry_lookup(view)
         candidates: list[int] = []
         for task, t in recent.tracked.items():
-            entry = entry_of(view.doc, task, index)
-            if entry == t.after:
+            entry = entry_for(task)
+            if entry == t.latest.change.after:  # the one comparison per task
                 continue
             judged = recent.judged.get(task)
             if judged is not None and judged[0] == t.latest.id and judged[1] == entry:
@@ -561,6 +558,21 @@ class Healer:
             )
         self.reapplied += healed
         return healed
+
+
+def _entry_lookup(view: StateView) -> Callable[[int], Any]:
+    """Task -> entry, as cheaply as exactness allows.
+
+    ``view.tasks`` (built when the bytes were parsed) holds the last entry of a number and
+    postflight changes the first: the same one unless a number is listed twice, when the
+    slower search of ``find_task`` decides.
+    """
+    doc = view.doc
+    assert doc is not None
+    if len(view.tasks) == len(doc["active_projects"]):
+        return view.tasks.get
+    index = task_index(doc)
+    return lambda task: entry_of(doc, task, index)
 
 
 def healing_counts(journal: Journal, root: Path, now: datetime) -> dict[str, Any]:
