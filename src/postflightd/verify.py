@@ -427,7 +427,10 @@ def _reapply_todo(root: Path, config: Config, healed: list[Tracked], notes: list
 
 @dataclass(slots=True)
 class _Recent:
-    tracked: dict[int, Tracked] = field(default_factory=dict)
+    #: task -> (journal id, ts, entry after) of its latest postflight in the window. Only the
+    #: ``after`` is kept: judging a difference reads the journal again under the lock, and
+    #: the daemon's memory holds one entry per recent task, not two (SPEC 6's RSS target).
+    latest: dict[int, tuple[int, str, Any]] = field(default_factory=dict)
     last_id: int = 0
     #: task -> (journal id, entry) already judged not lost: not re-examined while unchanged
     judged: dict[int, tuple[int, Any]] = field(default_factory=dict)
@@ -453,7 +456,6 @@ class Healer:
 
     def __init__(self) -> None:
         self._roots: dict[str, _Recent] = {}
-        self.reapplied = 0
 
     def check(
         self,
@@ -474,29 +476,28 @@ class Healer:
         rows = journal.changes(roots=[str(root)], since=since, after_id=recent.last_id)
         if rows:
             recent.last_id = rows[-1].id
-            track(rows, into=recent.tracked)
-        for task in [k for k, t in recent.tracked.items() if t.latest.ts < since]:
-            del recent.tracked[task]
+            for row in rows:
+                recent.latest[row.task] = (row.id, row.ts, row.change.after)
+        for task in [k for k, (_, ts, _) in recent.latest.items() if ts < since]:
+            del recent.latest[task]
             recent.judged.pop(task, None)
         view = load_state(_state_path(root, config))
         if view.doc is None:
             return None
         entry_for = _entry_lookup(view)
         candidates: list[int] = []
-        for task, t in recent.tracked.items():
+        for task, (id_, _, after) in recent.latest.items():
             entry = entry_for(task)
-            if entry == t.latest.change.after:  # the one comparison per task
+            if entry == after:  # the one comparison per task
                 continue
             judged = recent.judged.get(task)
-            if judged is not None and judged[0] == t.latest.id and judged[1] == entry:
+            if judged is not None and judged[0] == id_ and judged[1] == entry:
                 continue
             candidates.append(task)
         healed = 0
         if candidates:
             healed = self._heal(root, config, journal, since, set(candidates), recent)
-        return HealStats(
-            len(recent.tracked), len(candidates), healed, time.perf_counter() - started
-        )
+        return HealStats(len(recent.latest), len(candidates), healed, time.perf_counter() - started)
 
     def _heal(
         self,
@@ -556,7 +557,6 @@ class Healer:
                 postflighted_at=t.ts,
                 message="the task's entry was edited since this postflight; left as it is",
             )
-        self.reapplied += healed
         return healed
 
 
