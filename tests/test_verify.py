@@ -547,3 +547,23 @@ def test_postflight_journals_each_task_entry_before_and_after(
                 "completed": None,
             }
         ]
+
+
+def test_a_todo_md_that_is_not_utf8_is_noted_not_raised(
+    applied: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _, _ = applied
+    (root / "specs" / "TODO.md").write_bytes(b"# TODO\n\xff\xfe\n")
+    code, report = run_json(capsys, str(root))
+    assert code == 0
+    assert "not UTF-8" in report["notes"][0]["note"]
+
+
+@pytest.mark.parametrize("value", ["-1", '"600"', "true"])
+def test_a_bad_heal_window_is_a_configuration_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    root = make_project(tmp_path / "p", [task_entry(1, "one")])
+    (root / ".postflightd.toml").write_text(f"[watch]\nheal_window_s = {value}\n", "utf-8")
+    assert main(["verify", str(root)]) == 2
+    assert "watch.heal_window_s" in capsys.readouterr().err
