@@ -394,9 +394,13 @@ class Journal:
         if not roots:
             return []
         marks = ", ".join("?" for _ in roots)
+        # Asking only for new rows (the daemon, after every state.json write), the id range
+        # is the narrow one: "+kind" keeps SQLite off the (kind, ts) index, which would visit
+        # every row of the window. Asking for a whole window, that index is the narrow one.
+        kind = "+kind" if after_id > 0 else "kind"
         query = (
-            "SELECT id, ts, root, file, task, session, status, entry_before, entry_after, "  # noqa: S608 - only placeholders are interpolated; values are bound
-            "todo_edits FROM observations WHERE kind = 'postflighted' AND ts >= ? AND id > ? "
+            "SELECT id, ts, root, file, task, session, status, entry_before, entry_after, "  # noqa: S608 - only fixed terms and placeholders are interpolated; values are bound
+            f"todo_edits FROM observations WHERE {kind} = 'postflighted' AND ts >= ? AND id > ? "
             f"AND entry_after IS NOT NULL AND task IS NOT NULL AND root IN ({marks}) ORDER BY id"
         )
         rows = self._read(query, (since, after_id, *roots))
