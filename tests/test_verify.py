@@ -567,3 +567,65 @@ def test_a_bad_heal_window_is_a_configuration_error(
     (root / ".postflightd.toml").write_text(f"[watch]\nheal_window_s = {value}\n", "utf-8")
     assert main(["verify", str(root)]) == 2
     assert "watch.heal_window_s" in capsys.readouterr().err
+
+
+# --- the healer, in-process (the daemon tests run it for real) --------------------------------
+
+
+def test_the_healer_reapplies_lost_outcomes_and_logs_an_edit_once(
+    applied: tuple[Path, bytes, bytes],
+) -> None:
+    from structlog.testing import capture_logs
+
+    from postflightd.config import Config
+    from postflightd.verify import Healer
+
+    root, before, after = applied
+    healer = Healer()
+    with Journal.open(default_journal_path()) as j:
+        stats = healer.check(root, Config(), j)
+        assert stats is not None and (stats.checked, stats.candidates) == (3, 0)
+        put_back(root, before)
+        with capture_logs() as logs:
+            stats = healer.check(root, Config(), j)
+        assert stats is not None and stats.reapplied == 3
+        assert state_path(root).read_bytes() == after
+        assert [e["task"] for e in logs if e["event"] == "reapplied"] == [1, 2, 3]
+        doc = json.loads(after)
+        doc["active_projects"][0]["status"] = "abandoned"
+        put_back(root, json.dumps(doc).encode())
+        with capture_logs() as logs:
+            healer.check(root, Config(), j)
+            put_back(root, json.dumps({**doc, "other": 1}).encode())
+            healer.check(root, Config(), j)
+        overwritten = [e for e in logs if e["event"] == "outcome_overwritten"]
+        assert [(e["task"], e["verdict"]) for e in overwritten] == [(1, "superseded")]
+        assert entries(root)[1]["status"] == "abandoned"
+        # A new daemon (a new healer) remembers from the journal that it was reported.
+        with capture_logs() as logs:
+            Healer().check(root, Config(), j)
+        assert not [e for e in logs if e["event"] == "outcome_overwritten"]
+
+
+def test_the_healer_does_not_wait_on_a_busy_lock_and_heals_on_the_next_check(
+    applied: tuple[Path, bytes, bytes],
+) -> None:
+    from structlog.testing import capture_logs
+
+    from postflightd.config import Config
+    from postflightd.store import project_lock
+    from postflightd.verify import HEAL_LOCK_TIMEOUT_S, Healer
+
+    root, before, after = applied
+    put_back(root, before)
+    healer = Healer()
+    with Journal.open(default_journal_path()) as j:
+        with project_lock(root / "specs"), capture_logs() as logs:
+            stats = healer.check(root, Config(), j)
+        assert stats is not None and stats.reapplied == 0
+        assert stats.seconds < HEAL_LOCK_TIMEOUT_S * 5
+        assert [e["event"] for e in logs] == ["heal_deferred"]
+        assert state_path(root).read_bytes() == before
+        stats = healer.check(root, Config(), j)
+        assert stats is not None and stats.reapplied == 3
+    assert state_path(root).read_bytes() == after

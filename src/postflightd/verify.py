@@ -37,7 +37,14 @@ from postflightd.errors import ExitCode, StateUnusableError, UsageError
 from postflightd.journal import Journal, RecordedChange, TaskChange, format_ts
 from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
 from postflightd.postflight import TodoEdit, find_task, render_state, task_index
-from postflightd.store import Snapshot, StoreError, commit, project_lock, read_snapshot
+from postflightd.store import (
+    LockTimeoutError,
+    Snapshot,
+    StoreError,
+    commit,
+    project_lock,
+    read_snapshot,
+)
 from postflightd.todo import apply_todo_edits
 
 log = structlog.get_logger()
@@ -46,6 +53,10 @@ log = structlog.get_logger()
 DEFAULT_SINCE: Final = "24h"
 #: ``status`` counts the re-applied and overwritten outcomes of this window.
 STATUS_WINDOW: Final = timedelta(hours=24)
+#: How long the daemon's healer waits for the project lock. A holder is writing: its write
+#: brings the next state.json change, and the check runs again then; the daemon must not
+#: stall behind it.
+HEAL_LOCK_TIMEOUT_S: Final = 2.0
 
 _MISSING: Final = object()
 
@@ -340,6 +351,7 @@ def repair_root(
     since: str,
     *,
     tasks: set[int] | None = None,
+    lock_timeout_s: float = 30.0,
 ) -> RootCheck:
     """Under the lock, re-apply every lost outcome of ``root`` (of ``tasks``, when given).
 
@@ -353,7 +365,7 @@ def repair_root(
     specs_dir = root / config.specs_dir
     healed: list[tuple[Tracked, Any]] = []
     try:
-        with project_lock(specs_dir):
+        with project_lock(specs_dir, timeout_s=lock_timeout_s):
             tracked = track(journal.changes(roots=[str(root)], since=since))
             wanted = [t for t in tracked.values() if tasks is None or t.task in tasks]
 
@@ -508,7 +520,13 @@ class Healer:
         tasks: set[int],
         recent: _Recent,
     ) -> int:
-        result = repair_root(root, config, journal, since, tasks=tasks)
+        try:
+            result = repair_root(
+                root, config, journal, since, tasks=tasks, lock_timeout_s=HEAL_LOCK_TIMEOUT_S
+            )
+        except LockTimeoutError as exc:
+            log.info("heal_deferred", root=str(root), reason=str(exc))
+            return 0
         if result.problem is not None:
             log.warning("heal_failed", root=str(root), problem=result.problem)
             return 0
