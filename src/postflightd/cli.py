@@ -16,6 +16,7 @@ from postflightd import __version__
 
 if TYPE_CHECKING:
     from postflightd.config import Config
+    from postflightd.findings import Policy
     from postflightd.journal import Journal
     from postflightd.pipeline import FileReport
 
@@ -32,7 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     scan = sub.add_parser("scan", help="validate every metadata file; report stuck agents")
-    scan.add_argument("roots", nargs="*", metavar="ROOT", help="project roots (default: .)")
+    scan.add_argument(
+        "roots",
+        nargs="*",
+        metavar="ROOT|FILE",
+        help="project roots, or metadata files (pre-commit passes these); default: .",
+    )
     scan.add_argument("--format", choices=FORMATS, default="text")
     scan.add_argument(
         "--select", action="append", default=[], metavar="CODES", help="only these codes"
@@ -48,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     process.add_argument("file", metavar="FILE", help="specs/{N}_{SLUG}/.return-meta.json")
     process.add_argument("--format", choices=("text", "json"), default="text")
     process.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    _add_code_filters(process)
 
     hook = sub.add_parser("hook", help="adapter for an agent runtime's stop hook")
     hook.add_argument(
@@ -59,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--task", type=int, metavar="N")
     history.add_argument("--session", metavar="S")
     history.add_argument("--limit", type=int, default=200, metavar="N")
+    history.add_argument("--root", metavar="DIR", help="only this project root")
+    history.add_argument(
+        "--since", metavar="WHEN", help="only since then: a duration back (30m, 2h, 7d) or a date"
+    )
+    history.add_argument(
+        "--show", action="store_true", help="print the recorded file content of each row"
+    )
     history.add_argument("--format", choices=("text", "json"), default="text")
     history.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
@@ -69,13 +83,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     ret.add_argument("--expect-session", metavar="SID", help="the session id delegated")
     ret.add_argument("--root", default=".", metavar="DIR", help="artifact paths are relative to it")
-    ret.add_argument("--format", choices=("text", "json"), default="text")
+    ret.add_argument("--format", choices=("text", "json", "github"), default="text")
     ret.add_argument("--select", action="append", default=[], metavar="CODES")
     ret.add_argument("--ignore", action="append", default=[], metavar="CODES")
-    ret.add_argument("--strict", action="store_true", help="warnings fail too")
+    ret.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
+    ret.add_argument(
+        "--config", metavar="PATH", help="configuration file (TOML; default: looked up from --root)"
+    )
 
     sub.add_parser("schema", help="print the JSON Schema of the metadata file")
-    sub.add_parser("rules", help="list the rule codes, severities and descriptions")
+    rules = sub.add_parser("rules", help="list the rule codes, or explain one (rules PF405)")
+    rules.add_argument("code", nargs="?", metavar="CODE", help="explain this rule")
 
     watch = sub.add_parser("watch", help="the daemon: watch roots, post-flight as agents finish")
     watch.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
@@ -87,6 +105,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
     status.add_argument("--format", choices=("text", "json"), default="text")
     status.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    _add_code_filters(status)
 
     verify = sub.add_parser(
         "verify", help="outcomes the journal recorded that state.json or TODO.md no longer shows"
@@ -100,7 +119,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--format", choices=("text", "json"), default="text")
     verify.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+    # --- issue 13: project set-up and shell completion ---
+    init = sub.add_parser("init", help="set a project up: .gitignore, stop hook, config file")
+    init.add_argument("root", nargs="?", default=".", metavar="ROOT", help="default: .")
+    init.add_argument("-y", "--yes", action="store_true", help="write without asking")
+    init.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    completion = sub.add_parser("completion", help="print the shell completion script")
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     return parser
+
+
+def _add_code_filters(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--select", action="append", default=[], metavar="CODES", help="only these codes"
+    )
+    command.add_argument(
+        "--ignore", action="append", default=[], metavar="CODES", help="never these codes"
+    )
 
 
 def _load_config(explicit: str | None, roots: Sequence[Path]) -> Config:
@@ -122,23 +158,64 @@ def cmd_scan(
 
     from postflightd.errors import UsageError
     from postflightd.findings import UnknownCodeError
-    from postflightd.pipeline import apply_all, policy_from, resolve_root, scan
+    from postflightd.pipeline import apply_all, policy_from, scan
     from postflightd.reporters import REPORTERS
 
-    resolved = [resolve_root(r) for r in roots or ["."]]
+    resolved, only = _scan_targets(roots or ["."], config_path)
     config = _load_config(config_path, resolved)
     try:
         policy = policy_from(config, select, ignore, strict)
     except UnknownCodeError as exc:
         raise UsageError(str(exc)) from None
     if apply:
-        report = apply_all(resolved, config, policy, _open_journal(config), datetime.now(UTC))
+        report = apply_all(resolved, config, policy, _open_journal(config), datetime.now(UTC), only)
     else:
-        report = scan(resolved, config, policy, datetime.now(UTC))
+        report = scan(resolved, config, policy, datetime.now(UTC), only)
     for note in report.notes:
         print(f"postflightd: {note}", file=sys.stderr)
     REPORTERS[fmt](report, sys.stdout)
     return int(report.exit_code)
+
+
+def _scan_targets(
+    args: Sequence[str], config_path: str | None
+) -> tuple[list[Path], dict[Path, frozenset[str]] | None]:
+    """Roots to scan, and for roots reached through metadata file arguments, those files.
+
+    pre-commit passes the staged ``specs/*/.return-meta.json`` files; each is mapped to its
+    project root as ``process`` does (``ROOT/<specs_dir>/<task>/FILE``).
+    """
+    from postflightd.errors import UsageError
+    from postflightd.loader import META_NAME
+    from postflightd.pipeline import resolve_root, root_of
+
+    roots: list[Path] = []
+    files: dict[Path, set[str]] = {}
+    whole: set[Path] = set()
+    for arg in args:
+        path = Path(arg).expanduser()
+        if path.name == META_NAME and not path.is_dir():
+            if not (path.exists() or path.is_symlink()):
+                raise UsageError(f"{arg}: no such file")
+            absolute = path if path.is_absolute() else Path.cwd() / path
+            root, config = root_of(absolute, lambda rs: _load_config(config_path, rs))
+            # Named through the root as the scan finds it: a symlinked file stays a symlink.
+            name = root / config.specs_dir / absolute.parent.name / META_NAME
+            files.setdefault(root, set()).add(str(name))
+            if root not in roots:
+                roots.append(root)
+            continue
+        if path.exists() and not path.is_dir():
+            raise UsageError(
+                f"{arg}: not a project root (a directory) nor a {META_NAME} metadata file"
+            )
+        root = resolve_root(arg)
+        whole.add(root)
+        if root not in roots:
+            roots.append(root)
+    if not files:
+        return roots, None
+    return roots, {r: frozenset(f) for r, f in files.items() if r not in whole}
 
 
 def _open_journal(config: Config) -> Journal:
@@ -147,14 +224,34 @@ def _open_journal(config: Config) -> Journal:
     return Journal.open(journal_path(config.journal.path))
 
 
-def cmd_process(file: str, fmt: str, config_path: str | None) -> int:
+def _policy(
+    config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
+) -> Policy:
+    """The configuration's policy with the command's flags applied; a bad code is exit 2."""
+    from postflightd.errors import UsageError
+    from postflightd.findings import UnknownCodeError
+    from postflightd.pipeline import policy_from
+
+    try:
+        return policy_from(config, select, ignore, strict)
+    except UnknownCodeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_process(
+    file: str,
+    fmt: str,
+    config_path: str | None,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+) -> int:
     """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604."""
     import json
     from datetime import UTC, datetime
 
     from postflightd.errors import ExitCode, UsageError
     from postflightd.loader import MetaFileRef
-    from postflightd.pipeline import Outcome, Project, policy_from, postflight, root_of
+    from postflightd.pipeline import Outcome, Project, postflight, root_of
 
     path = Path(file)
     if not path.is_absolute():
@@ -163,7 +260,7 @@ def cmd_process(file: str, fmt: str, config_path: str | None) -> int:
     if not exists and not path.parent.is_dir():
         raise UsageError(f"{file}: no such file")
     root, config = root_of(path, lambda roots: _load_config(config_path, roots))
-    policy = policy_from(config)
+    policy = _policy(config, select, ignore)
     journal = _open_journal(config)
     if not exists:
         with journal:
@@ -273,23 +370,43 @@ def cmd_hook(config_path: str | None) -> int:
 
 
 def cmd_history(
-    task: int | None, session: str | None, limit: int, fmt: str, config_path: str | None
+    task: int | None,
+    session: str | None,
+    limit: int,
+    fmt: str,
+    config_path: str | None,
+    root: str | None = None,
+    since: str | None = None,
+    show: bool = False,
 ) -> int:
+    """What the journal recorded; ``--show`` adds each row's recorded file content."""
     import json
     from dataclasses import asdict
+    from datetime import UTC, datetime
 
+    from postflightd.durations import parse_since
+    from postflightd.errors import UsageError
+
+    since_at = None
+    if since is not None:
+        try:
+            since_at = parse_since(since, datetime.now(UTC))
+        except ValueError as exc:
+            raise UsageError(f"--since: {exc}") from None
+    # The journal records resolved roots: `--root .` matches what the daemon wrote.
+    root_s = str(Path(root).expanduser().resolve()) if root is not None else None
     config = _load_config(config_path, [Path.cwd()])
     journal = _open_journal(config)
     try:
         if not journal.enabled:
-            from postflightd.errors import UsageError
-
             raise UsageError(f"the journal cannot be opened: {journal.error}")
-        rows = journal.history(task=task, session=session, limit=limit)
+        rows = journal.history(task=task, session=session, limit=limit, root=root_s, since=since_at)
     finally:
         journal.close()
     if fmt == "json":
-        json.dump([asdict(r) for r in rows], sys.stdout, indent=2, ensure_ascii=False)
+        keep = None if show else {"content"}
+        out = [{k: v for k, v in asdict(r).items() if keep is None or k not in keep} for r in rows]
+        json.dump(out, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     for r in rows:
@@ -298,8 +415,12 @@ def cmd_history(
             f"{r.ts}  {r.kind:<13} task {task_s:<5} {r.status or '-':<12} "
             f"{r.session or '-'}  {r.root}/{r.file}"
         )
+        if show and r.content is not None:
+            for line in r.content.splitlines():
+                print(f"    {line}")
     if not rows:
-        print("no observations recorded" + (" for that filter" if task or session else ""))
+        filtered = any(x is not None for x in (task, session, root, since))
+        print("no observations recorded" + (" for that filter" if filtered else ""))
     return 0
 
 
@@ -313,16 +434,51 @@ def cmd_schema() -> int:
     return 0
 
 
-def cmd_rules() -> int:
+def cmd_rules(code: str | None = None) -> int:
+    """Every rule on one line each, or one rule explained (``rules PF405``), as ruff does."""
     from postflightd.findings import RULES
 
+    if code is not None:
+        from postflightd.errors import UsageError
+        from postflightd.explanations import explain
+
+        key = code.strip().upper()
+        if key not in RULES:
+            raise UsageError(f"unknown rule code {code!r} (`postflightd rules` lists them)")
+        sys.stdout.write(explain(key))
+        return 0
     for rule in RULES.values():
         print(f"{rule.code}  {rule.severity.value:<7}  {rule.summary}")
     return 0
 
 
+def cmd_check_return(
+    file: str,
+    dialect: str,
+    expect_session: str | None,
+    root: str,
+    fmt: str,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    strict: bool | None,
+    config_path: str | None,
+) -> int:
+    """check-return with the configuration's severity overrides, select, ignore and strict."""
+    from postflightd.returns import check_return
+
+    root_dir = Path(root).expanduser()
+    config = _load_config(config_path, [root_dir] if root_dir.is_dir() else [])
+    policy = _policy(config, select, ignore, strict)
+    return check_return(file, dialect, expect_session, root, fmt, policy=policy)
+
+
 def _run(argv: Sequence[str] | None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    from postflightd.completion import complete_and_exit, completing
+
+    if completing():
+        complete_and_exit(parser)
+    args = parser.parse_args(argv)
     match args.command:
         case "scan":
             return cmd_scan(
@@ -335,15 +491,22 @@ def _run(argv: Sequence[str] | None) -> int:
                 args.config,
             )
         case "process":
-            return cmd_process(args.file, args.format, args.config)
+            return cmd_process(args.file, args.format, args.config, args.select, args.ignore)
         case "hook":
             return cmd_hook(args.config)
         case "history":
-            return cmd_history(args.task, args.session, args.limit, args.format, args.config)
+            return cmd_history(
+                args.task,
+                args.session,
+                args.limit,
+                args.format,
+                args.config,
+                args.root,
+                args.since,
+                args.show,
+            )
         case "check-return":
-            from postflightd.returns import check_return
-
-            return check_return(
+            return cmd_check_return(
                 args.file,
                 args.dialect,
                 args.expect_session,
@@ -352,6 +515,7 @@ def _run(argv: Sequence[str] | None) -> int:
                 args.select,
                 args.ignore,
                 args.strict,
+                args.config,
             )
         case "watch":
             from postflightd.daemon import run_watch
@@ -360,7 +524,7 @@ def _run(argv: Sequence[str] | None) -> int:
         case "status":
             from postflightd.status import run_status
 
-            return run_status(args.roots, args.format, args.config)
+            return run_status(args.roots, args.format, args.config, args.select, args.ignore)
         case "verify":
             from postflightd.verify import run_verify
 
@@ -368,7 +532,16 @@ def _run(argv: Sequence[str] | None) -> int:
         case "schema":
             return cmd_schema()
         case "rules":
-            return cmd_rules()
+            return cmd_rules(args.code)
+        case "init":
+            from postflightd.scaffold import run_init
+
+            return run_init(args.root, args.yes, args.config, sys.stdout)
+        case "completion":
+            from postflightd.completion import completion_script
+
+            sys.stdout.write(completion_script(args.shell))
+            return 0
         case _:
             _parser().print_help(sys.stderr)
             return 2

@@ -359,9 +359,15 @@ class Journal:
                 conn.execute("PRAGMA synchronous = NORMAL")
 
     def history(
-        self, *, task: int | None = None, session: str | None = None, limit: int = 200
+        self,
+        *,
+        task: int | None = None,
+        session: str | None = None,
+        limit: int = 200,
+        root: str | None = None,
+        since: datetime | None = None,
     ) -> list[Observation]:
-        """The latest ``limit`` observations matching task and session, newest last."""
+        """The latest ``limit`` observations matching the filters given, newest last."""
         clauses: list[str] = []
         params: list[object] = []
         if task is not None:
@@ -370,6 +376,13 @@ class Journal:
         if session is not None:
             clauses.append("session = ?")
             params.append(session)
+        if root is not None:
+            clauses.append("root = ?")
+            params.append(root)
+        if since is not None:
+            # format_ts's fixed-width UTC text sorts as time.
+            clauses.append("ts >= ?")
+            params.append(format_ts(since))
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         query = f"SELECT {_COLUMNS} FROM observations {where} ORDER BY id DESC LIMIT ?"  # noqa: S608 - only fixed clauses are interpolated; values are bound
         with self._lock:

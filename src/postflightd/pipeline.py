@@ -9,7 +9,7 @@ import contextlib
 import json
 import os
 import pickle
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from postflightd.config import Config
-from postflightd.errors import ExitCode, StateUnusableError, UsageError
+from postflightd.errors import ConfigError, ExitCode, StateUnusableError, UsageError
 from postflightd.findings import Finding, Policy, Severity, expand_codes, finding
 from postflightd.journal import Journal, TaskChange
 from postflightd.loader import (
@@ -271,24 +271,45 @@ def check_file(
     )
 
 
-def scan(roots: Iterable[Path], config: Config, policy: Policy, now: datetime) -> ScanReport:
+#: ``scan FILE ...``: per root, the only metadata files to look at (a root not listed: all)
+Only = Mapping[Path, frozenset[str]] | None
+
+
+def scan(
+    roots: Iterable[Path], config: Config, policy: Policy, now: datetime, only: Only = None
+) -> ScanReport:
     """Validate every metadata file under each root (SPEC 4, ``scan``)."""
     report = ScanReport(roots=list(roots), strict=policy.strict)
-    for project, refs in _projects(report, config):
+    for project, refs in _projects(report, config, only):
         if project.state.exists and not project.state.usable:
             report.notes.append(f"{project.root}: {project.state.problem} (PF604)")
         report.files.extend(_check_all(project, refs, config, policy, now))
     return report
 
 
-def _projects(report: ScanReport, config: Config) -> Iterator[tuple[Project, list[MetaFileRef]]]:
-    """Each root of ``report`` with its metadata files; a root without specs/ is a note."""
+def _projects(
+    report: ScanReport, config: Config, only: Only = None
+) -> Iterator[tuple[Project, list[MetaFileRef]]]:
+    """Each root of ``report`` with its metadata files; a root without specs/ is a note.
+
+    A ``specs_dir`` a configuration file sets that does not exist is a configuration error:
+    "nothing to scan" would turn a typo into a green CI run.
+    """
     for root in report.roots:
         project = Project.open(root, config)
         if not project.specs_dir.is_dir():
+            if "specs_dir" in config.model_fields_set:
+                raise ConfigError(
+                    f"{config.source or 'configuration'}: specs_dir = {config.specs_dir!r}, "
+                    f"but {project.specs_dir} is not a directory"
+                )
             report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
             continue
-        yield project, list(find_metadata_files(project.specs_dir))
+        refs = list(find_metadata_files(project.specs_dir))
+        wanted = only.get(root) if only is not None else None
+        if wanted is not None:
+            refs = [r for r in refs if str(r.path) in wanted]
+        yield project, refs
 
 
 #: Below this many files a second process costs more than it saves.
@@ -378,11 +399,16 @@ def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Con
 
 
 def apply_all(
-    roots: Iterable[Path], config: Config, policy: Policy, journal: Journal, now: datetime
+    roots: Iterable[Path],
+    config: Config,
+    policy: Policy,
+    journal: Journal,
+    now: datetime,
+    only: Only = None,
 ) -> ScanReport:
     """``scan --apply``: validate everything, post-flight every valid final file."""
     report = ScanReport(roots=list(roots), strict=policy.strict)
-    for project, refs in _projects(report, config):
+    for project, refs in _projects(report, config, only):
         report.files.extend(postflight(project, refs, config, policy, journal, now))
     return report
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from postflightd.pipeline import ScanReport
+if TYPE_CHECKING:
+    # Type-only: check-return's github format imports this module without the pipeline.
+    from postflightd.findings import Finding
+    from postflightd.pipeline import ScanReport
 
 
 def report_text(report: ScanReport, out: TextIO) -> None:
@@ -41,15 +44,25 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def github_annotation(
+    f: Finding, path: str | None, line: int | None = None, col: int | None = None
+) -> str:
+    """``::error file=...,line=...,col=...,title=PF303::message`` (no file= for stdin)."""
+    level = "error" if f.severity.value == "error" else "warning"
+    props = [f"file={_escape_property(path)}"] if path is not None else []
+    if line is not None:
+        props.append(f"line={line}")
+        if col is not None:
+            props.append(f"col={col}")
+    props.append(f"title={_escape_property(f.code)}")
+    return f"::{level} {','.join(props)}::{_escape_data(f.message)}"
+
+
 def report_github(report: ScanReport, out: TextIO) -> None:
     """One workflow command per finding: ``::error file=...,title=PF303::message``."""
     for file in report.files:
         for f in file.findings:
-            level = "error" if f.severity.value == "error" else "warning"
-            out.write(
-                f"::{level} file={_escape_property(file.rel_path)},"
-                f"title={_escape_property(f.code)}::{_escape_data(f.message)}\n"
-            )
+            out.write(github_annotation(f, file.rel_path) + "\n")
 
 
 REPORTERS: dict[str, Callable[[ScanReport, TextIO], None]] = {

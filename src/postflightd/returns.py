@@ -854,9 +854,19 @@ def report_json(report: ReturnReport, out: TextIO) -> None:
     out.write("\n")
 
 
+def report_github(report: ReturnReport, out: TextIO) -> None:
+    """One GitHub workflow command per finding, on the return's file (none for stdin)."""
+    from postflightd.reporters import github_annotation
+
+    path = None if report.source == "<stdin>" else report.source
+    for f in report.findings:
+        out.write(github_annotation(f, path) + "\n")
+
+
 REPORTERS: dict[str, Callable[[ReturnReport, TextIO], None]] = {
     "text": report_text,
     "json": report_json,
+    "github": report_github,
 }
 
 
@@ -869,12 +879,17 @@ def check_return(
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
     strict: bool = False,
+    policy: Policy | None = None,
 ) -> int:
-    """The ``check-return`` command: validate one return, print the report, return the exit code."""
-    try:
-        policy = Policy(select=expand_codes(select), ignore=expand_codes(ignore), strict=strict)
-    except UnknownCodeError as exc:
-        raise UsageError(str(exc)) from None
+    """The ``check-return`` command: validate one return, print the report, return the exit code.
+
+    ``policy`` (the configuration's, with the flags applied) replaces select/ignore/strict.
+    """
+    if policy is None:
+        try:
+            policy = Policy(select=expand_codes(select), ignore=expand_codes(ignore), strict=strict)
+        except UnknownCodeError as exc:
+            raise UsageError(str(exc)) from None
     root_dir = Path(root).expanduser()
     if not root_dir.is_dir():
         raise UsageError(f"--root {root}: not a directory (give the project root)")

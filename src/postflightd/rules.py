@@ -82,6 +82,22 @@ class TaskContext:
         return None
 
 
+def _session_message(sid: str, expected: str, source: str) -> str:
+    if source == "state.json":
+        # The usual cause is not a foreign agent but a pre-flight that did not record the run.
+        return (
+            f"session_id {sid!r} is not {expected!r}, the session state.json records for this "
+            "task: state.json's session is the one the task was last delegated with, so a run "
+            "whose pre-flight did not record its session (no .postflight-pending marker, "
+            "state.json not updated) looks foreign; return the session_id you were given, or "
+            "have the workflow write the marker before delegating"
+        )
+    return (
+        f"session_id {sid!r} is not the delegated session {expected!r} (from {source}): "
+        "return the session_id you were given"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class RuleOptions:
     timeouts: Mapping[str, float]
@@ -458,12 +474,7 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
             "letters or digits}, e.g. sess_1736700000_abc123",
         )
     if sid and expected is not None and sid != expected[0]:
-        yield finding(
-            "PF405",
-            "metadata.session_id",
-            f"session_id {sid!r} is not the delegated session {expected[0]!r} "
-            f"(from {expected[1]}): return the session_id you were given",
-        )
+        yield finding("PF405", "metadata.session_id", _session_message(sid, *expected))
     depth = get_int(meta, "delegation_depth")
     if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
         yield finding(

@@ -211,11 +211,19 @@ def _add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) 
             entry.healing = healing_counts(journal, entry.root, now)
 
 
-def run_status(roots: Sequence[str], fmt: str, config_path: str | None) -> int:
+def run_status(
+    roots: Sequence[str],
+    fmt: str,
+    config_path: str | None,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+) -> int:
     """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
     from datetime import UTC
 
     from postflightd.config import load_config
+    from postflightd.errors import UsageError
+    from postflightd.findings import UnknownCodeError
     from postflightd.pipeline import policy_from, resolve_root
 
     if roots:
@@ -224,8 +232,12 @@ def run_status(roots: Sequence[str], fmt: str, config_path: str | None) -> int:
     else:
         config = load_config(config_path, [Path.cwd()])
         resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
+    try:
+        policy = policy_from(config, select, ignore)
+    except UnknownCodeError as exc:
+        raise UsageError(str(exc)) from None
     now = datetime.now(UTC)
-    statuses = collect_status(resolved, config, policy_from(config), now)
+    statuses = collect_status(resolved, config, policy, now)
     _add_healing(statuses, config, now)
     STATUS_REPORTERS[fmt](statuses, sys.stdout)
     return 1 if any(r.stuck for s in statuses for r in s.runs) else 0

@@ -1,0 +1,52 @@
+"""Durations as people type and read them: one format everywhere (``318d15h``, ``1h02m``)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION: Final = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
+
+
+def format_duration(seconds: float | None) -> str:
+    """Two units at most: ``318d15h``, ``7h07m``, ``4m05s``, ``12s``; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    total = int(max(seconds, 0))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``30m``, ``2h``, ``7d``, ``1w``, or combined (``1d12h``); ValueError otherwise."""
+    compact = text.strip()
+    parts = _DURATION.findall(compact)
+    if not parts or _DURATION.sub("", compact).strip():
+        raise ValueError(f"{text!r} is not a duration such as 30m, 2h, 7d or 1d12h")
+    return timedelta(seconds=sum(int(n) * _UNITS[u.lower()] for n, u in parts))
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """A point in time: a duration back from ``now`` (``7d``), or an ISO 8601 date or time."""
+    try:
+        return now - parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is neither a duration (30m, 2h, 7d) nor an ISO 8601 date or time"
+        ) from None
+    # A time without an offset is the user's local time (astimezone reads naive as local).
+    return when.astimezone(UTC)

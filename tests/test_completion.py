@@ -1,0 +1,94 @@
+"""`postflightd completion SHELL`: argcomplete's script for each shell, answered by our parser."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("postflightd")
+
+
+def _env() -> dict[str, str]:
+    # The completion scripts call `postflightd` by name: the one of this venv.
+    return {**os.environ, "PATH": f"{SCRIPT.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_script_for_each_shell(shell: str) -> None:
+    out = subprocess.run(
+        [str(SCRIPT), "completion", shell], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "postflightd" in out.stdout
+    assert "_ARGCOMPLETE" in out.stdout
+    tool = shutil.which(shell)
+    if tool is None:
+        return  # generated; the syntax check needs the shell itself
+    check = {"bash": ["-n"], "zsh": ["-n"], "fish": ["--no-execute"]}[shell]
+    syntax = subprocess.run(
+        [tool, *check], input=out.stdout, capture_output=True, text=True, check=False
+    )
+    assert syntax.returncode == 0, syntax.stderr
+
+
+def test_unknown_shell_is_a_usage_error() -> None:
+    out = subprocess.run(
+        [str(SCRIPT), "completion", "tcsh"], capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 2
+    assert "invalid choice" in out.stderr
+
+
+def test_bash_completes_subcommands_and_options_through_the_real_script(tmp_path: Path) -> None:
+    """Source the script in bash and call its completion function as bash would on <TAB>."""
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("bash is not installed")
+    script = tmp_path / "postflightd.bash"
+    script.write_text(
+        subprocess.run(
+            [str(SCRIPT), "completion", "bash"], capture_output=True, text=True, check=True
+        ).stdout,
+        encoding="utf-8",
+    )
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(words)
+        program = (
+            f"source {script}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; "
+            f"COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+            f"_python_argcomplete postflightd '{words[-1]}' '{words[-2]}'; "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        out = subprocess.run(
+            [bash, "-c", program],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=60,
+            check=False,
+        )
+        return [w.strip() for w in out.stdout.splitlines() if w.strip()]
+
+    assert complete("postflightd", "sta") == ["status"]
+    assert set(complete("postflightd", "s")) >= {"scan", "status", "schema"}
+    assert "--format" in complete("postflightd", "scan", "--fo")
+    assert set(complete("postflightd", "completion", "")) >= {"bash", "zsh", "fish"}
+
+
+def test_version_does_not_import_argcomplete() -> None:
+    """Completion support costs nothing unless the shell is completing."""
+    code = (
+        "import sys\n"
+        "from postflightd.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print('argcomplete' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -1,0 +1,268 @@
+"""`postflightd init`: .gitignore, the stop hook in settings, the config file; idempotent."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from postflightd.cli import main
+from postflightd.config import load_config
+from postflightd.scaffold import (
+    HOOK_COMMAND,
+    SettingsShapeError,
+    gitignore_with,
+    settings_with_hook,
+    systemd_escape_path,
+)
+
+SCRIPT = Path(sys.executable).with_name("postflightd")
+
+EXISTING_SETTINGS = {
+    "permissions": {"allow": ["Bash(ls)"]},
+    "hooks": {
+        "Stop": [{"matcher": "", "hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "./guard.sh"}]}
+        ],
+    },
+}
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".claude" / "settings.json").write_text(
+        json.dumps(EXISTING_SETTINGS, indent=2) + "\n", encoding="utf-8"
+    )
+    (root / ".gitignore").write_text("node_modules/\n", encoding="utf-8")
+    return root
+
+
+def _snapshot(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): p.read_text(encoding="utf-8")
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _run(*args: str, stdin: str = "", cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_init_twice_keeps_every_existing_hook_and_the_second_run_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The real console script: first run writes, second run reports nothing to change."""
+    root = _project(tmp_path)
+    first = _run("init", str(root), "--yes")
+    assert first.returncode == 0, first.stderr
+    settings = json.loads((root / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["permissions"] == EXISTING_SETTINGS["permissions"]
+    assert settings["hooks"]["PreToolUse"] == EXISTING_SETTINGS["hooks"]["PreToolUse"]
+    stop = settings["hooks"]["Stop"]
+    assert stop[0] == EXISTING_SETTINGS["hooks"]["Stop"][0]  # the user's own hook, first
+    commands = [
+        h["command"]
+        for event in ("Stop", "SubagentStop")
+        for g in settings["hooks"][event]
+        for h in g["hooks"]
+    ]
+    assert commands.count(HOOK_COMMAND) == 2
+    gitignore = (root / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert gitignore[0] == "node_modules/"
+    assert "specs/.state.lock" in gitignore
+    assert "specs/.postflightd.pid" in gitignore
+    assert (root / ".postflightd.toml").is_file()
+    assert "systemctl --user enable --now 'postflightd@" in first.stdout
+    assert systemd_escape_path(str(root)) in first.stdout
+
+    before = _snapshot(root)
+    second = _run("init", str(root), "--yes")
+    assert second.returncode == 0, second.stderr
+    assert "nothing to change" in second.stdout
+    assert _snapshot(root) == before
+
+
+def test_written_config_file_loads_as_the_defaults(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    assert main(["init", str(root), "--yes"]) == 0
+    config = load_config(None, [root])
+    assert config.source == str(root / ".postflightd.toml")
+    assert config.model_dump(exclude={"source"}) == type(config)().model_dump(exclude={"source"})
+
+
+def test_without_a_terminal_or_yes_it_shows_the_diff_and_writes_nothing(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    before = _snapshot(root)
+    out = _run("init", str(root))  # stdin is a pipe, not a terminal
+    assert out.returncode == 1
+    assert "+++ b/.claude/settings.json" in out.stdout
+    assert f'+            "command": "{HOOK_COMMAND}"' in out.stdout
+    assert "+++ b/.postflightd.toml" in out.stdout
+    assert "--yes" in out.stderr
+    assert _snapshot(root) == before
+
+
+def test_on_a_terminal_it_asks_and_a_no_writes_nothing(tmp_path: Path) -> None:
+    """A real pseudo-terminal on stdin: the prompt is shown; 'n' leaves every file as it was."""
+    pty = pytest.importorskip("pty")
+    root = _project(tmp_path)
+    before = _snapshot(root)
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(SCRIPT), "init", str(root)],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(leader, b"n\n")
+        out, _err = proc.communicate(timeout=60)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert proc.returncode == 1
+    assert "Write these changes" in out
+    assert "nothing written" in out
+    assert _snapshot(root) == before
+
+
+def test_on_a_terminal_a_yes_writes(tmp_path: Path) -> None:
+    pty = pytest.importorskip("pty")
+    root = _project(tmp_path)
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [str(SCRIPT), "init", str(root)],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        os.write(leader, b"y\n")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert proc.returncode == 0, err
+    assert "created .postflightd.toml" in out
+    assert HOOK_COMMAND in (root / ".claude" / "settings.json").read_text(encoding="utf-8")
+
+
+def test_an_existing_config_file_is_never_rewritten(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    (root / ".postflightd.toml").write_text('specs_dir = ".claude/specs"\n', encoding="utf-8")
+    assert main(["init", str(root), "--yes"]) == 0
+    assert (root / ".postflightd.toml").read_text(encoding="utf-8") == (
+        'specs_dir = ".claude/specs"\n'
+    )
+    # The ignore entries follow the configured specs directory.
+    gitignore = (root / ".gitignore").read_text(encoding="utf-8")
+    assert ".claude/specs/.state.lock" in gitignore
+
+
+def test_a_project_with_nothing_yet_gets_every_file(tmp_path: Path) -> None:
+    root = tmp_path / "empty"
+    root.mkdir()
+    assert main(["init", str(root), "--yes"]) == 0
+    settings = json.loads((root / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    assert set(settings["hooks"]) == {"Stop", "SubagentStop"}
+    assert (root / ".gitignore").read_text(encoding="utf-8").endswith("specs/.postflightd.pid\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not an object"),
+        ('{"hooks": []}', '"hooks" is not an object'),
+        ('{"hooks": {"Stop": {}}}', '"hooks.Stop" is not a list'),
+    ],
+)
+def test_malformed_settings_are_an_error_and_left_alone(
+    tmp_path: Path, text: str, problem: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".claude" / "settings.json").write_text(text, encoding="utf-8")
+    assert main(["init", str(root), "--yes"]) == 2
+    assert problem in capsys.readouterr().err
+    assert (root / ".claude" / "settings.json").read_text(encoding="utf-8") == text
+    assert not (root / ".postflightd.toml").exists()
+
+
+def test_settings_that_are_not_utf8_or_a_symlink_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".claude" / "settings.json").write_bytes(b'{"x": "\xff"}')
+    assert main(["init", str(root), "--yes"]) == 2
+    assert "not UTF-8" in capsys.readouterr().err
+    (root / ".claude" / "settings.json").unlink()
+    target = tmp_path / "dotfiles-settings.json"
+    target.write_text("{}", encoding="utf-8")
+    (root / ".claude" / "settings.json").symlink_to(target)
+    assert main(["init", str(root), "--yes"]) == 2
+    assert "symbolic link" in capsys.readouterr().err
+    assert target.read_text(encoding="utf-8") == "{}"
+
+
+def test_init_of_a_missing_root_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init", str(tmp_path / "nope"), "--yes"]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_hook_already_present_in_another_spelling_is_not_added_twice() -> None:
+    text = json.dumps(
+        {
+            "hooks": {
+                "Stop": [{"hooks": [{"type": "command", "command": "postflightd  hook claude"}]}],
+                "SubagentStop": [{"hooks": [{"command": "~/.local/bin/postflightd hook claude"}]}],
+            }
+        }
+    )
+    assert settings_with_hook(text) == text
+
+
+def test_gitignore_entries_already_listed_with_a_slash_are_kept_as_they_are() -> None:
+    text = "/specs/.state.lock\nspecs/.postflightd.pid\n"
+    assert gitignore_with(text, ("specs/.state.lock", "specs/.postflightd.pid")) == text
+
+
+def test_settings_keep_their_indentation() -> None:
+    text = json.dumps({"hooks": {}}, indent=4) + "\n"
+    assert '\n        "Stop": [' in settings_with_hook(text)
+    with pytest.raises(SettingsShapeError):
+        settings_with_hook("null")
+
+
+@pytest.mark.parametrize("path", ["/home/me/my-proj", "/a/.b", "/.a", "/tmp/a b/ü", "/"])
+def test_systemd_escape_matches_systemd_escape(path: str) -> None:
+    tool = (
+        subprocess.run(
+            ["systemd-escape", "--path", path], capture_output=True, text=True, check=False
+        )
+        if os.path.exists("/usr/bin/systemd-escape")
+        else None
+    )
+    if tool is None or tool.returncode != 0:
+        pytest.skip("systemd-escape is not installed")
+    assert systemd_escape_path(path) == tool.stdout.strip()
