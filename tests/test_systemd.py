@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import configparser
 import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 
 UNITS = Path(__file__).resolve().parent.parent / "systemd"
 
@@ -78,3 +84,98 @@ def test_systemd_analyze_verify_accepts_both_units(tmp_path: Path) -> None:
     complaints = [line for line in out.stderr.splitlines() if str(units) in line]
     assert out.returncode == 0, out.stderr
     assert complaints == []
+
+
+HARDENING = {
+    "PrivateNetwork": "yes",
+    "SystemCallFilter": "@system-service",
+    "SystemCallErrorNumber": "EPERM",
+    "ProtectClock": "yes",
+    "ProtectKernelLogs": "yes",
+    "ProtectHostname": "yes",
+    "RestrictSUIDSGID": "yes",
+    "PrivateUsers": "yes",
+    "NoNewPrivileges": "yes",  # SystemCallFilter= in a user unit needs it
+}
+
+
+@pytest.mark.parametrize("name", ["postflightd.service", "postflightd@.service"])
+def test_units_carry_the_hardening_the_daemon_tolerates(name: str) -> None:
+    service = unit(name)["Service"]
+    for key, value in HARDENING.items():
+        assert service.get(key) == value, key
+    # A user manager cannot change capabilities: these would make the unit fail (status 218).
+    assert "CapabilityBoundingSet" not in service
+    assert "AmbientCapabilities" not in service
+
+
+@pytest.mark.parametrize("name", ["postflightd.service", "postflightd@.service"])
+def test_systemd_analyze_security_rates_the_units_ok(tmp_path: Path, name: str) -> None:
+    """`systemd-analyze security --offline` (systemd >= 250): exposure below 4.0 ("OK")."""
+    tool = shutil.which("systemd-analyze")
+    if tool is None:
+        pytest.skip("systemd-analyze is not installed")
+    home = tmp_path / "home"
+    (home / ".local" / "bin").mkdir(parents=True)
+    script = Path(sys.executable).with_name("postflightd")
+    (home / ".local" / "bin" / "postflightd").symlink_to(script)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    target = tmp_path / name.replace("@", f"@{'tmp'}")
+    shutil.copy(UNITS / name, target)
+    out = subprocess.run(
+        [tool, "security", "--offline=yes", "--user", str(target)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(home), "XDG_RUNTIME_DIR": str(runtime)},
+        check=False,
+    )
+    if "Unknown option" in out.stderr or "unrecognized option" in out.stderr:
+        pytest.skip(f"this systemd-analyze has no --offline: {out.stderr.strip()}")
+    if "Failed to initialize manager" in out.stderr:
+        pytest.skip(f"systemd-analyze cannot run here: {out.stderr.strip()}")
+    match = re.search(r"Overall exposure level for \S+: (\d+\.\d)", out.stdout + out.stderr)
+    assert match, out.stdout + out.stderr
+    # Offline, the analysis assumes root and counts capabilities a user service never has.
+    assert float(match.group(1)) < 4.0
+
+
+def test_the_daemon_works_in_a_private_network_namespace(tmp_path: Path) -> None:
+    """PrivateNetwork=yes: no network at all, and $NOTIFY_SOCKET (a path) is still reached."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("unshare is not installed")
+    probe = subprocess.run([unshare, "-n", "true"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {probe.stderr.decode().strip()}")
+    root = make_project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    address = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(address)
+        sock.settimeout(30)
+        proc = subprocess.Popen(
+            [unshare, "-n", sys.executable, "-m", "postflightd", "watch", str(root)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NOTIFY_SOCKET": address},
+        )
+        try:
+            seen: list[str] = []
+            while "READY=1" not in seen:
+                seen.extend(sock.recv(4096).decode().splitlines())
+            meta = write_meta(root, "259_prove_completeness", researched_doc())
+            deadline = time.monotonic() + 30
+            while meta.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not meta.exists(), "the daemon did not apply the file"
+            proc.send_signal(signal.SIGTERM)
+            while "STOPPING=1" not in seen:
+                seen.extend(sock.recv(4096).decode().splitlines())
+            assert proc.wait(10) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(10)
+            assert proc.stderr is not None
+            proc.stderr.close()
