@@ -404,9 +404,8 @@ def cmd_history(
     finally:
         journal.close()
     if fmt == "json":
-        keep = None if show else {"content"}
-        out = [{k: v for k, v in asdict(r).items() if keep is None or k not in keep} for r in rows]
-        json.dump(out, sys.stdout, indent=2, ensure_ascii=False)
+        # The JSON rows always carry `content` (a fixed shape); --show is for the text form.
+        json.dump([asdict(r) for r in rows], sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     for r in rows:
