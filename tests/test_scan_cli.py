@@ -26,8 +26,12 @@ def _doc(task_dir: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """Four tasks: one valid, one with an error, one with a warning only, one stuck."""
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Four tasks: one valid, one with an error, one with a warning only, one stuck.
+
+    The tests run from inside the project, as a user does: output paths are relative to the
+    current directory.
+    """
     root = make_project(
         tmp_path / "proj",
         [
@@ -57,6 +61,7 @@ def project(tmp_path: Path) -> Path:
             "metadata": researched_doc()["metadata"],
         },
     )
+    monkeypatch.chdir(root)
     return root
 
 
@@ -81,7 +86,8 @@ def test_json_report_has_the_exact_shape_of_spec_4(
     assert list(report) == ["roots", "files", "summary"]
     assert report["roots"] == [str(project.resolve())]
     for file in report["files"]:
-        assert list(file) == ["path", "task", "status", "valid", "stuck", "findings"]
+        assert list(file) == ["path", "root", "task", "status", "valid", "stuck", "findings"]
+        assert file["root"] == str(project.resolve())
         for f in file["findings"]:
             assert list(f) == ["code", "severity", "location", "message"]
             assert f["code"] in RULES
@@ -90,6 +96,7 @@ def test_json_report_has_the_exact_shape_of_spec_4(
     assert set(by_path) == {meta_path(d) for d in (VALID, BROKEN, WARNED, STUCK)}
     assert by_path[meta_path(VALID)] == {
         "path": meta_path(VALID),
+        "root": str(project.resolve()),
         "task": 259,
         "status": "researched",
         "valid": True,
@@ -125,7 +132,7 @@ def test_every_format_reports_the_errors_and_exits_1(
     assert "PF303" in out
     assert "PF602" in out
     assert meta_path(BROKEN) in out
-    if fmt != "json":  # paths are relative to the root; only the JSON names the root
+    if fmt in ("text", "github"):  # paths relative to the current directory (the root here)
         assert str(project.resolve()) not in out
 
 
@@ -159,20 +166,26 @@ def test_github_format_is_workflow_commands(
     main(["scan", "--format", "github", str(project)])
     lines = capsys.readouterr().out.splitlines()
     assert all(line.startswith(("::error file=", "::warning file=")) for line in lines)
-    assert f"::error file={meta_path(BROKEN)},title=PF303::" in "\n".join(lines)
-    assert f"::warning file={meta_path(WARNED)},title=PF205::" in "\n".join(lines)
+    # PF303 is a missing top-level field: line 1; PF205 points at the unknown key's line.
+    assert f"::error file={meta_path(BROKEN)},line=1,col=1,title=PF303::" in "\n".join(lines)
+    assert re.search(
+        rf"::warning file={re.escape(meta_path(WARNED))},line=\d+,col=\d+,title=PF205::",
+        "\n".join(lines),
+    )
 
 
 def test_github_format_escapes_properties_and_data(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = make_project(tmp_path)
+    monkeypatch.chdir(root)
     doc = _doc("1_a,b")
     doc["status"] = "50%\ndone"
     write_meta(root, "1_a,b", doc)
     main(["scan", "--format", "github", "--select", "PF202", str(root)])
     [line] = capsys.readouterr().out.splitlines()
-    assert line.startswith("::error file=specs/1_a%2Cb/.return-meta.json,title=PF202::")
+    assert line.startswith("::error file=specs/1_a%2Cb/.return-meta.json,line=")
+    assert ",title=PF202::" in line
     assert "50%25" in line
 
 

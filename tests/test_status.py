@@ -121,3 +121,11 @@ def test_status_of_a_missing_root_is_a_usage_error(
 )
 def test_format_duration(seconds: float | None, text: str) -> None:
     assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(86400, "1d00h"), (318 * 86400 + 15 * 3600 + 59, "318d15h")]
+)
+def test_durations_past_a_day_read_as_days_as_pf602_says(seconds: float, text: str) -> None:
+    """One format everywhere: `status` no longer says 7647h07m where PF602 says 318d15h."""
+    assert format_duration(seconds) == text

@@ -9,18 +9,22 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from postflightd import __version__
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from postflightd.config import Config
     from postflightd.findings import Policy
     from postflightd.journal import Journal
-    from postflightd.pipeline import FileReport
+    from postflightd.pipeline import FileReport, ScanReport
 
-FORMATS = ("text", "json", "github")
+FORMATS = ("text", "json", "github", "sarif")
+COLOR_CHOICES = ("auto", "always", "never")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ROOT|FILE",
         help="project roots, or metadata files (pre-commit passes these); default: .",
     )
-    scan.add_argument("--format", choices=FORMATS, default="text")
+    scan.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text")
     scan.add_argument(
         "--select", action="append", default=[], metavar="CODES", help="only these codes"
     )
@@ -48,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     scan.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
     scan.add_argument("--apply", action="store_true", help="also post-flight valid final files")
+    scan.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --apply: print the diff of state.json and TODO.md; write nothing",
+    )
+    scan.add_argument("--statistics", action="store_true", help="counts per code, not findings")
+    scan.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when there are findings"
+    )
+    scan.add_argument("-q", "--quiet", action="store_true", help="findings only: no summary")
+    scan.add_argument("-v", "--verbose", action="store_true", help="name each file applied")
+    scan.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
     scan.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
     process = sub.add_parser("process", help="post-flight one metadata file now (hook target)")
@@ -145,6 +161,18 @@ def _load_config(explicit: str | None, roots: Sequence[Path]) -> Config:
     return load_config(explicit, list(roots))
 
 
+@dataclass(frozen=True, slots=True)
+class ScanOutput:
+    """How ``scan`` shows its result (the output conventions of ruff and friends)."""
+
+    statistics: bool = False
+    exit_zero: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    color: str = "auto"
+    dry_run: bool = False
+
+
 def cmd_scan(
     roots: Sequence[str],
     fmt: str,
@@ -153,28 +181,67 @@ def cmd_scan(
     strict: bool | None,
     apply: bool,
     config_path: str | None,
+    output: ScanOutput | None = None,
 ) -> int:
+    import os
     from datetime import UTC, datetime
 
-    from postflightd.errors import UsageError
-    from postflightd.findings import UnknownCodeError
-    from postflightd.pipeline import apply_all, policy_from, scan
-    from postflightd.reporters import REPORTERS
+    from postflightd.errors import ExitCode, UsageError
+    from postflightd.pipeline import apply_all, scan
+    from postflightd.reporters import REPORTERS, Options, report_statistics, use_color
 
+    out = output or ScanOutput()
+    if out.dry_run and not apply:
+        raise UsageError("--dry-run goes with --apply (a plain scan never writes anything)")
+    if out.dry_run and fmt != "text":
+        raise UsageError("--dry-run prints a unified diff: use it with --format text")
+    if out.statistics and fmt not in ("text", "json"):
+        raise UsageError("--statistics prints counts per code: use --format text or json")
     resolved, only = _scan_targets(roots or ["."], config_path)
     config = _load_config(config_path, resolved)
-    try:
-        policy = policy_from(config, select, ignore, strict)
-    except UnknownCodeError as exc:
-        raise UsageError(str(exc)) from None
-    if apply:
-        report = apply_all(resolved, config, policy, _open_journal(config), datetime.now(UTC), only)
+    policy = _policy(config, select, ignore, strict)
+    now = datetime.now(UTC)
+    if apply and not out.dry_run:
+        report = apply_all(resolved, config, policy, _open_journal(config), now, only)
     else:
-        report = scan(resolved, config, policy, datetime.now(UTC), only)
-    for note in report.notes:
-        print(f"postflightd: {note}", file=sys.stderr)
-    REPORTERS[fmt](report, sys.stdout)
-    return int(report.exit_code)
+        report = scan(resolved, config, policy, now, only)
+    if not out.quiet:
+        for note in report.notes:
+            print(f"postflightd: {note}", file=sys.stderr)
+    options = Options(
+        color=use_color(out.color, sys.stdout, os.environ),
+        quiet=out.quiet,
+        verbose=out.verbose,
+        cwd=str(Path.cwd()),
+    )
+    if out.statistics:
+        report_statistics(report, sys.stdout, fmt, options)
+    else:
+        REPORTERS[fmt](report, sys.stdout, options)
+    if out.dry_run:
+        _print_dry_run(report, config, now, options.cwd)
+    code = report.exit_code
+    if out.exit_zero and code is ExitCode.FINDINGS:
+        return int(ExitCode.OK)
+    return int(code)
+
+
+def _print_dry_run(report: ScanReport, config: Config, now: datetime, cwd: str) -> None:
+    """The unified diff of what ``scan --apply`` would write; nothing is written."""
+    from postflightd.pipeline import Project, preview, unified_diff
+    from postflightd.reporters import display_path
+
+    by_root: dict[Path, list[FileReport]] = {}
+    for file in report.files:
+        by_root.setdefault(file.root, []).append(file)
+    count = 0
+    for root, files in by_root.items():
+        project = Project.open(root, config)
+        for write in preview(project, files, config, now):
+            shown = display_path(write.path, cwd)
+            sys.stdout.write(unified_diff(write, shown))
+            count += 1
+    print(f"dry run: {count} file(s) would change; nothing was written")
 
 
 def _scan_targets(
@@ -488,6 +555,14 @@ def _run(argv: Sequence[str] | None) -> int:
                 args.strict,
                 args.apply,
                 args.config,
+                ScanOutput(
+                    statistics=args.statistics,
+                    exit_zero=args.exit_zero,
+                    quiet=args.quiet,
+                    verbose=args.verbose,
+                    color=args.color,
+                    dry_run=args.dry_run,
+                ),
             )
         case "process":
             return cmd_process(args.file, args.format, args.config, args.select, args.ignore)

@@ -93,6 +93,9 @@ class Finding:
     severity: Severity
     location: str
     message: str
+    #: where in the file (1-based), when known: for the github and sarif formats only
+    line: int | None = None
+    col: int | None = None
 
     def to_json(self) -> dict[str, str]:
         return {

@@ -40,6 +40,7 @@ from postflightd.loader import (
     task_context,
 )
 from postflightd.models import Status
+from postflightd.positions import with_positions
 from postflightd.postflight import (
     TodoEdit,
     apply_outcome,
@@ -116,6 +117,8 @@ class FileReport:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "path": self.rel_path,
+            # Which root the path is relative to: `scan A B` lists both roots' specs/ files.
+            "root": str(self.root),
             "task": self.task,
             "status": self.raw_status,
             "valid": self.valid,
@@ -254,7 +257,7 @@ def check_file(
                 "(the metadata file is kept)",
             )
         )
-    kept = policy.apply(findings)
+    kept = with_positions(policy.apply(findings), loaded.raw)
     usable = validation is not None and validation.model is not None
     doc = loaded.doc if isinstance(loaded.doc, dict) else {}
     return FileReport(
@@ -307,11 +310,17 @@ def _projects(
                 )
             report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
             continue
-        refs = list(find_metadata_files(project.specs_dir))
+        # Tasks in numerical order (the directory listing puts 100_x before 14_x).
+        refs = sorted(find_metadata_files(project.specs_dir), key=_task_order)
         wanted = only.get(root) if only is not None else None
         if wanted is not None:
             refs = [r for r in refs if str(r.path) in wanted]
         yield project, refs
+
+
+def _task_order(ref: MetaFileRef) -> tuple[int, int, str]:
+    parsed = parse_task_dir(ref.task_dir)
+    return (0, parsed[0], ref.task_dir) if parsed else (1, 0, ref.task_dir)
 
 
 #: Below this many files a second process costs more than it saves.
@@ -360,13 +369,16 @@ def _check_all(
     return checked + rest
 
 
-_Row = tuple[int | None, str | None, str | None, bool, bool, list[tuple[str, str, str, str]]]
+_FindingRow = tuple[str, str, str, str, int | None, int | None]
+_Row = tuple[int | None, str | None, str | None, bool, bool, list[_FindingRow]]
 
 
 def _row(report: FileReport) -> _Row:
     """What a scan report needs of a file, as plain values: unpickling dataclasses, paths and
     models costs more than checking the files did."""
-    findings = [(f.code, f.severity.value, f.location, f.message) for f in report.findings]
+    findings = [
+        (f.code, f.severity.value, f.location, f.message, f.line, f.col) for f in report.findings
+    ]
     return (report.task, report.raw_status, report.session, report.valid, report.stuck, findings)
 
 
@@ -376,7 +388,10 @@ def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
         root=root,
         path=ref.path,
         task=task,
-        findings=[Finding(c, Severity(sev), loc, msg) for c, sev, loc, msg in findings],
+        findings=[
+            Finding(c, Severity(sev), loc, msg, line, col)
+            for c, sev, loc, msg, line, col in findings
+        ],
         valid=valid,
         loaded=Loaded(ref.path),
         raw_status=raw_status,
@@ -878,3 +893,95 @@ def record_stuck(
         added = _append_errors(project, config, [record], [report])
     _journal(journal, "stuck", report)
     return added > 0
+
+
+# --- --dry-run: what postflight would write ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedWrite:
+    """A file postflight would replace, with its text before and after."""
+
+    path: Path
+    old: str
+    new: str
+
+
+def preview(
+    project: Project, reports: Sequence[FileReport], config: Config, now: datetime
+) -> list[PlannedWrite]:
+    """What applying the valid final ``reports`` would write to state.json and TODO.md.
+
+    The same pure transformation ``_commit`` runs, on the files as they are now; nothing is
+    locked, journaled, written or deleted (``scan --apply --dry-run``, ``process --dry-run``).
+    """
+    ready = [
+        r
+        for r in reports
+        if r.valid
+        and r.status is not Status.IN_PROGRESS
+        and r.validation is not None
+        and r.validation.model is not None
+        and r.task is not None
+    ]
+    if not ready or not project.state.usable:
+        return []
+    snapshot = read_snapshot(project.state.path)
+    if snapshot.raw is None:
+        return []
+    try:
+        text = snapshot.raw.decode("utf-8")
+        doc = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    if state_shape_problem(doc) is not None:
+        return []
+    new = doc
+    index = task_index(doc)
+    status_map = config.postflight.status_map.model_dump()
+    edits: list[TodoEdit] = []
+    for report in ready:
+        assert report.validation is not None and report.validation.model is not None
+        assert report.task is not None
+        try:
+            result = apply_outcome(
+                new,
+                report.validation.model,
+                task=report.task,
+                file=report.rel_path,
+                now=now,
+                status_map=status_map,
+                index=index,
+            )
+        except KeyError:
+            continue  # PF600: the task is not in state.json; nothing would be written for it
+        new = result.state
+        if result.todo is not None:
+            edits.append(result.todo)
+    planned: list[PlannedWrite] = []
+    if new != doc:
+        planned.append(PlannedWrite(project.state.path, text, render_state(text, doc, new)))
+    if config.postflight.sync_todo and edits:
+        todo = read_snapshot(project.specs_dir / config.postflight.todo_file)
+        if todo.raw is not None:
+            try:
+                todo_text = todo.raw.decode("utf-8")
+            except UnicodeDecodeError:
+                return planned
+            new_todo, _missing = apply_todo_edits(todo_text, edits)
+            if new_todo != todo_text:
+                planned.append(PlannedWrite(todo.path, todo_text, new_todo))
+    return planned
+
+
+def unified_diff(write: PlannedWrite, shown_as: str) -> str:
+    """``write`` as a unified diff, labelled with the path the user sees."""
+    import difflib
+
+    lines = difflib.unified_diff(
+        write.old.splitlines(keepends=True),
+        write.new.splitlines(keepends=True),
+        f"a/{shown_as}",
+        f"b/{shown_as}",
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)

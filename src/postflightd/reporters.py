@@ -1,37 +1,117 @@
-"""Reporters for ``scan``: one function per ``--format``, writing to a stream."""
+"""Reporters for ``scan``: one function per ``--format``, writing to a stream.
+
+Paths are shown relative to the current directory (absolute outside it), so that two roots'
+files differ and CI annotations land on the right file in a monorepo; the JSON keeps each
+file's path relative to its root (SPEC 4) and says which root.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 if TYPE_CHECKING:
     # Type-only: check-return's github format imports this module without the pipeline.
+    from pathlib import Path
+
     from postflightd.findings import Finding
     from postflightd.pipeline import ScanReport
 
 
-def report_text(report: ScanReport, out: TextIO) -> None:
-    """``path:CODE severity: message`` per finding, then a summary line."""
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How a report is shown: colour, quiet or verbose, and the directory paths are shown from."""
+
+    color: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    cwd: str = field(default_factory=os.getcwd)
+
+
+# --- colour ----------------------------------------------------------------------------------
+
+_RESET: Final = "\033[0m"
+_STYLES: Final = {"error": "\033[1;31m", "warning": "\033[1;33m", "bold": "\033[1m"}
+
+
+def paint(text: str, style: str, on: bool) -> str:
+    """``text`` in an ANSI style when ``on``; plain otherwise."""
+    return f"{_STYLES[style]}{text}{_RESET}" if on else text
+
+
+def use_color(choice: str, stream: TextIO, env: os._Environ[str] | dict[str, str]) -> bool:
+    """``--color``: always, never, or auto (a terminal, and NO_COLOR unset or empty).
+
+    An explicit ``--color always`` overrides NO_COLOR, as no-color.org asks of command-line
+    flags.
+    """
+    if choice == "always":
+        return True
+    if choice == "never" or env.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+# --- paths ------------------------------------------------------------------------------------
+
+
+def display_path(file: Path | str, cwd: str) -> str:
+    """A path relative to ``cwd``, or absolute when it lies outside it."""
+    path = str(file)
+    prefix = cwd.rstrip(os.sep) + os.sep
+    if path.startswith(prefix):
+        return path[len(prefix) :].replace(os.sep, "/")
+    return path.replace(os.sep, "/")
+
+
+# --- text -------------------------------------------------------------------------------------
+
+
+def report_text(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
+    """``path:CODE severity: message`` per finding, then a summary line (not with -q)."""
+    o = options or Options()
     for file in report.files:
+        path = paint(display_path(file.path, o.cwd), "bold", o.color)
         for f in file.findings:
-            out.write(f"{file.rel_path}:{f.code} {f.severity.value}: {f.message}\n")
+            sev = f.severity.value
+            out.write(
+                f"{path}:{paint(f.code, sev, o.color)} {paint(sev, sev, o.color)}: {f.message}\n"
+            )
+    if o.quiet:
+        return
+    applied = [f for f in report.files if f.outcome is not None and f.outcome.value == "applied"]
+    if o.verbose:
+        for file in applied:
+            out.write(f"applied {display_path(file.path, o.cwd)} (task {file.task})\n")
     s = report.summary()
     stuck = f", {s['stuck']} stuck" if s["stuck"] else ""
     out.write(
         f"{s['files']} file(s): {s['valid']} valid, {s['invalid']} invalid; "
         f"{s['errors']} error(s), {s['warnings']} warning(s){stuck}\n"
     )
+    if any(f.outcome is not None for f in report.files):
+        out.write(f"{len(applied)} file(s) applied\n")
 
 
-def report_json(report: ScanReport, out: TextIO) -> None:
-    """The object of SPEC 4: roots, files (valid ones included), summary."""
+# --- json -------------------------------------------------------------------------------------
+
+
+def report_json(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
+    """The object of SPEC 4: roots, files (valid ones included, each with its root), summary."""
+    del options  # one shape whatever the options
     # One dumps and one write: json.dump streams hundreds of thousands of tiny writes, which
     # took over a second of a 10,000-file scan. Indented only for a person at a terminal:
     # with indent, json falls back from its C encoder to pure Python (0.5 s for 10,000 files).
     indent = 2 if out.isatty() else None
     out.write(json.dumps(report.to_json(), indent=indent, ensure_ascii=False) + "\n")
+
+
+# --- github -----------------------------------------------------------------------------------
 
 
 def _escape_data(text: str) -> str:
@@ -44,29 +124,142 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotation(
-    f: Finding, path: str | None, line: int | None = None, col: int | None = None
-) -> str:
+def github_annotation(f: Finding, path: str | None) -> str:
     """``::error file=...,line=...,col=...,title=PF303::message`` (no file= for stdin)."""
     level = "error" if f.severity.value == "error" else "warning"
     props = [f"file={_escape_property(path)}"] if path is not None else []
-    if line is not None:
-        props.append(f"line={line}")
-        if col is not None:
-            props.append(f"col={col}")
+    if path is not None and f.line is not None:
+        props.append(f"line={f.line}")
+        if f.col is not None:
+            props.append(f"col={f.col}")
     props.append(f"title={_escape_property(f.code)}")
     return f"::{level} {','.join(props)}::{_escape_data(f.message)}"
 
 
-def report_github(report: ScanReport, out: TextIO) -> None:
-    """One workflow command per finding: ``::error file=...,title=PF303::message``."""
+def report_github(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
+    """One workflow command per finding, with line and column where the finding has them."""
+    o = options or Options()
     for file in report.files:
+        path = display_path(file.path, o.cwd)
         for f in file.findings:
-            out.write(github_annotation(f, file.rel_path) + "\n")
+            out.write(github_annotation(f, path) + "\n")
 
 
-REPORTERS: dict[str, Callable[[ScanReport, TextIO], None]] = {
+# --- sarif ------------------------------------------------------------------------------------
+
+SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def sarif_log(report: ScanReport, cwd: str) -> dict[str, Any]:
+    """A SARIF 2.1.0 log of the scan, for GitHub code scanning (``upload-sarif``)."""
+    from postflightd import __version__
+    from postflightd.findings import RULES
+
+    codes = sorted({f.code for file in report.files for f in file.findings})
+    index = {code: i for i, code in enumerate(codes)}
+    rules = [
+        {
+            "id": code,
+            "shortDescription": {"text": RULES[code].summary},
+            "helpUri": "https://github.com/postflightd/postflightd#rules",
+            "help": {"text": f"postflightd rules {code}"},
+            "defaultConfiguration": {"level": RULES[code].severity.value},
+        }
+        for code in codes
+    ]
+    from urllib.parse import quote
+
+    base = "file://" + quote(cwd.rstrip("/")) + "/"
+    results: list[dict[str, Any]] = []
+    for file in report.files:
+        shown = display_path(file.path, cwd)
+        # Relative to the checkout (code scanning's %SRCROOT%), or an absolute file: URI.
+        artifact: dict[str, Any] = (
+            {"uri": "file://" + quote(shown)}
+            if shown.startswith("/")
+            else {"uri": quote(shown), "uriBaseId": "%SRCROOT%"}
+        )
+        for f in file.findings:
+            region = {"startLine": f.line or 1}
+            if f.col is not None:
+                region["startColumn"] = f.col
+            results.append(
+                {
+                    "ruleId": f.code,
+                    "ruleIndex": index[f.code],
+                    "level": f.severity.value,
+                    "message": {"text": f.message},
+                    "locations": [
+                        {
+                            "physicalLocation": {"artifactLocation": artifact, "region": region},
+                            **(
+                                {"logicalLocations": [{"fullyQualifiedName": f.location}]}
+                                if f.location
+                                else {}
+                            ),
+                        }
+                    ],
+                }
+            )
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "postflightd",
+                        "version": __version__,
+                        "informationUri": "https://github.com/postflightd/postflightd",
+                        "rules": rules,
+                    }
+                },
+                "originalUriBaseIds": {"%SRCROOT%": {"uri": base}},
+                "results": results,
+            }
+        ],
+    }
+
+
+def report_sarif(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
+    o = options or Options()
+    out.write(json.dumps(sarif_log(report, o.cwd), indent=2, ensure_ascii=False) + "\n")
+
+
+# --- --statistics -----------------------------------------------------------------------------
+
+
+def statistics(report: ScanReport) -> list[dict[str, Any]]:
+    """Findings counted per code, most frequent first (as ``ruff --statistics``)."""
+    from postflightd.findings import RULES
+
+    counts = Counter((f.code, f.severity.value) for file in report.files for f in file.findings)
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
+    return [
+        {"code": code, "severity": sev, "count": n, "summary": RULES[code].summary}
+        for (code, sev), n in rows
+    ]
+
+
+def report_statistics(report: ScanReport, out: TextIO, fmt: str, options: Options) -> None:
+    rows = statistics(report)
+    if fmt == "json":
+        out.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        return
+    width = max((len(str(r["count"])) for r in rows), default=1)
+    for r in rows:
+        sev = r["severity"]
+        out.write(
+            f"{r['count']:>{width}}  {paint(r['code'], sev, options.color)}  "
+            f"{sev:<7}  {r['summary']}\n"
+        )
+
+
+Reporter = Callable[["ScanReport", TextIO, Options | None], None]
+
+REPORTERS: dict[str, Reporter] = {
     "text": report_text,
     "json": report_json,
     "github": report_github,
+    "sarif": report_sarif,
 }

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
+from postflightd.durations import format_duration
 from postflightd.findings import Finding, Severity, finding
 from postflightd.lifecycle import operation_of, parse_timestamp, timeout_for
 from postflightd.models import (
@@ -642,14 +643,8 @@ def _project_rules(
 
 
 def _duration(seconds: float) -> str:
-    s = int(seconds)
-    if s >= 86400:
-        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
+    # The one duration format of every output (`status` shows the same text).
+    return format_duration(seconds)
 
 
 # --- entry point ----------------------------------------------------------------------------

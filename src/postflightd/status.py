@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from postflightd.config import Config
 from postflightd.daemon import lock_holder
+from postflightd.durations import format_duration
 from postflightd.findings import Policy
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
@@ -116,20 +117,6 @@ def collect_status(
                 )
             )
     return out
-
-
-def format_duration(seconds: float | None) -> str:
-    """``1h02m``, ``4m05s``, ``12s``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    total = int(max(seconds, 0))
-    hours, rest = divmod(total, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 def _phases(run: RunStatus) -> str:
