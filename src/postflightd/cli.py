@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     process.add_argument("file", metavar="FILE", help="specs/{N}_{SLUG}/.return-meta.json")
     process.add_argument("--format", choices=("text", "json"), default="text")
     process.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    process.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the diff of state.json and TODO.md; write nothing",
+    )
     _add_code_filters(process)
 
     hook = sub.add_parser("hook", help="adapter for an agent runtime's stop hook")
@@ -121,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
     status.add_argument("--format", choices=("text", "json"), default="text")
     status.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    status.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
     _add_code_filters(status)
 
     verify = sub.add_parser(
@@ -311,6 +317,7 @@ def cmd_process(
     config_path: str | None,
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
+    dry_run: bool = False,
 ) -> int:
     """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604."""
     import json
@@ -328,6 +335,12 @@ def cmd_process(
         raise UsageError(f"{file}: no such file")
     root, config = root_of(path, lambda roots: _load_config(config_path, roots))
     policy = _policy(config, select, ignore)
+    if dry_run:
+        if fmt != "text":
+            raise UsageError("--dry-run prints a unified diff: use it with --format text")
+        if not exists:
+            raise UsageError(f"{file}: no such file")
+        return _process_dry_run(root, path, config, policy)
     journal = _open_journal(config)
     if not exists:
         with journal:
@@ -362,6 +375,41 @@ def cmd_process(
     }
     assert report.outcome is not None
     return int(codes.get(report.outcome, ExitCode.FINDINGS))
+
+
+def _process_dry_run(root: Path, path: Path, config: Config, policy: Policy) -> int:
+    """``process --dry-run``: the diff of state.json and TODO.md it would write; no writes."""
+    from datetime import UTC, datetime
+
+    from postflightd.errors import ExitCode
+    from postflightd.loader import MetaFileRef
+    from postflightd.models import Status
+    from postflightd.pipeline import Project, check_file, preview, unified_diff
+    from postflightd.reporters import display_path
+
+    now = datetime.now(UTC)
+    project = Project.open(root, config)
+    report = check_file(project, MetaFileRef(path, path.parent.name), config, policy, now)
+    cwd = str(Path.cwd())
+    for f in report.findings:
+        print(f"{display_path(report.path, cwd)}:{f.code} {f.severity.value}: {f.message}")
+    if not project.state.usable:
+        print("dry run: state.json is unusable (PF604): nothing would be applied")
+        return int(ExitCode.STATE_UNUSABLE)
+    if report.status is Status.IN_PROGRESS:
+        print("dry run: the file is still in_progress: nothing would be applied")
+        return int(ExitCode.IN_PROGRESS)
+    if not report.valid:
+        print("dry run: invalid: nothing would be applied")
+        return int(ExitCode.FINDINGS)
+    writes = preview(project, [report], config, now)
+    for write in writes:
+        sys.stdout.write(unified_diff(write, display_path(write.path, cwd)))
+    print(
+        f"dry run: would apply ({report.raw_status}) to task {report.task}, changing "
+        f"{len(writes)} file(s), and delete the metadata file; nothing was written"
+    )
+    return int(ExitCode.OK)
 
 
 def _already_postflighted(journal: Journal, root: Path, path: Path) -> str | None:
@@ -565,7 +613,9 @@ def _run(argv: Sequence[str] | None) -> int:
                 ),
             )
         case "process":
-            return cmd_process(args.file, args.format, args.config, args.select, args.ignore)
+            return cmd_process(
+                args.file, args.format, args.config, args.select, args.ignore, args.dry_run
+            )
         case "hook":
             return cmd_hook(args.config)
         case "history":
@@ -598,7 +648,9 @@ def _run(argv: Sequence[str] | None) -> int:
         case "status":
             from postflightd.status import run_status
 
-            return run_status(args.roots, args.format, args.config, args.select, args.ignore)
+            return run_status(
+                args.roots, args.format, args.config, args.select, args.ignore, args.color
+            )
         case "verify":
             from postflightd.verify import run_verify
 

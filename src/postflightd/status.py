@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from postflightd.config import Config
 from postflightd.daemon import lock_holder
@@ -116,6 +116,8 @@ def collect_status(
                     timeout_s=s.timeout_s,
                 )
             )
+        # Tasks in numerical order (the directory listing puts 100_x before 14_x).
+        entry.runs.sort(key=lambda r: (r.task is None, r.task or 0, r.file))
     return out
 
 
@@ -132,7 +134,10 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-def report_status_text(statuses: Sequence[RootStatus], out: TextIO) -> None:
+_MARK_STYLE: Final = {"STUCK": "error", "INVALID": "error", "WAITING": "warning"}
+
+
+def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool = False) -> None:
     for entry in statuses:
         if entry.daemon_pid is None:
             daemon = "no daemon"
@@ -168,6 +173,12 @@ def report_status_text(statuses: Sequence[RootStatus], out: TextIO) -> None:
                 ]
             )
         for line in _table(rows):
+            mark = line.rsplit(" ", 1)[-1]
+            if color and mark in _MARK_STYLE:
+                # Coloured after padding: escape codes would throw the column widths off.
+                from postflightd.reporters import paint
+
+                line = line[: -len(mark)] + paint(mark, _MARK_STYLE[mark], on=True)  # noqa: PLW2901
             out.write(f"  {line}\n")
     runs = [r for e in statuses for r in e.runs]
     stuck = sum(1 for r in runs if r.stuck)
@@ -204,6 +215,7 @@ def run_status(
     config_path: str | None,
     select: Sequence[str] = (),
     ignore: Sequence[str] = (),
+    color: str = "auto",
 ) -> int:
     """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
     from datetime import UTC
@@ -226,5 +238,12 @@ def run_status(
     now = datetime.now(UTC)
     statuses = collect_status(resolved, config, policy, now)
     _add_healing(statuses, config, now)
-    STATUS_REPORTERS[fmt](statuses, sys.stdout)
+    if fmt == "text":
+        import os
+
+        from postflightd.reporters import use_color
+
+        report_status_text(statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
+    else:
+        STATUS_REPORTERS[fmt](statuses, sys.stdout)
     return 1 if any(r.stuck for s in statuses for r in s.runs) else 0
