@@ -283,6 +283,7 @@ class Daemon:
         self.policy = policy_from(config)
         self._load_config = load_config
         self.runs = RunTable()
+        self._last_status = ""
         self._waker = Waker()
         self.dirty = DirtySet(self._waker.set)
         self._notifier = notifier if notifier is not None else SystemdNotifier()
@@ -369,7 +370,8 @@ class Daemon:
             now = time.monotonic()
             self._next_supervise = now + SUPERVISE_S
             self._next_rescan = now + self.config.watch.rescan_interval_s
-            self._notifier.notify("READY=1", f"STATUS={self._status_line()}")
+            self._last_status = self._status_line()
+            self._notifier.notify("READY=1", f"STATUS={self._last_status}")
             log.info(
                 "daemon_started",
                 pid=os.getpid(),
@@ -437,7 +439,13 @@ class Daemon:
             return
         if self._reload:
             self._reload = False
-            self._reload_config()
+            # sd_notify(3): RELOADING=1 while the configuration is re-read, READY=1 after.
+            self._notifier.notify("RELOADING=1", "STATUS=reloading the configuration")
+            try:
+                self._reload_config()
+            finally:
+                self._last_status = self._status_line()
+                self._notifier.notify("READY=1", f"STATUS={self._last_status}")
         pending = self.dirty.take()
         mono = time.monotonic()
         if pending.checks or mono >= self._next_supervise:
@@ -471,6 +479,7 @@ class Daemon:
             self._process(state, paths, report_unparsed=False)
         self._retry_settled()
         self._check_stuck()
+        self._notify_status()
         if self._notifier.watchdog_interval_s is not None and time.monotonic() >= self._next_ping:
             self._notifier.notify("WATCHDOG=1")
             self._next_ping = time.monotonic() + self._notifier.watchdog_interval_s
@@ -496,7 +505,16 @@ class Daemon:
 
     def _status_line(self) -> str:
         in_flight = sum(1 for r in self.runs if r.in_progress)
-        return f"watching {len(self._roots)} root(s); {in_flight} run(s) in flight"
+        stuck = sum(1 for r in self.runs if r.in_progress and r.stuck)
+        stuck_s = f", {stuck} stuck" if stuck else ""
+        return f"watching {len(self._roots)} root(s); {in_flight} run(s) in flight{stuck_s}"
+
+    def _notify_status(self) -> None:
+        """STATUS= for `systemctl status`, sent when the run table's summary changed."""
+        line = self._status_line()
+        if line != self._last_status:
+            self._last_status = line
+            self._notifier.notify(f"STATUS={line}")
 
     # --- supervision --------------------------------------------------------------------------
 

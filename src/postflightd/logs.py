@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any, Final, Literal, TextIO
 
 import structlog
@@ -35,6 +35,56 @@ def _with_context_keys(
     return event
 
 
+def _drop_none(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    # Console lines are read by a person: `task=None session=None` is noise. JSON lines keep
+    # every context key (a query on `.task` must not find the key missing).
+    for key in [k for k, v in event.items() if v is None]:
+        del event[key]
+    return event
+
+
+#: syslog priorities (sd-daemon(3)) of structlog's method names
+_PRIORITY: Final = {
+    "critical": 2,
+    "exception": 3,
+    "error": 3,
+    "warning": 4,
+    "warn": 4,
+    "info": 6,
+    "debug": 7,
+}
+
+
+def under_journald(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
+    """True when ``stream`` is the journal stream systemd connected ($JOURNAL_STREAM)."""
+    import os
+
+    value = (os.environ if env is None else env).get("JOURNAL_STREAM", "")
+    dev, _, ino = value.partition(":")
+    if not (dev.isdigit() and ino.isdigit()):
+        return False
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+
+
+class _WithPriority:
+    """Prefix each rendered line with ``<N>`` so journald records its priority: then
+    ``journalctl -p warning`` shows stuck runs (journald strips the prefix)."""
+
+    def __init__(self, renderer: Any) -> None:
+        self._renderer = renderer
+
+    def __call__(self, logger: object, method: str, event: MutableMapping[str, Any]) -> str:
+        text = str(self._renderer(logger, method, event))
+        prefix = f"<{_PRIORITY.get(method, 6)}>"
+        return "\n".join(prefix + line for line in text.split("\n"))
+
+
 def resolve_format(fmt: LogFormat, stream: TextIO) -> Literal["json", "console"]:
     if fmt != "auto":
         return fmt
@@ -48,15 +98,19 @@ def configure_logging(
     """Configure structlog for the whole process (called again on SIGHUP, with the new config)."""
     out = stream if stream is not None else sys.stderr
     renderer: Any
-    if resolve_format(fmt, out) == "json":
-        renderer = structlog.processors.JSONRenderer(sort_keys=False, ensure_ascii=False)
-    else:
+    console = resolve_format(fmt, out) == "console"
+    if console:
         renderer = structlog.dev.ConsoleRenderer(colors=out.isatty(), sort_keys=False)
+    else:
+        renderer = structlog.processors.JSONRenderer(sort_keys=False, ensure_ascii=False)
+    if under_journald(out):
+        renderer = _WithPriority(renderer)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             _with_context_keys,
+            *([_drop_none] if console else []),
             structlog.processors.format_exc_info,
             renderer,
         ],
