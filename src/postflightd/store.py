@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import functools
 import os
 import random
@@ -112,6 +111,10 @@ def _open_lock_file(lock_path: Path) -> int:
 
 
 def _try_flock(fd: int, lock_path: Path) -> bool:
+    # Imported here: fcntl is POSIX only, and `scan` and `check-return` import this module
+    # without ever taking the lock.
+    import fcntl
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
