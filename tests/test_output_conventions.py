@@ -308,3 +308,25 @@ def test_no_colour_when_not_a_terminal_unless_asked(
     assert not ANSI.search(capsys.readouterr().out)
     assert main(["scan", str(root), "--color", "always"]) == 1
     assert ANSI.search(capsys.readouterr().out)
+
+
+def test_positions_survive_the_forked_half_of_a_large_scan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PARALLEL_MIN_FILES a second process checks half the files: lines come back too."""
+    from postflightd.pipeline import PARALLEL_MIN_FILES
+
+    root = make_project(tmp_path / "p")
+    doc = researched_doc("1_x")
+    doc["metadata"]["delegation_depth"] = "1"  # PF201, on its own line
+    doc["artifacts"] = []  # PF500 at artifacts: no artifact files to write
+    text = json.dumps(doc, indent=2)
+    line_no = next(i for i, t in enumerate(text.splitlines(), 1) if '"delegation_depth"' in t)
+    count = PARALLEL_MIN_FILES + 2
+    for n in range(1, count + 1):
+        write_meta(root, f"{n}_x", text)
+    monkeypatch.chdir(root)
+    assert main(["scan", "--format", "github", "--select", "PF201"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == count
+    assert all(f",line={line_no},col=5,title=PF201::" in line for line in lines), lines[-1]

@@ -257,7 +257,7 @@ def check_file(
                 "(the metadata file is kept)",
             )
         )
-    kept = with_positions(policy.apply(findings), loaded.raw)
+    kept = policy.apply(findings)
     usable = validation is not None and validation.model is not None
     doc = loaded.doc if isinstance(loaded.doc, dict) else {}
     return FileReport(
@@ -281,14 +281,25 @@ Only = Mapping[Path, frozenset[str]] | None
 
 
 def scan(
-    roots: Iterable[Path], config: Config, policy: Policy, now: datetime, only: Only = None
+    roots: Iterable[Path],
+    config: Config,
+    policy: Policy,
+    now: datetime,
+    only: Only = None,
+    *,
+    positions: bool = False,
 ) -> ScanReport:
-    """Validate every metadata file under each root (SPEC 4, ``scan``)."""
+    """Validate every metadata file under each root (SPEC 4, ``scan``).
+
+    ``positions``: the output needs findings' lines and columns (github, sarif). Reporters
+    find them from the bytes each report keeps; only the files checked in a forked process
+    (whose bytes are not sent back) get them here.
+    """
     report = ScanReport(roots=list(roots), strict=policy.strict)
     for project, refs in _projects(report, config, only):
         if project.state.exists and not project.state.usable:
             report.notes.append(f"{project.root}: {project.state.problem} (PF604)")
-        report.files.extend(_check_all(project, refs, config, policy, now))
+        report.files.extend(_check_all(project, refs, config, policy, now, positions))
     return report
 
 
@@ -328,7 +339,12 @@ PARALLEL_MIN_FILES = 2000
 
 
 def _check_all(
-    project: Project, refs: list[MetaFileRef], config: Config, policy: Policy, now: datetime
+    project: Project,
+    refs: list[MetaFileRef],
+    config: Config,
+    policy: Policy,
+    now: datetime,
+    positions: bool = False,
 ) -> list[FileReport]:
     """check_file for every ref; a large read-only scan uses a forked second process.
 
@@ -346,7 +362,9 @@ def _check_all(
         code = 1
         try:
             os.close(read_fd)
-            rows = [_row(check_file(project, ref, config, policy, now)) for ref in theirs]
+            rows = [
+                _row(check_file(project, ref, config, policy, now), positions) for ref in theirs
+            ]
             with os.fdopen(write_fd, "wb") as out:
                 pickle.dump(rows, out, protocol=pickle.HIGHEST_PROTOCOL)
             code = 0
@@ -373,9 +391,12 @@ _FindingRow = tuple[str, str, str, str, int | None, int | None]
 _Row = tuple[int | None, str | None, str | None, bool, bool, list[_FindingRow]]
 
 
-def _row(report: FileReport) -> _Row:
+def _row(report: FileReport, positions: bool = False) -> _Row:
     """What a scan report needs of a file, as plain values: unpickling dataclasses, paths and
     models costs more than checking the files did."""
+    if positions:
+        # The bytes stay in the child: where each finding is must be found here.
+        report.findings = with_positions(report.findings, report.loaded.raw)
     findings = [
         (f.code, f.severity.value, f.location, f.message, f.line, f.col) for f in report.findings
     ]
