@@ -88,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--limit", type=int, default=200, metavar="N")
     history.add_argument("--root", metavar="DIR", help="only this project root")
     history.add_argument(
-        "--since", metavar="WHEN", help="only since then: a duration back (30m, 2h, 7d) or a date"
+        "--since",
+        metavar="WHEN",
+        help="only since then: a duration back (30m, 2h, 7d), a date, or all",
     )
     history.add_argument(
         "--show", action="store_true", help="print the recorded file content of each row"

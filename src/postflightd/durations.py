@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION: Final = re.compile(r"(\d+)\s*([smhdw])", re.IGNORECASE)
+_PART: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
+_SECONDS: Final = re.compile(r"\d+(?:\.\d+)?")
 
 
 def format_duration(seconds: float | None) -> str:
@@ -28,19 +29,30 @@ def format_duration(seconds: float | None) -> str:
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90s``, ``30m``, ``2h``, ``7d``, ``1w``, or combined (``1d12h``); ValueError otherwise."""
+    """``90s``, ``30m``, ``2h``, ``7d``, ``1w``, combined (``1d12h``), or bare seconds (``90``)
+    (what ``verify --since`` takes too); ValueError otherwise."""
     compact = text.strip()
-    parts = _DURATION.findall(compact)
-    if not parts or _DURATION.sub("", compact).strip():
-        raise ValueError(f"{text!r} is not a duration such as 30m, 2h, 7d or 1d12h")
-    return timedelta(seconds=sum(int(n) * _UNITS[u.lower()] for n, u in parts))
+    if _SECONDS.fullmatch(compact):
+        seconds = float(compact)
+    else:
+        parts = _PART.findall(compact)
+        if not parts or _PART.sub("", compact).strip():
+            raise ValueError(f"{text!r} is not a duration such as 30m, 2h, 7d or 1d12h")
+        seconds = sum(float(n) * _UNITS[u.lower()] for n, u in parts)
+    try:
+        return timedelta(seconds=seconds)
+    except OverflowError:
+        raise ValueError(f"{text!r} is too long a duration") from None
 
 
-def parse_since(text: str, now: datetime) -> datetime:
-    """A point in time: a duration back from ``now`` (``7d``), or an ISO 8601 date or time."""
+def parse_since(text: str, now: datetime) -> datetime | None:
+    """A point in time: a duration back from ``now`` (``7d``), or an ISO 8601 date or time;
+    None for ``all`` (no limit)."""
+    if text.strip().lower() == "all":
+        return None
     try:
         return now - parse_duration(text)
-    except ValueError:
+    except (ValueError, OverflowError):
         pass
     try:
         when = datetime.fromisoformat(text.strip())
