@@ -33,6 +33,7 @@ from typing import Any, Final, TextIO
 import structlog
 
 from postflightd.config import Config
+from postflightd.durations import parse_since
 from postflightd.errors import ExitCode, StateUnusableError, UsageError
 from postflightd.journal import Journal, RecordedChange, TaskChange, format_ts
 from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
@@ -602,25 +603,6 @@ def healing_counts(journal: Journal, root: Path, now: datetime) -> dict[str, Any
 
 # --- the command -------------------------------------------------------------------------------
 
-_DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_UNIT_S: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_duration(text: str) -> timedelta | None:
-    """``90s``, ``10m``, ``24h``, ``7d``, ``2w`` (a bare number: seconds); ``all``: None."""
-    if text.strip().lower() == "all":
-        return None
-    match = _DURATION.match(text)
-    if match is None:
-        raise UsageError(
-            f"--since {text!r}: not a duration; write e.g. 90s, 10m, 24h, 7d, 2w or all"
-        )
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
-    try:
-        return timedelta(seconds=seconds)
-    except OverflowError:
-        raise UsageError(f"--since {text!r}: too long; use all") from None
-
 
 @dataclass(slots=True)
 class VerifyReport:
@@ -733,12 +715,13 @@ def run_verify(
     from postflightd.journal import journal_path
     from postflightd.pipeline import resolve_root
 
-    delta = parse_duration(since_text)
+    try:
+        start = parse_since(since_text, datetime.now(UTC))
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}") from None
     resolved = list(dict.fromkeys(resolve_root(r) for r in roots or ["."]))
     config = load_config(config_path, resolved)
-    now = datetime.now(UTC)
-    start = now - delta if delta is not None else datetime(1970, 1, 1, tzinfo=UTC)
-    since = format_ts(start)
+    since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))
     with Journal.open(journal_path(config.journal.path)) as journal:
         if not journal.enabled:
             raise UsageError(f"the journal cannot be opened: {journal.error}")
