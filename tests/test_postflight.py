@@ -17,6 +17,7 @@ from postflightd.models import MetadataFile
 from postflightd.postflight import (
     UNREPORTED_ERROR_TYPE,
     TodoEdit,
+    TodoLink,
     apply_outcome,
     apply_outcomes,
     error_record,
@@ -46,10 +47,12 @@ def state_with(*tasks: dict[str, Any]) -> dict[str, Any]:
     return {"next_project_number": 1000, "active_projects": list(tasks), "repository_health": {}}
 
 
-def base_state(language: str = "lean4", **extra: Any) -> dict[str, Any]:
+def base_state(
+    language: str = "lean4", status: str = "implementing", **extra: Any
+) -> dict[str, Any]:
     return state_with(
         task_entry(1, "other_task", status="planned"),
-        task_entry(259, "prove_completeness", status="implementing", language=language, **extra),
+        task_entry(259, "prove_completeness", status=status, language=language, **extra),
     )
 
 
@@ -120,6 +123,8 @@ def task_of(state: dict[str, Any], number: int = 259) -> dict[str, Any]:
 
 
 FINAL_STATUSES = ["researched", "planned", "implemented", "partial", "failed", "blocked"]
+#: The task's status while the run that ends with each outcome was under way.
+STARTING_STATUS = {"researched": "researching", "planned": "planning"}
 EXPECTED_STATUS = {
     "researched": "researched",
     "planned": "planned",
@@ -143,7 +148,7 @@ EXPECTED_MARKER = {
 @pytest.mark.parametrize("status", FINAL_STATUSES)
 def test_outcome_table(status: str, language: str) -> None:
     """Each final status sets the status, timestamp, artifacts and errors of SPEC 3's table."""
-    state = base_state(language)
+    state = base_state(language, STARTING_STATUS.get(status, "implementing"))
     before = copy.deepcopy(state)
     applied = apply(state, meta_file(status, language=language))
     assert state == before, "the input document is never mutated"
@@ -179,23 +184,29 @@ def test_implemented_copies_completion_data(language: str) -> None:
     assert applied.todo == TodoEdit(
         task=259,
         marker="COMPLETED",
-        links={
-            "Summary": "[implementation-summary-20260108.md]"
-            f"(specs/{TASK_DIR}/summaries/implementation-summary-20260108.md)"
-        },
+        links=(
+            TodoLink(
+                "Summary",
+                f"specs/{TASK_DIR}/summaries/implementation-summary-20260108.md",
+                "Implementation summary",
+            ),
+        ),
         completed="2026-01-08",
+        task_dir=f"specs/{TASK_DIR}",
     )
 
 
 def test_researched_links_report_as_research() -> None:
     """A report artifact is stored with type research and linked under Research."""
-    applied = apply(base_state(), meta_file("researched"))
+    applied = apply(base_state(status="researching"), meta_file("researched"))
     path = f"specs/{TASK_DIR}/reports/research-001.md"
     assert task_of(applied.state)["artifacts"] == [
         {"type": "research", "path": path, "summary": "Research report with 5 plugin patterns"}
     ]
     assert applied.todo is not None
-    assert applied.todo.links == {"Research": f"[research-001.md]({path})"}
+    summary = "Research report with 5 plugin patterns"
+    assert applied.todo.links == (TodoLink("Research", path, summary),)
+    assert applied.todo.marker == "RESEARCHED"
     assert applied.todo.completed is None
 
 
@@ -237,7 +248,7 @@ def test_failed_and_blocked_link_no_artifacts(status: str) -> None:
     meta = meta_file(status, artifacts=[{"type": "report", "path": "specs/x/r.md"}])
     applied = apply(base_state(), meta)
     assert task_of(applied.state)["artifacts"] == []
-    assert applied.todo is None or applied.todo.links == {}
+    assert applied.todo is None or applied.todo.links == ()
 
 
 def test_failed_needs_no_todo_edit() -> None:
@@ -248,7 +259,7 @@ def test_failed_needs_no_todo_edit() -> None:
 def test_blocked_uses_status_map_and_marks_todo() -> None:
     """blocked maps through status_map, and the TODO marker follows the mapped status."""
     applied = apply_outcome(
-        base_state(),
+        base_state(status="partial"),
         meta_file("blocked"),
         task=259,
         file=FILE,
@@ -256,7 +267,9 @@ def test_blocked_uses_status_map_and_marks_todo() -> None:
         status_map={**STATUS_MAP, "blocked": "not_started"},
     )
     assert task_of(applied.state)["status"] == "not_started"
-    assert applied.todo == TodoEdit(task=259, marker="NOT STARTED", links={}, completed=None)
+    assert applied.todo == TodoEdit(
+        task=259, marker="NOT STARTED", completed=None, task_dir=f"specs/{TASK_DIR}"
+    )
 
 
 def test_status_map_missing_keys_fall_back_to_defaults() -> None:
@@ -294,7 +307,10 @@ def test_partial_links_artifacts_without_marker() -> None:
     doc["artifacts"].append({"type": "summary", "path": "specs/259/summaries/s.md"})
     applied = apply(base_state(), MetadataFile.model_validate(doc))
     assert applied.todo == TodoEdit(
-        task=259, marker=None, links={"Summary": "[s.md](specs/259/summaries/s.md)"}
+        task=259,
+        marker=None,
+        links=(TodoLink("Summary", "specs/259/summaries/s.md"),),
+        task_dir=f"specs/{TASK_DIR}",
     )
 
 
@@ -422,14 +438,14 @@ def test_apply_outcomes_folds_and_numbers_errors() -> None:
         (other, 1, "specs/1_other_task/.return-meta.json"),
         (meta_file("blocked"), 259, FILE),
     ]
-    state = base_state()
+    state = base_state(status="researching")
     new, edits, errors = apply_outcomes(state, items, now=NOW, status_map=STATUS_MAP)
     assert task_of(new)["status"] == "blocked"
     assert "researched" in task_of(new)
     assert task_of(new, 1)["status"] == "planned"
     assert [e.marker for e in edits] == ["RESEARCHED", "BLOCKED"]
     assert len({e["id"] for e in errors}) == len(errors) == 2
-    assert state == base_state()
+    assert state == base_state(status="researching")
 
 
 def test_task_index_matches_find_task() -> None:
@@ -621,7 +637,7 @@ def test_render_hand_formatted_file_splices_only_changed_values() -> None:
         '  "active_projects": [\n'
         "    {\n"
         '      "project_number": 259, "project_name": "prove_completeness",\n'
-        '      "status": "implementing",\n'
+        '      "status": "planning",\n'
         '      "artifacts": [\n'
         '        {"type": "research", "path": "specs/259/reports/r.md", "summary": "R"}\n'
         "      ]\n"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from postflightd.postflight import TodoEdit
+from postflightd.postflight import TodoEdit, TodoLink
 from postflightd.todo import _apply_one_by_one, apply_todo_edit, apply_todo_edits
 
 TODO = """\
@@ -52,8 +52,15 @@ lake build
 **Description**: Zero-padded heading.
 """
 
-RESEARCH_LINK = "[research-002.md](specs/259_prove_completeness/reports/research-002.md)"
-SUMMARY_LINK = "[implementation-summary-20260108.md](specs/259_prove_completeness/summaries/s.md)"
+RESEARCH = "specs/259_prove_completeness/reports/research-002.md"
+RESEARCH_LINK = f"[research-002.md]({RESEARCH})"
+SUMMARY = "specs/259_prove_completeness/summaries/s.md"
+SUMMARY_LINK = f"[s.md]({SUMMARY})"
+OLD_RESEARCH_LINK = "[research-001.md](specs/259_prove_completeness/reports/research-001.md)"
+
+
+def links(*pairs: tuple[str, str]) -> tuple[TodoLink, ...]:
+    return tuple(TodoLink(label, path) for label, path in pairs)
 
 
 def changed_lines(before: str, after: str) -> list[str]:
@@ -62,11 +69,11 @@ def changed_lines(before: str, after: str) -> list[str]:
 
 
 def test_completed_task_gets_marker_links_and_date() -> None:
-    """Status marker replaced, Research replaced, Summary and Completed inserted after it."""
+    """Status marker replaced, Research added to, Summary and Completed inserted after it."""
     edit = TodoEdit(
         task=259,
         marker="COMPLETED",
-        links={"Research": RESEARCH_LINK, "Summary": SUMMARY_LINK},
+        links=links(("Research", RESEARCH), ("Summary", SUMMARY)),
         completed="2026-01-08",
     )
     out = apply_todo_edit(TODO, edit)
@@ -78,18 +85,17 @@ def test_completed_task_gets_marker_links_and_date() -> None:
         "- **Status**: [COMPLETED]\n"
         "- **Priority**: High\n"
         "- **Language**: lean4\n"
-        f"- **Research**: {RESEARCH_LINK}\n"
+        f"- **Research**: {OLD_RESEARCH_LINK}, {RESEARCH_LINK}\n"
         f"- **Summary**: {SUMMARY_LINK}\n"
         "- **Completed**: 2026-01-08\n"
         "\n"
     )
-    old_research = "[research-001.md](specs/259_prove_completeness/reports/research-001.md)"
     assert sorted(changed_lines(TODO, out)) == sorted(
         [
             "-- **Status**: [IMPLEMENTING]\n",
-            f"-- **Research**: {old_research}\n",
+            f"-- **Research**: {OLD_RESEARCH_LINK}\n",
             "+- **Status**: [COMPLETED]\n",
-            f"+- **Research**: {RESEARCH_LINK}\n",
+            f"+- **Research**: {OLD_RESEARCH_LINK}, {RESEARCH_LINK}\n",
             f"+- **Summary**: {SUMMARY_LINK}\n",
             "+- **Completed**: 2026-01-08\n",
         ]
@@ -98,7 +104,7 @@ def test_completed_task_gets_marker_links_and_date() -> None:
 
 def test_number_prefix_of_another_is_not_confused() -> None:
     """Task 25 is not task 259, and editing it leaves 259 alone."""
-    out = apply_todo_edit(TODO, TodoEdit(task=25, marker="RESEARCHED", links={}, completed=None))
+    out = apply_todo_edit(TODO, TodoEdit(task=25, marker="RESEARCHED", completed=None))
     assert out is not None
     assert changed_lines(TODO, out) == [
         "-- **Status**: [NOT STARTED]\n",
@@ -109,7 +115,7 @@ def test_number_prefix_of_another_is_not_confused() -> None:
 
 def test_link_inserted_after_language_when_no_links() -> None:
     """A task without link lines gets the new one after its Language line."""
-    edit = TodoEdit(task=25, marker=None, links={"Plan": "[p.md](specs/25_ci/plans/p.md)"})
+    edit = TodoEdit(task=25, marker=None, links=links(("Plan", "specs/25_ci/plans/p.md")))
     out = apply_todo_edit(TODO, edit)
     assert out is not None
     assert "- **Language**: general\n- **Plan**: [p.md](specs/25_ci/plans/p.md)\n\n" in out
@@ -118,7 +124,7 @@ def test_link_inserted_after_language_when_no_links() -> None:
 
 def test_zero_padded_heading_and_h2_level() -> None:
     """`### 014.` is task 14; its section ends at the next heading of the same or higher level."""
-    edit = TodoEdit(task=14, marker="IMPLEMENTING", links={}, completed=None)
+    edit = TodoEdit(task=14, marker="IMPLEMENTING", completed=None)
     out = apply_todo_edit(TODO, edit)
     assert out is not None
     assert "### 014. Padded number\n- **Status**: [IMPLEMENTING]\n" in out
@@ -138,14 +144,14 @@ def test_heading_in_code_fence_or_front_matter_is_not_a_section() -> None:
     """A `### 5.` line inside a fence is text; a `#` comment in a fence does not end a section."""
     text = "### 1. A\n- **Status**: [PLANNED]\n```\n### 5. not a task\n# comment\n```\n"
     assert apply_todo_edit(text, TodoEdit(task=5, marker="PLANNED")) is None
-    out = apply_todo_edit(text, TodoEdit(task=1, marker=None, links={"Plan": "[p](p)"}))
-    assert out == text.replace("[PLANNED]\n", "[PLANNED]\n- **Plan**: [p](p)\n")
+    out = apply_todo_edit(text, TodoEdit(task=1, marker=None, links=links(("Plan", "d/p"))))
+    assert out == text.replace("[PLANNED]\n", "[PLANNED]\n- **Plan**: [p](d/p)\n")
 
 
 def test_crlf_file_stays_crlf() -> None:
     """Every line of a CRLF file, inserted ones included, ends in CRLF."""
     crlf = TODO.replace("\n", "\r\n")
-    edit = TodoEdit(task=259, marker="COMPLETED", links={"Summary": SUMMARY_LINK}, completed="x")
+    edit = TodoEdit(task=259, marker="COMPLETED", links=links(("Summary", SUMMARY)), completed="x")
     out = apply_todo_edit(crlf, edit)
     assert out is not None
     assert "\n" not in out.replace("\r\n", "")
@@ -156,7 +162,7 @@ def test_crlf_file_stays_crlf() -> None:
 def test_no_trailing_newline_is_kept(cr: str) -> None:
     """A file ending without a newline on the line a new line follows still has none."""
     text = f"# TODO{cr}\n{cr}\n### 3. Last{cr}\n- **Status**: [PLANNED]"
-    edit = TodoEdit(task=3, marker="COMPLETED", links={}, completed="2026-01-08")
+    edit = TodoEdit(task=3, marker="COMPLETED", completed="2026-01-08")
     out = apply_todo_edit(text, edit)
     assert out == f"# TODO{cr}\n{cr}\n### 3. Last{cr}\n- **Status**: [COMPLETED]{cr}\n" + (
         "- **Completed**: 2026-01-08"
@@ -189,7 +195,7 @@ def test_existing_link_to_same_target_is_left_alone() -> None:
     """A Research line that already links the report (maybe among others) is not rewritten."""
     line = "- **Research**: [r1.md](specs/2/r1.md), [r2.md](specs/2/r2.md)"
     text = f"### 2. T\n- **Status**: [RESEARCHING]\n{line}\n"
-    edit = TodoEdit(task=2, marker="RESEARCHED", links={"Research": "[r2.md](specs/2/r2.md)"})
+    edit = TodoEdit(task=2, marker="RESEARCHED", links=links(("Research", "specs/2/r2.md")))
     out = apply_todo_edit(text, edit)
     assert out == text.replace("[RESEARCHING]", "[RESEARCHED]")
 
@@ -199,11 +205,7 @@ def test_same_edit_twice_is_idempotent() -> None:
     edit = TodoEdit(
         task=259,
         marker="COMPLETED",
-        links={
-            "Research": RESEARCH_LINK,
-            "Plan": "[p.md](specs/259/p.md)",
-            "Summary": SUMMARY_LINK,
-        },
+        links=links(("Research", RESEARCH), ("Plan", "specs/259/p.md"), ("Summary", SUMMARY)),
         completed="2026-01-08",
     )
     once = apply_todo_edit(TODO, edit)
@@ -239,7 +241,9 @@ def test_bytes_outside_the_section_never_change(
     lines = [*prefix, "### 9. Task", "- **Status**: [PLANNED]", *suffix]
     eol = "\r\n" if crlf else "\n"
     text = eol.join(lines) + (eol if final_newline else "")
-    edit = TodoEdit(task=9, marker="COMPLETED", links={"Plan": "[p](q)"}, completed="2026-01-08")
+    edit = TodoEdit(
+        task=9, marker="COMPLETED", links=links(("Plan", "d/q")), completed="2026-01-08"
+    )
     out = apply_todo_edit(text, edit)
     assert out is not None
     head = eol.join(prefix)
@@ -250,7 +254,7 @@ def test_bytes_outside_the_section_never_change(
         [
             "### 9. Task",
             "- **Status**: [COMPLETED]",
-            "- **Plan**: [p](q)",
+            "- **Plan**: [q](d/q)",
             "- **Completed**: 2026-01-08",
         ]
     )
@@ -267,10 +271,10 @@ def one_by_one(text: str, edits: list[TodoEdit]) -> tuple[str, list[int]]:
 
 def test_batch_edits_several_tasks_and_reports_missing_ones() -> None:
     edits = [
-        TodoEdit(task=25, marker="RESEARCHED", links={"Research": "[r.md](specs/25/r.md)"}),
+        TodoEdit(task=25, marker="RESEARCHED", links=links(("Research", "specs/25/r.md"))),
         TodoEdit(task=7, marker="PLANNED"),
         TodoEdit(task=259, marker="COMPLETED", completed="2026-01-08"),
-        TodoEdit(task=25, marker="PLANNED", links={"Plan": "[p.md](specs/25/p.md)"}),
+        TodoEdit(task=25, marker="PLANNED", links=links(("Plan", "specs/25/p.md"))),
         TodoEdit(task=7, marker="COMPLETED"),
         TodoEdit(task=14, marker="IMPLEMENTING"),
     ]
@@ -294,22 +298,31 @@ def test_nested_sections_apply_in_order() -> None:
     """A task section holding another task's: the outer one's fields may be the inner's lines."""
     text = "## 1. Epic\nintro\n### 2. Sub\n- **Status**: [PLANNED]\n### 3. Sub\n## 4. Next\n"
     edits = [
-        TodoEdit(task=2, marker="RESEARCHED", links={"Research": "[r](r)"}),
-        TodoEdit(task=1, marker="COMPLETED", links={"Plan": "[p](p)"}),
+        TodoEdit(task=2, marker="RESEARCHED", links=links(("Research", "d/r"))),
+        TodoEdit(task=1, marker="COMPLETED", links=links(("Plan", "d/p"))),
         TodoEdit(task=3, marker="PLANNED", completed="2026-01-08"),
-        TodoEdit(task=2, links={"Summary": "[s](s)"}, marker=None),
+        TodoEdit(task=2, links=links(("Summary", "d/s")), marker=None),
     ]
     assert apply_todo_edits(text, edits) == one_by_one(text, edits)
 
 
-def test_line_break_in_a_value_takes_the_slow_path() -> None:
+def test_a_line_break_in_a_value_never_makes_a_heading() -> None:
+    """Defence in depth: a path with a line break is never linked; a marker or date with one
+    is written on one line. No edit can create a heading or change the line endings."""
     edits = [
-        TodoEdit(task=25, marker=None, links={"Plan": "[p](a\n### 99. New)"}),
+        TodoEdit(task=25, marker=None, links=links(("Plan", "specs/25/a\n### 99. New.md"))),
+        TodoEdit(task=25, marker="PLAN\r\nNED", completed="2026-01-08\n### 98. X"),
         TodoEdit(task=99, marker="PLANNED"),
     ]
     out, missing = apply_todo_edits(TODO, edits)
     assert (out, missing) == one_by_one(TODO, edits)
-    assert missing == []
+    assert missing == [99]
+    assert "99. New" not in out
+    assert "\n### 98" not in out
+    assert [line for line in changed_lines(TODO, out) if line.startswith("+")] == [
+        "+- **Status**: [PLAN  NED]\n",
+        "+- **Completed**: 2026-01-08 ### 98. X\n",
+    ]
 
 
 _TITLE = st.sampled_from(["Task", "Fix it", "", "Add `x`"])
@@ -323,6 +336,13 @@ _FIELD_LINE = st.sampled_from(
         "- **Language**: lean4",
         "  - **Research**: [r.md](specs/r.md)",
         "- **Plan**: [p.md](specs/p.md)",
+        "- **Research**:",
+        "  - [r.md](7_x/reports/r.md) \u2014 a report",
+        "- **Artifacts**:",
+        "  - reports/r.md",
+        "- **Research Report**: [specs/p2.md]",
+        "- **Summaries**: [s.md](specs/s.md), [t.md](t.md)",
+        "- **Plan**: TBD",
         "- **Summary**: [s.md](specs/s.md)",
         "- **Completed**: 2025-12-31",
         "- **Priority**: High",
@@ -360,16 +380,25 @@ def todo_files(draw: st.DrawFn) -> str:
     return eol.join(lines) + (eol if draw(st.booleans()) else "")
 
 
+_LINKS = st.lists(
+    st.builds(
+        TodoLink,
+        label=st.sampled_from(["Research", "Plan", "Summary"]),
+        path=st.sampled_from(
+            ["specs/r.md", "specs/p2.md", "a b.md", "specs/7_x/reports/r.md", "r.md", "s/x\ny"]
+        ),
+        summary=st.sampled_from([None, "", "a summary", "x\r\n### 5. y"]),
+    ),
+    max_size=3,
+).map(tuple)
+
 _EDIT = st.builds(
     TodoEdit,
     task=_NUMBER,
     marker=st.sampled_from([None, "COMPLETED", "PLANNED", "RESEARCHED"]),
-    links=st.dictionaries(
-        st.sampled_from(["Research", "Plan", "Summary"]),
-        st.sampled_from(["[r.md](specs/r.md)", "[p2.md](specs/p2.md)", "[s.md](<a b.md>)"]),
-        max_size=3,
-    ),
+    links=_LINKS,
     completed=st.sampled_from([None, "2026-01-08"]),
+    task_dir=st.sampled_from([None, "specs/7_x", "specs"]),
 )
 
 

@@ -40,8 +40,11 @@ RULES: dict[str, Rule] = {
         Rule("PF203", E, "status is completed: must be researched, planned or implemented"),
         Rule("PF204", W, "artifact type is not report/plan/summary/implementation"),
         Rule("PF205", W, "unknown field (kept)"),
-        Rule("PF206", E, "a required text field is empty or blank"),
-        Rule("PF207", W, "a field the schema asks for is missing, but postflight does not need it"),
+        Rule("PF206", E, "a text field is blank (error where postflight needs it, else warning)"),
+        Rule(
+            "PF207", W, "a field the schema asks for is missing or blank, not needed by postflight"
+        ),
+        Rule("PF208", W, "an artifact given as a plain path string (type from its folder)"),
         Rule("PF300", E, "in_progress without started_at"),
         Rule("PF301", E, "started_at is not ISO 8601, or lies more than 5 minutes in the future"),
         Rule("PF302", W, "in_progress or partial without partial_progress"),
@@ -63,7 +66,11 @@ RULES: dict[str, Rule] = {
         Rule("PF405", E, "session_id differs from the expected session"),
         Rule("PF406", E, "duration_seconds negative"),
         Rule("PF500", E, "success status with no artifacts (a phantom operation)"),
-        Rule("PF501", E, "artifact path absolute, or resolving outside the project root"),
+        Rule(
+            "PF501",
+            E,
+            "artifact path absolute, outside the root, a URI, too long or with control characters",
+        ),
         Rule("PF502", E, "artifact file does not exist (warning for non-success statuses)"),
         Rule("PF503", E, "artifact file is empty (warning for non-success statuses)"),
         Rule("PF504", W, "the same artifact path listed twice"),

@@ -8,9 +8,10 @@ in the generated JSON Schema: a missing one is a PF207 warning, not a parse fail
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Final
+from pathlib import PurePosixPath
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
 class Status(StrEnum):
@@ -36,6 +37,22 @@ TROUBLE_STATUSES: Final = frozenset({Status.PARTIAL, Status.FAILED, Status.BLOCK
 
 ARTIFACT_TYPES: Final = ("report", "plan", "summary", "implementation")
 MAX_DELEGATION_DEPTH: Final = 3
+
+#: The folder an artifact given as a plain path string lies in -> its type (SPEC 3, PF208).
+TYPE_BY_FOLDER: Final = {"reports": "report", "plans": "plan", "summaries": "summary"}
+
+
+def type_from_folder(path: str) -> str | None:
+    """The type of a plain-string artifact: ``specs/14_x/reports/r.md`` -> ``report``."""
+    return TYPE_BY_FOLDER.get(PurePosixPath(path.replace("\\", "/")).parent.name)
+
+
+def _artifact_from_path(value: Any) -> Any:
+    """A plain path string read as ``{"path": ..., "type": <from its folder>}`` (PF208)."""
+    if not isinstance(value, str):
+        return value
+    kind = type_from_folder(value)
+    return {"path": value} if kind is None else {"path": value, "type": kind}
 
 
 def _schema_requires(*names: str) -> Any:
@@ -104,17 +121,36 @@ class ReportedError(_Open):
     recommendation: str | None = None
 
 
+def _artifacts_schema(schema: dict[str, Any]) -> None:
+    """The schema accepts what the model accepts: an artifact object or a plain path string."""
+    schema["required"] = list(schema.get("required", []))
+    artifacts = schema.get("properties", {}).get("artifacts")
+    if isinstance(artifacts, dict) and "items" in artifacts:
+        artifacts["items"] = {
+            "anyOf": [
+                artifacts["items"],
+                {
+                    "type": "string",
+                    "description": (
+                        "A plain path, read as {path} with its type from its folder "
+                        "(reports/, plans/, summaries/); reported as PF208. Prefer the object."
+                    ),
+                },
+            ]
+        }
+
+
 class MetadataFile(_Open):
     """``specs/{N}_{SLUG}/.return-meta.json``."""
 
     model_config = ConfigDict(
         title="postflightd .return-meta.json",
-        json_schema_extra=_schema_requires(),
+        json_schema_extra=_artifacts_schema,
     )
 
     # Lax on this one field only: strict mode would want a Status instance, not the JSON string.
     status: Status = Field(strict=False)
-    artifacts: list[Artifact]
+    artifacts: list[Annotated[Artifact, BeforeValidator(_artifact_from_path)]]
     metadata: Metadata
     next_steps: str | None = None
     started_at: str | None = Field(default=None, description="ISO 8601; required for in_progress")

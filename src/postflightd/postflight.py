@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import copy
 import json
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import PurePosixPath
+from pathlib import PurePosixPath, PureWindowsPath
 from typing import Any, Final, NamedTuple
 
 from postflightd.models import Artifact, MetadataFile, Status
@@ -47,27 +48,65 @@ UNREPORTED_ERROR_TYPE: Final = "unreported_error"
 #: Metadata artifact type -> the type task lists use (they say "research", not "report").
 _STORED_TYPE: Final[Mapping[str, str]] = {"report": "research"}
 
-#: Stored artifact type -> TODO.md link label.
+#: Artifact type (as written, or as stored) -> the TODO.md label it is linked under (SPEC 3,
+#: "Decided from a real client's history"). Other types are stored in state.json only.
 LINK_LABELS: Final[Mapping[str, str]] = {
+    "report": "Research",
     "research": "Research",
+    "research_report": "Research",
     "plan": "Plan",
+    "implementation_plan": "Plan",
     "summary": "Summary",
+    "implementation_summary": "Summary",
 }
+
+#: The statuses a task moves through, in order: an outcome never moves a task backwards
+#: along it (SPEC 3). Statuses off this line (blocked, partial, abandoned, ...) have no place.
+STATUS_LINE: Final = (
+    "not_started",
+    "researching",
+    "researched",
+    "planning",
+    "planned",
+    "implementing",
+    "completed",
+)
+_LINE_RANK: Final[Mapping[str, int]] = {status: rank for rank, status in enumerate(STATUS_LINE)}
+
+#: SPEC 3: a TODO.md link is at most this long (longer paths are PF501).
+MAX_LINK_CHARS: Final = 4096
 
 _COMPLETION_KEYS: Final = ("completion_summary", "roadmap_items", "claudemd_suggestions")
 
 
 @dataclass(frozen=True, slots=True)
+class TodoLink:
+    """One artifact to link in TODO.md: under ``label``, by its root-relative ``path``."""
+
+    #: "Research", "Plan" or "Summary"
+    label: str
+    #: relative to the project root, as in state.json (``todo.py`` writes it in the form the
+    #: section already uses: relative to the root, to the specs directory or the task's)
+    path: str
+    #: the artifact's summary, for sub-lists whose items end in " — summary"
+    summary: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TodoEdit:
-    """What TODO.md needs for one task: a status marker, link lines, a completion date."""
+    """What TODO.md needs for one task: a status marker, links to add, a completion date."""
 
     task: int
     #: e.g. "COMPLETED" (no brackets); None leaves the Status line alone.
     marker: str | None
-    #: label -> markdown link, e.g. {"Research": "[research-001.md](specs/259_x/reports/...)"}
-    links: Mapping[str, str] = field(default_factory=dict)
+    #: every linked artifact of the outcome, in the file's order; links accumulate: one
+    #: already in the section (in any form) is left as it is, none is ever removed.
+    links: tuple[TodoLink, ...] = ()
     #: "YYYY-MM-DD" for the "- **Completed**:" line, or None.
     completed: str | None = None
+    #: the task directory relative to the root (``specs/259_x``): links written relative to
+    #: it or to its parent (the specs directory) are recognised as the same artifact.
+    task_dir: str | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -114,10 +153,16 @@ def stored_artifact(artifact: Artifact) -> dict[str, Any]:
 
 
 def markdown_link(path: str) -> str:
-    """``[name](path)``; a target with spaces or parentheses is wrapped in ``<>`` (CommonMark)."""
+    """``[name](path)``; a target with spaces or parentheses is wrapped in ``<>`` (CommonMark).
+
+    Backslashes, brackets and angle brackets are escaped, so no path can end the link early
+    or turn the rest of the line into markup (``todo.py`` reads them back).
+    """
     name = PurePosixPath(path).name or path
-    name = name.replace("[", r"\[").replace("]", r"\]")
-    target = f"<{path}>" if re.search(r"[\s()<>]", path) else path
+    name = re.sub(r"([\\\[\]])", r"\\\1", name)
+    target = path.replace("\\", "\\\\")
+    if re.search(r"[\s()<>]", path):
+        target = "<" + re.sub(r"([<>])", r"\\\1", target) + ">"
     return f"[{name}]({target})"
 
 
@@ -187,23 +232,45 @@ def _phases_completed(meta: MetadataFile) -> int | None:
     return meta.metadata.phases_completed
 
 
+def link_label(artifact_type: str | None) -> str | None:
+    """The TODO.md label an artifact of this type is linked under, or None (not linked)."""
+    return LINK_LABELS.get(artifact_type) if artifact_type is not None else None
+
+
+def _task_dir(file: str) -> str | None:
+    """The task directory of a root-relative metadata file path (None for an absolute one)."""
+    parent = posixpath.dirname(file)
+    if not parent or file.startswith("/") or PureWindowsPath(file).is_absolute():
+        return None
+    return parent
+
+
 def _todo_edit(
-    task: int, meta: MetadataFile, new_status: str | None, now: datetime
+    task: int, meta: MetadataFile, marker: str | None, file: str, now: datetime
 ) -> TodoEdit | None:
-    links: dict[str, str] = {}
+    links: list[TodoLink] = []
     if meta.status in LINKING_STATUSES:
         for artifact in meta.artifacts:
-            kind = stored_artifact(artifact).get("type")
-            label = LINK_LABELS.get(kind) if isinstance(kind, str) else None
+            label = link_label(artifact.type)
             if label is not None:
-                links[label] = markdown_link(artifact.path)  # the last of each type wins
+                links.append(TodoLink(label, artifact.path, artifact.summary))
     edit = TodoEdit(
         task=task,
-        marker=todo_marker(new_status) if new_status is not None else None,
-        links=links,
+        marker=marker,
+        links=tuple(links),
         completed=_utc(now).date().isoformat() if meta.status is Status.IMPLEMENTED else None,
+        task_dir=_task_dir(file),
     )
     return None if edit.is_empty else edit
+
+
+def moves_backwards(current: object, new: str) -> bool:
+    """Setting a task at ``current`` to ``new`` would move it back along ``STATUS_LINE``."""
+    if not isinstance(current, str):
+        return False
+    rank = _LINE_RANK.get(current.strip().lower().replace(" ", "_"))
+    new_rank = _LINE_RANK.get(new.strip().lower().replace(" ", "_"))
+    return rank is not None and new_rank is not None and new_rank < rank
 
 
 def _severity(status: Status) -> str:
@@ -236,18 +303,19 @@ def _outcome_errors(
                 f"The agent ended with status {meta.status.value!r} without reporting any "
                 f"error, so the cause is unknown.{details}",
                 n=first_n,
-                suggested_action=meta.next_steps
+                suggested_action=(meta.next_steps or "").strip()
                 or "Read the agent's session output to find the cause, then re-run the operation.",
                 **common,
             )
         ]
     return [
         error_record(
-            error.type or meta.status.value,
+            (error.type or "").strip() or meta.status.value,
             error.message,
             n=first_n + offset,
             recoverable=error.recoverable if error.recoverable is not None else True,
-            suggested_action=error.recommendation or meta.next_steps or "",
+            suggested_action=(error.recommendation or "").strip()
+            or (meta.next_steps or "").strip(),
             **common,
         )
         for offset, error in enumerate(meta.errors)
@@ -288,7 +356,12 @@ def apply_outcome(
     new_status: str | None = None
     if status in DEFAULT_STATUS_MAP:
         new_status = status_map.get(status.value, DEFAULT_STATUS_MAP[status])
-        entry["status"] = new_status
+        if moves_backwards(entry.get("status"), new_status):
+            # A follow-up research on a planned task: its artifacts are still linked and its
+            # timestamp set below, but status and TODO.md marker stay (SPEC 3).
+            new_status = None
+        else:
+            entry["status"] = new_status
     stamp = iso_timestamp(now)
     if status in TIMESTAMP_FIELDS:
         entry[TIMESTAMP_FIELDS[status]] = stamp
@@ -319,7 +392,9 @@ def apply_outcome(
         new_state["active_projects"] = new_projects
     return Applied(
         state=new_state,
-        todo=_todo_edit(task, meta, new_status, now),
+        todo=_todo_edit(
+            task, meta, todo_marker(new_status) if new_status is not None else None, file, now
+        ),
         errors=errors,
         changed=changed,
     )

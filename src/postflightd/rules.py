@@ -30,7 +30,9 @@ from postflightd.models import (
     TROUBLE_STATUSES,
     MetadataFile,
     Status,
+    type_from_folder,
 )
+from postflightd.postflight import MAX_LINK_CHARS, markdown_link
 
 SESSION_RE: Final = re.compile(r"sess_\d+_[a-z0-9]{6}")
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
@@ -312,28 +314,78 @@ def _unknown_fields(doc: dict[str, Any]) -> Iterator[Finding]:
             yield from check(item, f"{kind}[]", f"{kind}[{i}]")
 
 
+#: Schema-asked text that postflight can do without: blank counts as missing (PF207).
+_SPARE_METADATA: Final = ("agent_type", "delegation_depth", "delegation_path")
+_SPARE_ARTIFACT: Final = ("type", "summary")
+_SPARE_ERROR: Final = ("type", "recoverable", "recommendation")
+
+
+def _absent(value: object) -> bool:
+    return value is None or is_blank(value)
+
+
+def _spare(obj: dict[str, Any], keys: Sequence[str], prefix: str) -> Iterator[Finding]:
+    """PF207 for each schema-asked key of ``obj`` that is missing, or blank text."""
+    for key in keys:
+        value = obj.get(key)
+        if value is None:
+            yield finding("PF207", f"{prefix}.{key}", f"{prefix}.{key} is missing; add it")
+        elif is_blank(value):
+            yield finding(
+                "PF207", f"{prefix}.{key}", f"{prefix}.{key} is blank; fill it in (the schema asks)"
+            )
+
+
+def _optional_blank(doc: dict[str, Any]) -> Iterator[Finding]:
+    """PF206 at warning severity: optional text given but blank (postflight does not need it)."""
+    if is_blank(doc.get("next_steps")):
+        yield finding(
+            "PF206",
+            "next_steps",
+            "next_steps is blank: say what comes next, or leave it out",
+            Severity.WARNING,
+        )
+    lists = (
+        ("metadata", "delegation_path", get_list(get_object(doc, "metadata"), "delegation_path")),
+        (
+            "completion_data",
+            "roadmap_items",
+            get_list(get_object(doc, "completion_data"), "roadmap_items"),
+        ),
+    )
+    for parent, key, items in lists:
+        for i, item in enumerate(items or []):
+            if is_blank(item):
+                loc = f"{parent}.{key}[{i}]"
+                yield finding(
+                    "PF206", loc, f"{loc} is blank: fill it in or remove it", Severity.WARNING
+                )
+
+
 def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
-    """PF206 (blank needed text) and PF207 (schema field missing that postflight can spare)."""
+    """PF206 (blank text) and PF207 (schema field missing or blank that postflight can spare).
+
+    Blank text is judged like a missing field: an error where postflight needs the field
+    (PF206), a PF207 warning where the schema asks for it but postflight can do without, and
+    a PF206 warning for optional text given blank.
+    """
     for parent, key in _NEEDED_TEXT:
         if is_blank((get_object(doc, parent) or {}).get(key)):
             yield finding("PF206", f"{parent}.{key}", f"{parent}.{key} is blank: fill it in")
     meta = get_object(doc, "metadata")
     if meta is not None:
-        for key in ("agent_type", "delegation_depth", "delegation_path"):
-            if meta.get(key) is None:
-                yield finding(
-                    "PF207", f"metadata.{key}", f"metadata.{key} is missing; the schema asks for it"
-                )
+        yield from _spare(meta, _SPARE_METADATA, "metadata")
     for i, art in enumerate(get_list(doc, "artifacts") or []):
+        if isinstance(art, str):
+            # A plain path string (PF208): its missing type and summary are said there.
+            if is_blank(art):
+                yield finding("PF206", f"artifacts[{i}]", "artifact path is blank")
+            continue
         if not isinstance(art, dict):
             continue
         if is_blank(art.get("path")):
             yield finding("PF206", f"artifacts[{i}].path", "artifact path is blank")
-        for key in ("type", "summary"):
-            if art.get(key) is None:
-                yield finding(
-                    "PF207", f"artifacts[{i}].{key}", f"artifacts[{i}].{key} is missing; add it"
-                )
+        yield from _spare(art, _SPARE_ARTIFACT, f"artifacts[{i}]")
     for i, err in enumerate(get_list(doc, "errors") or []):
         if not isinstance(err, dict):
             continue
@@ -341,11 +393,8 @@ def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
             yield finding(
                 "PF206", f"errors[{i}].message", "error message is blank: say what failed"
             )
-        for key in ("type", "recoverable", "recommendation"):
-            if err.get(key) is None:
-                yield finding(
-                    "PF207", f"errors[{i}].{key}", f"errors[{i}].{key} is missing; add it"
-                )
+        yield from _spare(err, _SPARE_ERROR, f"errors[{i}]")
+    yield from _optional_blank(doc)
 
 
 # --- status-dependent rules (PF3xx) --------------------------------------------------------
@@ -535,29 +584,39 @@ def _artifact_rules(
     disk_severity = Severity.ERROR if status.is_success else Severity.WARNING
     seen: set[str] = set()
     for i, art in enumerate(artifacts):
-        if not isinstance(art, dict):
-            continue
-        loc = f"artifacts[{i}]"
-        kind = get_str(art, "type")
-        if kind is not None and kind not in ARTIFACT_TYPES:
-            note = "read as report" if kind == "research" else "linked as written"
+        if isinstance(art, str):
+            loc = f"artifacts[{i}]"
+            kind = type_from_folder(art)
             yield finding(
-                "PF204",
-                f"{loc}.type",
-                f"artifact type {kind!r} is not one of {', '.join(ARTIFACT_TYPES)} ({note})",
+                "PF208",
+                loc,
+                f'artifact {art!r} is a plain path string: read as {{"path": ...}}'
+                + (f' of type "{kind}" (from its folder)' if kind else " with no type (not linked)")
+                + '; write {"type": ..., "path": ..., "summary": ...}',
             )
-        path = get_str(art, "path")
+            path: str | None = art
+        elif isinstance(art, dict):
+            loc = f"artifacts[{i}]"
+            kind = get_str(art, "type")
+            if kind is not None and kind not in ARTIFACT_TYPES:
+                note = "read as report" if kind == "research" else "linked as written"
+                yield finding(
+                    "PF204",
+                    f"{loc}.type",
+                    f"artifact type {kind!r} is not one of {', '.join(ARTIFACT_TYPES)} ({note})",
+                )
+            path = get_str(art, "path")
+            loc = f"{loc}.path"
+        else:
+            continue
         if not path or not path.strip():
             continue
         if path in seen:
-            yield finding("PF504", f"{loc}.path", f"artifact {path!r} is listed twice")
+            yield finding("PF504", loc, f"artifact {path!r} is listed twice")
         seen.add(path)
-        if _lexically_outside(path):
-            yield finding(
-                "PF501",
-                f"{loc}.path",
-                f"artifact path {path!r} must be relative to the project root and stay inside it",
-            )
+        unsafe = unsafe_path(path)
+        if unsafe is not None:
+            yield finding("PF501", loc, f"artifact path {_shown(path)} {unsafe}")
             continue
         if probe is None:
             continue
@@ -565,25 +624,23 @@ def _artifact_rules(
         if state is ArtifactState.OUTSIDE:
             yield finding(
                 "PF501",
-                f"{loc}.path",
+                loc,
                 f"artifact path {path!r} resolves outside the project root (through a symlink)",
             )
         elif state is ArtifactState.MISSING:
             yield finding(
                 "PF502",
-                f"{loc}.path",
+                loc,
                 f"artifact {path!r} does not exist: write it, or fix the path "
                 "(relative to the project root)",
                 disk_severity,
             )
         elif state is ArtifactState.NOT_A_FILE:
-            yield finding(
-                "PF502", f"{loc}.path", f"artifact {path!r} is not a regular file", disk_severity
-            )
+            yield finding("PF502", loc, f"artifact {path!r} is not a regular file", disk_severity)
         elif state is ArtifactState.EMPTY:
             yield finding(
                 "PF503",
-                f"{loc}.path",
+                loc,
                 f"artifact {path!r} is empty: write its content",
                 disk_severity,
             )
@@ -591,6 +648,33 @@ def _artifact_rules(
 
 _DRIVE_RE: Final = re.compile(r"[A-Za-z]:[\\/]")
 _SEPARATORS_RE: Final = re.compile(r"[\\/]+")
+#: C0, DEL and C1 control characters, and the Unicode line separators (SPEC 3).
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: ``javascript:``, ``file:``, ``https:``, ... (a drive letter is caught as absolute first)
+_SCHEME_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def unsafe_path(path: str) -> str | None:
+    """Why an artifact path cannot be linked safely (PF501), or None.
+
+    Checked on the text alone, before the disk is asked: a path that escapes the root, holds
+    a control character (it could break a TODO.md line), names a URI scheme (a link to
+    ``javascript:`` is not a file) or makes a link longer than SPEC 3 allows.
+    """
+    if _CONTROL_RE.search(path):
+        return "holds a control character (CR, LF, NUL, ...): name the file plainly"
+    if _lexically_outside(path):
+        return "must be relative to the project root and stay inside it"
+    if _SCHEME_RE.match(path):
+        return "is a URI, not a path relative to the project root"
+    if len(markdown_link(path)) > MAX_LINK_CHARS:
+        return f"is too long: a TODO.md link is at most {MAX_LINK_CHARS:,} characters"
+    return None
+
+
+def _shown(path: str) -> str:
+    """``path`` quoted for a message, cut short when long (control characters escaped)."""
+    return repr(path if len(path) <= 200 else path[:200] + "...")
 
 
 def _lexically_outside(path: str) -> bool:

@@ -12,11 +12,13 @@ so 1,000 edits to a 1,000-task TODO.md cost about as much as reading it.
 
 from __future__ import annotations
 
+import posixpath
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
-from postflightd.postflight import TodoEdit
+from postflightd.postflight import MAX_LINK_CHARS, TodoEdit, TodoLink, markdown_link
 
 _HEADING: Final = re.compile(r"^(#{1,6})[ \t]+(?:(\d+)\.(?:[ \t]|$))?")
 _FENCE: Final = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
@@ -31,7 +33,47 @@ _FIRST_CHARS: Final = frozenset({"#", "`", "~", " ", "\t"})
 
 #: Where new lines go, in this order, and which existing lines they follow.
 _LINK_ORDER: Final = ("Research", "Plan", "Summary", "Completed")
-_ANCHORS: Final = frozenset({"status", "language", *(label.lower() for label in _LINK_ORDER)})
+
+#: Link labels real task lists use (lower case, single spaces) -> the label they stand for.
+#: ``Artifacts`` is one list for every type (form E of ``examples/todo-forms.md``).
+_LINK_KINDS: Final[Mapping[str, str]] = {
+    "research": "Research",
+    "research report": "Research",
+    "research reports": "Research",
+    "report": "Research",
+    "reports": "Research",
+    "plan": "Plan",
+    "plans": "Plan",
+    "implementation plan": "Plan",
+    "implementation plans": "Plan",
+    "summary": "Summary",
+    "summaries": "Summary",
+    "implementation summary": "Summary",
+    "implementation summaries": "Summary",
+    "artifacts": "Artifacts",
+    "artifact": "Artifacts",
+}
+_ANCHORS: Final = frozenset({"status", "language", "completed", *_LINK_KINDS})
+
+#: ``[text]`` not preceded by a backslash, optionally followed by ``(target)``/``(<target>)``.
+_LINK: Final = re.compile(
+    r"(?<!\\)\[((?:\\.|[^\[\]\\])*)\]"
+    r"(?:\((<(?:\\.|[^<>\\])*>|(?:\\.|[^\s()\\])*)\))?"
+)
+#: A plain path written without brackets (form E's ``reports/research-001.md``).
+_PLAIN_PATH: Final = re.compile(r"[^\s\[\]()<>,]*/[^\s\[\]()<>,]+")
+_ITEM: Final = re.compile(r"^([ \t]+[-*+][ \t]+)")
+#: What separates an item's link from its description (form A: `` — summary``).
+_SUFFIX: Final = re.compile(r"^([ \t]+[\u2014\u2013-][ \t]+)\S")
+_ESCAPED: Final = re.compile(r"\\(.)")
+#: Control characters (C0, DEL, C1) and the Unicode line separators: never written.
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: A value that stands for "no link yet" and may be replaced by the first link.
+_PLACEHOLDERS: Final = frozenset(
+    {"", "-", "\u2014", "none", "(none)", "none yet", "n/a", "na", "tbd", "todo", "pending"}
+)
+#: Longest artifact summary copied after a sub-list item's link.
+_MAX_SUMMARY: Final = 200
 
 
 def _body_start(lines: list[str]) -> int:
@@ -106,6 +148,129 @@ def _field(line: str) -> re.Match[str] | None:
     return _FIELD.match(line.rstrip("\r"))
 
 
+def _inline(value: str) -> str:
+    """``value`` with every control character and line separator made a space: nothing an
+    edit writes can start a line (a heading, a fence) or change the line endings."""
+    return _CONTROL.sub(" ", value)
+
+
+def _unescape(text: str) -> str:
+    return _ESCAPED.sub(r"\1", text)
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """One link as a section writes it."""
+
+    #: the target as written (unescaped): relative to the root, the specs or the task dir
+    target: str
+    #: "link" ``[name](target)``, "bare" ``[target]`` or "plain" ``target``
+    style: str
+    #: where the link ends in the text it was found in
+    end: int
+
+
+def _links_in(text: str) -> list[_Written]:
+    """The links of a field value or sub-list item, in order."""
+    found: list[_Written] = []
+    for match in _LINK.finditer(text):
+        label, target = match.group(1, 2)
+        if target is not None:
+            if target.startswith("<"):
+                target = target[1:-1]
+            found.append(_Written(_unescape(target), "link", match.end()))
+        else:
+            bare = _unescape(label)
+            # `[specs/036_x/reports/r.md]` is a link (form D); `[x]` or `[see notes]` is not.
+            if bare and not any(c.isspace() for c in bare) and ("/" in bare or "." in bare):
+                found.append(_Written(bare, "bare", match.end()))
+    if found or "[" in text:
+        return found
+    offset = 0
+    for part in text.split(","):
+        words = part.split()
+        if words and _PLAIN_PATH.fullmatch(words[0]):
+            found.append(_Written(words[0], "plain", offset + part.index(words[0]) + len(words[0])))
+        offset += len(part) + 1
+    return found
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+@dataclass(slots=True)
+class _LinkField:
+    """A link label line of a section and the block of lines below it (its sub-list)."""
+
+    kind: str  # "Research", "Plan", "Summary" or "Artifacts"
+    line: int
+    #: the last line of the block (the label line itself when it has no sub-list)
+    last: int
+    #: the block's list items
+    items: list[int]
+
+
+class _Paths:
+    """How a section's link targets map to root-relative paths, and back."""
+
+    def __init__(self, task_dir: str | None) -> None:
+        task = posixpath.normpath(task_dir) if task_dir else None
+        specs = posixpath.dirname(task) if task else None
+        self.task_prefix = f"{task}/" if task else None
+        self.specs_prefix = f"{specs}/" if specs else None
+
+    def same(self, target: str) -> set[str]:
+        """The root-relative paths a written target may stand for (SPEC 3: relative to the
+        root, to the specs directory or, in an Artifacts list, to the task directory)."""
+        paths = {_norm(target)}
+        if self.specs_prefix is not None:
+            paths.add(_norm(self.specs_prefix + target))
+        if self.task_prefix is not None:
+            paths.add(_norm(self.task_prefix + target))
+        return paths
+
+    def form(self, target: str) -> str:
+        """ "root", "specs" or "task": which directory a written target is relative to."""
+        if self.specs_prefix is None or target.startswith(self.specs_prefix):
+            return "root"
+        first = target.lstrip("./").split("/", 1)[0]
+        if first[:1].isdigit() and "_" in first:
+            return "specs"  # starts with a task directory, `081_witness_theorem/...`
+        return "task"
+
+    def written(self, path: str, form: str) -> str:
+        """``path`` (root-relative) written relative to the directory of ``form``."""
+        prefix = self.task_prefix if form == "task" else self.specs_prefix
+        if form != "root" and prefix is not None and path.startswith(prefix):
+            return path[len(prefix) :]
+        if form == "task" and self.specs_prefix and path.startswith(self.specs_prefix):
+            return path  # another task's artifact: the full path says which one it is
+        return path
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path.replace("\\", "/")) if path else path
+
+
+def _render(path: str, style: str) -> str:
+    if style == "bare":
+        return "[" + re.sub(r"([\\\[\]])", r"\\\1", path) + "]"
+    if style == "plain" and _PLAIN_PATH.fullmatch(path):
+        return path
+    return markdown_link(path)
+
+
+def _safe(link: TodoLink) -> bool:
+    """Defence in depth (rules.py refuses such paths as PF501): a path that could break the
+    line or the link is never written."""
+    return (
+        bool(link.path)
+        and not _CONTROL.search(link.path)
+        and len(markdown_link(link.path)) <= MAX_LINK_CHARS
+    )
+
+
 class _Section:
     """The lines of one task's section, edited in place."""
 
@@ -118,14 +283,47 @@ class _Section:
         self.cr = cr
         #: the last line of ``lines`` is the file's last line (``lines`` may be one chunk)
         self.at_eof = at_eof
-        #: where ``_insert`` put a line, if it did
-        self.inserted: int | None = None
-        #: lower-case label -> index of its first field line in the section
+        #: where lines were inserted, in order (each index as of its insertion)
+        self.inserted: list[int] = []
+        #: lower-case label (single spaces) -> index of its first field line in the section
         self.fields: dict[str, int] = {}
-        for index in range(start + 1, end):
+        #: field line index -> index of the last line of its block
+        self.blocks: dict[int, int] = {}
+        self._scan()
+
+    def _scan(self) -> None:
+        self.fields = {}
+        self.blocks = {}
+        lines, end = self.lines, self.end
+        index = self.start + 1
+        while index < end:
             match = _field(lines[index])
-            if match is not None:
-                self.fields.setdefault(match.group(2).strip().lower(), index)
+            if match is None:
+                index += 1
+                continue
+            self.fields.setdefault(" ".join(match.group(2).lower().split()), index)
+            # The block: the lines below, indented deeper, up to a blank or shallower line.
+            depth = _indent(lines[index])
+            last = index
+            while (
+                last + 1 < end
+                and lines[last + 1].strip()
+                and _indent(lines[last + 1]) > depth
+                and _field(lines[last + 1]) is None
+            ):
+                last += 1
+            self.blocks[index] = last
+            index = last + 1
+
+    def link_fields(self) -> list[_LinkField]:
+        found: list[_LinkField] = []
+        for index, last in self.blocks.items():
+            match = _field(self.lines[index])
+            kind = _LINK_KINDS.get(" ".join(match.group(2).lower().split())) if match else None
+            if kind is not None:
+                items = [i for i in range(index + 1, last + 1) if _ITEM.match(self.lines[i])]
+                found.append(_LinkField(kind, index, last, items))
+        return found
 
     def value(self, label: str) -> str | None:
         index = self.fields.get(label.lower())
@@ -135,77 +333,163 @@ class _Section:
     def set(self, label: str, value: str) -> None:
         """Replace the value of the label's line, or insert the line when there is none."""
         index = self.fields.get(label.lower())
-        match = _field(self.lines[index]) if index is not None else None
-        if index is None or match is None:
-            self._insert(label, value)
-            return
+        if index is None:
+            self._insert_field(label, value)
+        else:
+            self._set_line(index, value)
+
+    def _set_line(self, index: int, value: str) -> None:
         line = self.lines[index]
+        match = _field(line)
+        assert match is not None  # callers pass field lines
         ending = "\r" if line.endswith("\r") else ""
         prefix, name, separator, space = match.group(1, 2, 3, 4)
         self.lines[index] = f"{prefix}{name}{separator}{space or ' '}{value}{ending}"
 
-    def _insert(self, label: str, value: str) -> None:
-        """Insert ``- **label**: value`` after the Status/Language/link lines."""
+    def _insert_field(self, label: str, value: str) -> None:
+        """Insert ``- **label**: value`` after the Status/Language/link lines (and their
+        sub-lists)."""
         anchors = [index for key, index in self.fields.items() if key in _ANCHORS]
         after = max(anchors or self.fields.values() or [self.start])
         model = _field(self.lines[after])
         prefix, separator = ("- **", "**:") if model is None else model.group(1, 3)
-        new_line = f"{prefix}{label}{separator} {value}"
-        if self.at_eof and after == len(self.lines) - 1:
-            # The file ends on that line without a newline: the new line becomes the last one.
-            self.lines[after] += self.cr
+        line = f"{prefix}{_inline(label)}{separator} {value}"
+        self._insert_line(self.blocks.get(after, after) + 1, line)
+
+    def _insert_line(self, at: int, text: str) -> None:
+        """Insert ``text`` as a new line before line ``at``."""
+        if self.at_eof and at == len(self.lines):
+            # The file ends on the line before without a newline: the new line becomes the last.
+            self.lines[at - 1] += self.cr
         else:
-            new_line += self.cr
-        self.lines.insert(after + 1, new_line)
-        self.fields = {k: i + 1 if i > after else i for k, i in self.fields.items()}
-        self.fields[label.lower()] = after + 1
+            text += self.cr
+        self.lines.insert(at, text)
         self.end += 1
-        self.inserted = after + 1
+        self.inserted.append(at)
+        self._scan()
+
+    def add_links(self, links: Sequence[TodoLink], paths: _Paths) -> None:
+        """Add every link not yet in the section's link fields, in the form they use."""
+        linked: set[str] = set()
+        last_written: _Written | None = None
+        for field in self.link_fields():
+            for index in range(field.line, field.last + 1):
+                line = self.lines[index].rstrip("\r")
+                text = _field_value(line) if index == field.line else _item_text(line)
+                for written in _links_in(text):
+                    linked |= paths.same(written.target)
+                    last_written = written
+        for link in links:
+            path = _norm(link.path)
+            if not _safe(link) or path in linked:
+                continue
+            self._add_link(link, path, paths, last_written)
+            linked.add(path)
+
+    def _add_link(self, link: TodoLink, path: str, paths: _Paths, default: _Written | None) -> None:
+        fields = self.link_fields()
+        field = next((f for f in fields if f.kind == link.label), None)
+        if field is None:
+            field = next((f for f in fields if f.kind == "Artifacts"), None)
+        if field is None:
+            style = default.style if default is not None and default.style != "plain" else "link"
+            form = paths.form(default.target) if default is not None else "root"
+            self._insert_field(link.label, _render(paths.written(path, form), style))
+            return
+        if field.items:
+            self._append_item(field, link, path, paths)
+            return
+        line = self.lines[field.line].rstrip("\r")
+        value = _field_value(line)
+        on_line = _links_in(value)
+        if not on_line:
+            form = paths.form(default.target) if default is not None else "root"
+            new = _render(paths.written(path, form), "link")
+            if value.strip().lower() in _PLACEHOLDERS:
+                self._set_line(field.line, new)
+            else:
+                self._set_line(field.line, f"{value.rstrip()}, {new}")
+            return
+        model = on_line[-1]
+        new = _render(paths.written(path, paths.form(model.target)), model.style)
+        self._set_line(field.line, f"{value[: model.end]}, {new}{value[model.end :]}")
+
+    def _append_item(self, field: _LinkField, link: TodoLink, path: str, paths: _Paths) -> None:
+        """A new item after the block's last line: indented and bulleted like the last item,
+        its link in the form and style of the first one (the list's own; later items may be
+        another task's artifacts), with a `` — summary`` when the items have one."""
+        texts: list[str] = []
+        for index in field.items:
+            line = self.lines[index].rstrip("\r")
+            texts.append(line[_item_start(line) :])
+        bullet = _ITEM.match(self.lines[field.items[-1]])
+        assert bullet is not None  # items are the block's lines that match _ITEM
+        first = next((written[0] for text in texts if (written := _links_in(text))), None)
+        form = paths.form(first.target) if first is not None else "root"
+        style = first.style if first is not None else "link"
+        item = bullet.group(1) + _render(paths.written(path, form), style)
+        summary = " ".join(_inline(link.summary or "").split())
+        separator = next((s for text in texts if (s := _suffix(text)) is not None), None)
+        if separator is not None and summary:
+            if len(summary) > _MAX_SUMMARY:
+                summary = summary[: _MAX_SUMMARY - 1].rstrip() + "\u2026"
+            item += separator + re.sub(r"([\\`*_\[\]<>])", r"\\\1", summary)
+        self._insert_line(field.last + 1, item)
+
+
+def _item_start(line: str) -> int:
+    bullet = _ITEM.match(line)
+    return bullet.end() if bullet is not None else 0
+
+
+def _suffix(text: str) -> str | None:
+    """The separator between an item's link and its description (`` — ``), if it has one."""
+    written = _links_in(text)
+    match = _SUFFIX.match(text[written[0].end :]) if written else None
+    return match.group(1) if match is not None else None
+
+
+def _field_value(line: str) -> str:
+    match = _field(line)
+    return match.group(5) if match is not None else ""
+
+
+def _item_text(line: str) -> str:
+    return line[_item_start(line) :].strip()
 
 
 def _edit_section(section: _Section, edit: TodoEdit) -> list[int]:
     """Apply ``edit`` to ``section``; the indexes where lines were inserted, in order."""
-    inserted: list[int] = []
-
-    def put(label: str, value: str) -> None:
-        section.inserted = None
-        section.set(label, value)
-        if section.inserted is not None:
-            inserted.append(section.inserted)
-
+    section.inserted = []
     if edit.marker is not None:
-        marker = f"[{edit.marker}]"
+        marker = f"[{_inline(edit.marker)}]"
         current = section.value("Status")
         old = _MARKER.search(current) if current is not None else None
         if current is None or not current.strip():
-            put("Status", marker)
+            section.set("Status", marker)
         elif old is None:
-            put("Status", f"{marker} {current}")
+            section.set("Status", f"{marker} {current}")
         else:
-            put("Status", current[: old.start()] + marker + current[old.end() :])
-    values = dict(edit.links)
+            section.set("Status", current[: old.start()] + marker + current[old.end() :])
+    # Research, then Plan, then Summary: new label lines come in the seeds' order.
+    links = sorted(edit.links, key=lambda link: _order(link.label))
+    section.add_links(links, _Paths(edit.task_dir))
     if edit.completed is not None:
-        values["Completed"] = edit.completed
-    for label in sorted(values, key=lambda name: (name not in _LINK_ORDER, _order(name))):
-        current = section.value(label)
-        if current is None or not _already_linked(current, values[label]):
-            put(label, values[label])
-    return inserted
+        completed = _inline(edit.completed)
+        current = section.value("Completed")
+        if current is None or current.strip() != completed:
+            section.set("Completed", completed)
+    return list(section.inserted)
+
+
+def _order(label: str) -> int:
+    return _LINK_ORDER.index(label) if label in _LINK_ORDER else len(_LINK_ORDER)
 
 
 def apply_todo_edit(text: str, edit: TodoEdit) -> str | None:
     """``text`` with ``edit`` applied to its task's section; None when it has no section."""
     new, missing = apply_todo_edits(text, [edit])
     return None if missing else new
-
-
-def _edit_values(edit: TodoEdit) -> list[str]:
-    values = [*edit.links.values()]
-    if edit.marker is not None:
-        values.append(edit.marker)
-    if edit.completed is not None:
-        values.append(edit.completed)
-    return values
 
 
 def _apply_one_by_one(text: str, edits: Sequence[TodoEdit]) -> tuple[str, list[int]]:
@@ -230,9 +514,6 @@ def apply_todo_edits(text: str, edits: Sequence[TodoEdit]) -> tuple[str, list[in
     ``apply_todo_edit`` gives, in time linear in the file: edits only ever change or add
     field lines, never headings or fences, so the sections found once stay the sections.
     """
-    if any("\n" in value or "\r" in value for edit in edits for value in _edit_values(edit)):
-        # A value that brings a line break could add headings or change the line endings.
-        return _apply_one_by_one(text, edits)
     lines = text.split("\n")
     spans = _index(lines)
     cr = "\r" if "\r\n" in text else ""
@@ -301,13 +582,3 @@ def _edit_nested(
             for other in local.values():
                 other[0] += other[0] >= at
                 other[1] += other[1] >= at
-
-
-def _order(label: str) -> int:
-    return _LINK_ORDER.index(label) if label in _LINK_ORDER else len(_LINK_ORDER)
-
-
-def _already_linked(current: str, link: str) -> bool:
-    """The line already links this target (it may list several reports): leave it as it is."""
-    target = re.search(r"\]\((.*)\)$", link)
-    return current.strip() == link or (target is not None and f"({target.group(1)})" in current)
