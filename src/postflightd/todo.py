@@ -325,6 +325,14 @@ class _Section:
                 found.append(_LinkField(kind, index, last, items))
         return found
 
+    def written_links(self) -> Iterator[_Written]:
+        """Every link of the link fields (label lines and their sub-lists), in order."""
+        for field in self.link_fields():
+            for index in range(field.line, field.last + 1):
+                line = self.lines[index].rstrip("\r")
+                text = _field_value(line) if index == field.line else _item_text(line)
+                yield from _links_in(text)
+
     def value(self, label: str) -> str | None:
         index = self.fields.get(label.lower())
         match = _field(self.lines[index]) if index is not None else None
@@ -372,13 +380,9 @@ class _Section:
         """Add every link not yet in the section's link fields, in the form they use."""
         linked: set[str] = set()
         last_written: _Written | None = None
-        for field in self.link_fields():
-            for index in range(field.line, field.last + 1):
-                line = self.lines[index].rstrip("\r")
-                text = _field_value(line) if index == field.line else _item_text(line)
-                for written in _links_in(text):
-                    linked |= paths.same(written.target)
-                    last_written = written
+        for written in self.written_links():
+            linked |= paths.same(written.target)
+            last_written = written
         for link in links:
             path = _norm(link.path)
             if not _safe(link) or path in linked:
@@ -582,3 +586,15 @@ def _edit_nested(
             for other in local.values():
                 other[0] += other[0] >= at
                 other[1] += other[1] >= at
+
+
+def section_links(text: str, task: int, task_dir: str | None = None) -> list[set[str]] | None:
+    """The links of the task's link fields (label lines and their sub-lists), in order: for
+    each, the root-relative paths it may stand for. None when TODO.md has no such section."""
+    lines = text.split("\n")
+    found = _section(lines, task)
+    if found is None:
+        return None
+    section = _Section(lines, *found, cr="")
+    paths = _Paths(task_dir)
+    return [paths.same(written.target) for written in section.written_links()]
