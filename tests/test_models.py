@@ -141,3 +141,45 @@ def test_seed004_examples_validate_against_the_generated_schema() -> None:
     for path in examples:
         errors = list(validator.iter_errors(json.loads(path.read_text(encoding="utf-8"))))
         assert errors == [], path.name
+
+
+def test_plain_string_artifacts_are_read_with_their_folder_type() -> None:
+    """`"artifacts": ["specs/..."]` parses (PF208 says so): type from the folder, else none."""
+    doc = researched_doc()
+    doc["artifacts"] = [
+        "specs/14_x/reports/r.md",
+        "specs/14_x/plans/p.md",
+        "specs/14_x/summaries/s.md",
+        "src/main.py",
+        {"type": "plan", "path": "specs/14_x/plans/q.md", "summary": "Q"},
+    ]
+    model = MetadataFile.model_validate(doc)
+    assert [(a.path, a.type, a.summary) for a in model.artifacts] == [
+        ("specs/14_x/reports/r.md", "report", None),
+        ("specs/14_x/plans/p.md", "plan", None),
+        ("specs/14_x/summaries/s.md", "summary", None),
+        ("src/main.py", None, None),
+        ("specs/14_x/plans/q.md", "plan", "Q"),
+    ]
+    for bad in (3, None, ["x"], True):
+        doc["artifacts"] = [bad]
+        with pytest.raises(ValidationError):
+            MetadataFile.model_validate(doc)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("jsonschema") is None,
+    reason="the jsonschema package is not installed (not a project dependency)",
+)
+def test_schema_accepts_plain_string_artifacts_and_nothing_else() -> None:
+    """The schema accepts what the model accepts: objects or path strings, not numbers."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(json_schema())
+    doc = researched_doc()
+    doc["artifacts"] = ["specs/14_x/reports/r.md", doc["artifacts"][0]]
+    assert list(validator.iter_errors(doc)) == []
+    doc["artifacts"] = [3]
+    assert list(validator.iter_errors(doc)) != []
+    doc["artifacts"] = [{"type": "report", "summary": "no path"}]
+    assert list(validator.iter_errors(doc)) != []

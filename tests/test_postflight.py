@@ -872,3 +872,127 @@ def test_render_fast_task_splice_equals_the_full_walk(
     ]
     # Two tasks changed: a handful of lines, nothing else of the 300 tasks.
     assert 0 < len(changed) < 20
+
+
+# --- SPEC 3, decided from a real client's history -------------------------------------------
+
+
+def test_every_artifact_is_linked_under_its_label() -> None:
+    """All artifacts of the file are linked, in order; long type names too; others are not."""
+    kinds = [
+        ("report", "reports/a.md", "Research"),
+        ("research", "reports/b.md", "Research"),
+        ("research_report", "reports/c.md", "Research"),
+        ("plan", "plans/a.md", "Plan"),
+        ("implementation_plan", "plans/b.md", "Plan"),
+        ("summary", "summaries/a.md", "Summary"),
+        ("implementation_summary", "summaries/b.md", "Summary"),
+        ("implementation", "src/x.py", None),
+        ("notes", "notes/n.md", None),
+    ]
+    meta = meta_file(
+        "partial",
+        artifacts=[{"type": t, "path": f"specs/{TASK_DIR}/{p}", "summary": t} for t, p, _ in kinds],
+    )
+    applied = apply(base_state(), meta)
+    assert applied.todo is not None
+    assert applied.todo.links == tuple(
+        TodoLink(label, f"specs/{TASK_DIR}/{p}", t) for t, p, label in kinds if label is not None
+    )
+    stored = [a["type"] for a in task_of(applied.state)["artifacts"]]
+    assert stored == ["research", *[t for t, _, _ in kinds[1:]]]
+
+
+@pytest.mark.parametrize(
+    ("current", "outcome", "expected_status", "marker"),
+    [
+        ("implementing", "researched", "implementing", None),
+        ("planned", "researched", "planned", None),
+        ("completed", "researched", "completed", None),
+        ("completed", "planned", "completed", None),
+        ("implementing", "planned", "implementing", None),
+        ("planning", "researched", "planning", None),
+        # forwards, or the same place: the table as written
+        ("researched", "researched", "researched", "RESEARCHED"),
+        ("researching", "planned", "planned", "PLANNED"),
+        ("completed", "implemented", "completed", "COMPLETED"),
+        # from blocked, partial, not_started or an off-line status: the table as written
+        ("blocked", "researched", "researched", "RESEARCHED"),
+        ("partial", "researched", "researched", "RESEARCHED"),
+        ("not_started", "planned", "planned", "PLANNED"),
+        ("abandoned", "researched", "researched", "RESEARCHED"),
+        ("on_hold", "researched", "researched", "RESEARCHED"),
+        # blocked is off the line: a blocked outcome blocks even a completed task
+        ("completed", "blocked", "blocked", "BLOCKED"),
+        # written in another case or with a space: still on the line
+        ("Implementing", "researched", "Implementing", None),
+        ("not started", "researched", "researched", "RESEARCHED"),
+    ],
+)
+def test_a_task_never_moves_backwards(
+    current: str, outcome: str, expected_status: str, marker: str | None
+) -> None:
+    """Behind the current status: linked, stamped, status and marker left alone (SPEC 3)."""
+    applied = apply(base_state(status=current), meta_file(outcome))
+    task = task_of(applied.state)
+    assert task["status"] == expected_status
+    assert task["last_updated"] == STAMP
+    assert task["session_id"] == NEW_SESSION
+    if field_name := EXPECTED_TIMESTAMP.get(outcome):
+        assert task[field_name] == STAMP
+    assert [a["path"] for a in task["artifacts"]] == [
+        a["path"] for a in meta_doc(outcome)["artifacts"]
+    ]
+    todo_marker_ = applied.todo.marker if applied.todo is not None else None
+    assert todo_marker_ == marker
+
+
+def test_status_map_to_an_earlier_status_does_not_move_back() -> None:
+    """The rule holds for the mapped status, whatever status_map says."""
+    applied = apply_outcome(
+        base_state(status="implementing"),
+        meta_file("blocked"),
+        task=259,
+        file=FILE,
+        now=NOW,
+        status_map={**STATUS_MAP, "blocked": "planning"},
+    )
+    assert task_of(applied.state)["status"] == "implementing"
+    assert applied.todo is None
+
+
+def test_todo_edit_names_the_task_directory() -> None:
+    """Relative link forms are resolved against the file's task directory (None if absolute)."""
+    meta = meta_file("researched")
+    for file, task_dir in [
+        (FILE, f"specs/{TASK_DIR}"),
+        (f".claude/specs/{TASK_DIR}/.return-meta.json", f".claude/specs/{TASK_DIR}"),
+        (f"/abs/specs/{TASK_DIR}/.return-meta.json", None),
+        (".return-meta.json", None),
+    ]:
+        applied = apply_outcome(
+            base_state(), meta, task=259, file=file, now=NOW, status_map=STATUS_MAP
+        )
+        assert applied.todo is not None
+        assert applied.todo.task_dir == task_dir, file
+
+
+def test_markdown_link_escapes_what_would_end_it() -> None:
+    """Brackets, angle brackets and backslashes cannot end the link or start markup."""
+    assert markdown_link("specs/a]b[c.md") == r"[a\]b\[c.md](specs/a]b[c.md)"
+    assert markdown_link("specs/a b>c.md") == r"[a b>c.md](<specs/a b\>c.md>)"
+    assert markdown_link("specs/a\\b.md") == r"[a\\b.md](specs/a\\b.md)"
+
+
+def test_blank_next_steps_and_recommendation_fall_back() -> None:
+    """Blank text is not copied into errors.json as advice (PF206/PF207 report it)."""
+    doc = meta_doc("failed", next_steps="  ")
+    doc["errors"][0]["recommendation"] = " "
+    doc["errors"][0]["type"] = ""
+    applied = apply(base_state(), MetadataFile.model_validate(doc))
+    record = applied.errors[0]
+    assert record["recovery"]["suggested_action"] == ""
+    assert record["type"] == "failed"
+    doc.pop("errors")
+    applied = apply(base_state(), MetadataFile.model_validate(doc))
+    assert applied.errors[0]["recovery"]["suggested_action"].startswith("Read the agent's")

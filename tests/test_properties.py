@@ -233,3 +233,125 @@ def test_check_file_on_disk_never_raises(tmp_path: Path, content: bytes, marker:
         and report.validation.model is not None
         and not any(f.severity is Severity.ERROR for f in report.findings)
     )
+
+
+# --- links accumulate (SPEC 3): any run of outcomes, any real TODO.md form ----------------------
+
+_TASK_DIR = "specs/7_x"
+#: every path keeps its type (as an object; as a plain string the folder gives the type)
+_POOL: dict[str, str] = {
+    "reports/r1.md": "report",
+    "reports/r2.md": "research_report",
+    "plans/p1.md": "plan",
+    "plans/p2.md": "implementation_plan",
+    "summaries/s1.md": "summary",
+    "summaries/s2.md": "implementation_summary",
+    "src/x.py": "implementation",
+    "misc/notes.txt": "notes",
+}
+_LINKED_TYPES = frozenset(
+    {"research", "plan", "summary", "research_report", "implementation_plan"}
+    | {"implementation_summary"}
+)
+#: starting link lines, each with the linked artifacts state.json lists for them
+_START_FORMS: list[tuple[str, list[dict[str, str]]]] = [
+    ("", []),
+    ("- **Research**: [n.md](specs/7_x/reports/n.md)\n", [{"type": "research", "path": "n"}]),
+    (
+        "- **Research**:\n  - [n.md](7_x/reports/n.md) \u2014 notes\n",
+        [{"type": "research", "path": "n"}],
+    ),
+    ("- **Artifacts**:\n  - reports/n.md\n", [{"type": "research", "path": "n"}]),
+    (
+        "- **Research Report**: [specs/7_x/reports/n.md]\n- **Summaries**:\n",
+        [{"type": "research", "path": "n"}],
+    ),
+    ("- **Implementation Plan**: TBD\n- **Summary**:\n", []),
+]
+_OUTCOME = st.tuples(
+    st.sampled_from(["researched", "planned", "implemented", "partial", "failed", "blocked"]),
+    st.lists(st.tuples(st.sampled_from(sorted(_POOL)), st.booleans()), max_size=4),
+)
+
+
+def _outcome_doc(status: str, artifacts: list[tuple[str, bool]]) -> dict[str, Any]:
+    listed: list[Any] = []
+    for path, as_string in artifacts:
+        full = f"{_TASK_DIR}/{path}"
+        listed.append(full if as_string else {"type": _POOL[path], "path": full, "summary": "s"})
+    doc: dict[str, Any] = {
+        "status": status,
+        "artifacts": listed,
+        "metadata": {"session_id": "sess_1770000000_abc123", "agent_type": "a"},
+    }
+    if status == "implemented":
+        doc["completion_data"] = {"completion_summary": "done"}
+    return doc
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    start=st.sampled_from(_START_FORMS),
+    status=st.sampled_from(["not_started", "researching", "planned", "implementing", "blocked"]),
+    outcomes=st.lists(_OUTCOME, max_size=6),
+    crlf=st.booleans(),
+)
+def test_links_accumulate_and_match_state(
+    start: tuple[str, list[dict[str, str]]],
+    status: str,
+    outcomes: list[tuple[str, list[tuple[str, bool]]]],
+    crlf: bool,
+) -> None:
+    """No outcome drops a link or links a path twice; TODO.md links exactly state.json's
+    linked artifacts; the batch (fast) path equals the one-by-one path; statuses never go
+    back along the line."""
+    from postflightd.models import MetadataFile
+    from postflightd.postflight import STATUS_LINE, apply_outcome
+    from postflightd.todo import _apply_one_by_one, apply_todo_edits, section_links
+
+    lines, artifacts = start
+    eol = "\r\n" if crlf else "\n"
+    todo = (
+        "# TODO\n\n### 8. Before\n- **Status**: [PLANNED]\n\n"
+        f"### 7. Task\n- **Status**: [{status.upper()}]\n- **Language**: python\n{lines}\n"
+        "Description.\n\n### 6. After\n- **Plan**: [p.md](specs/6_y/plans/p.md)\n"
+    ).replace("\n", eol)
+    known = [{**a, "path": f"{_TASK_DIR}/reports/n.md"} for a in artifacts]
+    state: dict[str, Any] = {
+        "active_projects": [{"project_number": 7, "status": status, "artifacts": known}]
+    }
+    edits = []
+    for outcome_status, listed in outcomes:
+        meta = MetadataFile.model_validate(_outcome_doc(outcome_status, listed))
+        before_links = section_links(todo, 7, _TASK_DIR)
+        before_status = state["active_projects"][0]["status"]
+        applied = apply_outcome(
+            state, meta, task=7, file=f"{_TASK_DIR}/.return-meta.json", now=NOW, status_map={}
+        )
+        state = applied.state
+        after_status = state["active_projects"][0]["status"]
+        if before_status in STATUS_LINE and after_status in STATUS_LINE:
+            assert STATUS_LINE.index(after_status) >= STATUS_LINE.index(before_status)
+        if applied.todo is not None:
+            edits.append(applied.todo)
+            todo, missing = apply_todo_edits(todo, [applied.todo])
+            assert missing == []
+        links = section_links(todo, 7, _TASK_DIR)
+        assert before_links is not None
+        assert links is not None
+        for link in before_links:
+            assert link in links, "a link was dropped"
+        paths = [
+            a["path"]
+            for a in state["active_projects"][0]["artifacts"]
+            if a.get("type") in _LINKED_TYPES
+        ]
+        assert len(links) == len(paths)
+        for path in paths:
+            assert sum(path in link for link in links) == 1, path
+        assert todo.startswith(f"# TODO{eol}{eol}### 8. Before{eol}- **Status**: [PLANNED]{eol}")
+        assert todo.endswith(
+            f"Description.{eol}{eol}### 6. After{eol}- **Plan**: [p.md](specs/6_y/plans/p.md){eol}"
+        )
+    original = todo
+    assert apply_todo_edits(original, edits) == _apply_one_by_one(original, edits)

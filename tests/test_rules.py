@@ -140,7 +140,7 @@ def test_seed_examples_have_no_findings(doc: dict[str, Any]) -> None:
 
 
 def test_every_finding_uses_the_registry_severity_unless_a_rule_downgrades() -> None:
-    """Findings carry a code from RULES and, except PF502/PF503, its default severity."""
+    """Findings carry a code from RULES and, except PF206/PF502/PF503, its default severity."""
     doc = researched_doc()
     doc["status"] = "partial"
     doc["artifacts"].append({"type": "bogus", "path": "missing.md"})
@@ -149,7 +149,7 @@ def test_every_finding_uses_the_registry_severity_unless_a_rule_downgrades() -> 
     assert result.findings
     for f in result.findings:
         assert f.code in RULES
-        if f.code not in {"PF502", "PF503"}:
+        if f.code not in {"PF206", "PF502", "PF503"}:
             assert f.severity is RULES[f.code].severity
 
 
@@ -374,6 +374,127 @@ def test_pf207_schema_field_postflight_can_spare_is_a_warning(mutate: Any, loc: 
     assert result.model is not None
 
 
+@pytest.mark.parametrize(
+    ("mutate", "loc"),
+    [
+        (lambda d: d["metadata"].update(agent_type="   "), "metadata.agent_type"),
+        (lambda d: d["artifacts"][0].update(summary=""), "artifacts[0].summary"),
+        (lambda d: d["artifacts"][0].update(type=" "), "artifacts[0].type"),
+        (
+            lambda d: d.update(
+                errors=[{"message": "m", "type": "\t", "recoverable": True, "recommendation": "r"}]
+            ),
+            "errors[0].type",
+        ),
+        (
+            lambda d: d.update(
+                errors=[{"message": "m", "type": "t", "recoverable": True, "recommendation": ""}]
+            ),
+            "errors[0].recommendation",
+        ),
+    ],
+)
+def test_pf207_blank_text_postflight_can_spare_counts_as_missing(mutate: Any, loc: str) -> None:
+    """Blank schema-asked text that postflight does not need: a PF207 warning, applied."""
+    doc = researched_doc()
+    mutate(doc)
+    result = run(doc)
+    finding = only(result, "PF207")
+    assert finding.location == loc
+    assert "blank" in finding.message
+    assert finding.severity is Severity.WARNING
+    assert result.model is not None
+    assert "PF206" not in codes(result)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "loc"),
+    [
+        (lambda d: d.update(next_steps="  "), "next_steps"),
+        (
+            lambda d: d["metadata"].update(delegation_path=["orchestrator", "", "a"]),
+            "metadata.delegation_path[1]",
+        ),
+    ],
+)
+def test_pf206_blank_optional_text_is_a_warning(mutate: Any, loc: str) -> None:
+    """Optional text given blank: PF206 at warning severity (postflight does not need it)."""
+    doc = researched_doc()
+    mutate(doc)
+    result = run(doc)
+    finding = only(result, "PF206")
+    assert finding.location == loc
+    assert finding.severity is Severity.WARNING
+
+
+def test_pf206_blank_roadmap_item_is_a_warning() -> None:
+    doc = implemented_doc()
+    doc["completion_data"]["roadmap_items"] = ["Configure LSP", ""]
+    finding = only(run(doc), "PF206")
+    assert finding.location == "completion_data.roadmap_items[1]"
+    assert finding.severity is Severity.WARNING
+
+
+# --- PF208: plain-string artifacts ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("folder", "kind"),
+    [("reports", "report"), ("plans", "plan"), ("summaries", "summary"), ("notes", None)],
+)
+def test_pf208_plain_string_artifact_is_read_with_its_folder_type(
+    folder: str, kind: str | None
+) -> None:
+    """A plain path string is a PF208 warning, read as {path} with the type from its folder."""
+    doc = researched_doc()
+    path = f"specs/{TASK_DIR}/{folder}/r.md"
+    doc["artifacts"] = [path]
+    result = run(doc)
+    finding = only(result, "PF208")
+    assert finding.location == "artifacts[0]"
+    assert finding.severity is Severity.WARNING
+    assert codes(result) == ["PF208"], "no PF207 on top: PF208 says it"
+    assert result.model is not None
+    artifact = result.model.artifacts[0]
+    assert (artifact.path, artifact.type, artifact.summary) == (path, kind, None)
+
+
+@pytest.mark.parametrize(
+    ("path", "code", "disk"),
+    [
+        ("../outside.md", "PF501", None),
+        ("javascript:alert(1)", "PF501", None),
+        ("specs/x/r\n### 1. X.md", "PF501", None),
+        ("specs/259_prove_completeness/reports/gone.md", "PF502", ArtifactState.MISSING),
+        ("specs/259_prove_completeness/reports/empty.md", "PF503", ArtifactState.EMPTY),
+    ],
+)
+def test_pf208_every_pf5xx_rule_still_checks_the_path(
+    path: str, code: str, disk: ArtifactState | None
+) -> None:
+    doc = researched_doc()
+    doc["artifacts"] = [path]
+    result = run(doc, disk={path: disk} if disk is not None else {})
+    assert only(result, code).location == "artifacts[0]"
+    assert only(result, code).severity is Severity.ERROR
+
+
+def test_pf208_blank_string_and_duplicates() -> None:
+    doc = researched_doc()
+    first = doc["artifacts"][0]["path"]
+    doc["artifacts"] += [first, " "]
+    result = run(doc)
+    assert only(result, "PF504").location == "artifacts[1]"
+    blank = only(result, "PF206")
+    assert (blank.location, blank.severity) == ("artifacts[2]", Severity.ERROR)
+
+
+def test_pf201_artifact_neither_object_nor_string() -> None:
+    doc = researched_doc()
+    doc["artifacts"] = [3]
+    assert only(run(doc), "PF201").location == "artifacts[0]"
+
+
 # --- PF3xx: status-dependent ----------------------------------------------------------------
 
 
@@ -575,6 +696,49 @@ def test_pf501_path_outside_the_root_lexically(path: str) -> None:
     finding = only(run(doc), "PF501")
     assert finding.location == "artifacts[0].path"
     assert "PF502" not in codes(run(doc))
+
+
+@pytest.mark.parametrize(
+    "char", ["\r", "\n", "\x00", "\x1b", "\t", "\x7f", "\x85", "\x9b", "\u2028"]
+)
+def test_pf501_control_character_in_the_path(char: str) -> None:
+    """CR, LF, NUL, any C0/C1, DEL (and the Unicode line separators) could break TODO.md."""
+    doc = researched_doc()
+    doc["artifacts"][0]["path"] = f"specs/{TASK_DIR}/reports/a{char}b.md"
+    finding = only(run(doc), "PF501")
+    assert "control character" in finding.message
+    assert "\n" not in finding.message
+
+
+@pytest.mark.parametrize(
+    "path", ["javascript:alert(1)", "file:///etc/passwd", "https://x.org/r.md", "data:text/html,x"]
+)
+def test_pf501_uri_scheme(path: str) -> None:
+    doc = researched_doc()
+    doc["artifacts"][0]["path"] = path
+    assert "URI" in only(run(doc), "PF501").message
+
+
+def test_pf501_link_longer_than_4096_characters() -> None:
+    """The path's TODO.md link may be 4,096 characters, not one more."""
+    doc = researched_doc()
+    stem = f"specs/{TASK_DIR}/reports/"
+    # [name](path): the name is the last component, so the link is 4 + len(name) + len(path).
+    name_len = (4096 - 4 - len(stem)) // 2
+    ok = stem + "r" * name_len
+    assert 4 + 2 * name_len + len(stem) <= 4096
+    doc["artifacts"][0]["path"] = ok
+    assert "PF501" not in codes(run(doc))
+    doc["artifacts"][0]["path"] = ok + "rr"
+    finding = only(run(doc), "PF501")
+    assert "4,096" in finding.message
+    assert len(finding.message) < 400, "the message quotes only the start of the path"
+
+
+def test_pf501_colon_later_in_a_path_is_fine() -> None:
+    doc = researched_doc()
+    doc["artifacts"][0]["path"] = f"specs/{TASK_DIR}/reports/a:b.md"
+    assert "PF501" not in codes(run(doc))
 
 
 def test_pf501_inner_dotdot_that_stays_inside_is_fine() -> None:

@@ -410,3 +410,102 @@ def test_batch_equals_one_edit_after_the_other(text: str, edits: list[TodoEdit])
     for edit in edits[:1]:
         single = one_by_one(text, [edit])
         assert apply_todo_edit(text, edit) == (None if single[1] else single[0])
+
+
+# --- real forms, one behaviour each (the full tables are in test_todo_forms.py) ---------------
+
+
+def _add(section_lines: str, *pairs: tuple[str, str], summary: str | None = None) -> str:
+    text = f"### 7. T\n- **Status**: [PLANNED]\n{section_lines}\nText.\n"
+    edit = TodoEdit(
+        task=7,
+        marker=None,
+        links=tuple(TodoLink(label, path, summary) for label, path in pairs),
+        task_dir="specs/7_t",
+    )
+    out = apply_todo_edit(text, edit)
+    assert out is not None
+    assert out.endswith("\nText.\n")
+    return out.split("[PLANNED]\n", 1)[1].rsplit("\nText.\n", 1)[0]
+
+
+def test_placeholder_value_is_replaced_other_text_is_kept() -> None:
+    """`TBD` stands for no link yet; any other text stays, the link follows it."""
+    assert _add("- **Plan**: TBD\n", ("Plan", "specs/7_t/plans/p.md")) == (
+        "- **Plan**: [p.md](specs/7_t/plans/p.md)\n"
+    )
+    assert _add("- **Plan**: see the wiki\n", ("Plan", "specs/7_t/plans/p.md")) == (
+        "- **Plan**: see the wiki, [p.md](specs/7_t/plans/p.md)\n"
+    )
+
+
+def test_text_after_the_last_link_on_the_line_stays_after_it() -> None:
+    out = _add("- **Research**: [a.md](specs/7_t/reports/a.md) (draft)\n", ("Research", "x/b.md"))
+    assert out == "- **Research**: [a.md](specs/7_t/reports/a.md), [b.md](x/b.md) (draft)\n"
+
+
+def test_sub_list_summary_is_one_escaped_line_and_capped() -> None:
+    """An item's `` — summary`` is inert text: no line break, no markup, at most 200 chars."""
+    lines = "- **Research**:\n  * [a.md](7_t/reports/a.md) \u2014 first\n"
+    out = _add(lines, ("Research", "specs/7_t/reports/b.md"), summary="x\n### 9. [y](javascript:z)")
+    assert (
+        out
+        == lines + "  * [b.md](7_t/reports/b.md) \u2014 " + r"x ### 9. \[y\](javascript:z)" + "\n"
+    )
+    out = _add(lines, ("Research", "specs/7_t/reports/b.md"), summary="w " * 300)
+    item = out.splitlines()[-1]
+    assert item.endswith("\u2026")
+    assert len(item) < 260
+    plain = "- **Research**:\n  - [a.md](7_t/reports/a.md)\n"
+    assert _add(plain, ("Research", "specs/7_t/reports/b.md"), summary="s") == (
+        plain + "  - [b.md](7_t/reports/b.md)\n"
+    ), "no summary where the items have none"
+
+
+def test_sub_list_of_bare_links_and_of_plain_paths() -> None:
+    bare = "- **Research**:\n  - [specs/7_t/reports/a.md]\n"
+    assert _add(bare, ("Research", "specs/7_t/reports/b.md")) == (
+        bare + "  - [specs/7_t/reports/b.md]\n"
+    )
+    plain = "- **Artifacts**:\n  - reports/a.md\n"
+    assert _add(plain, ("Plan", "specs/7_t/plans/p.md"), ("Summary", "src/s.md")) == (
+        plain + "  - plans/p.md\n  - src/s.md\n"
+    )
+
+
+def test_same_artifact_in_any_form_is_not_linked_again() -> None:
+    """Root-relative, specs-relative, task-relative, bare or `./`: one artifact."""
+    for lines in (
+        "- **Research**: [a.md](specs/7_t/reports/a.md)\n",
+        "- **Research**: [a.md](7_t/reports/a.md)\n",
+        "- **Research**: [specs/7_t/reports/a.md]\n",
+        "- **Research**: [a.md](./specs/7_t/reports/a.md)\n",
+        "- **Artifacts**:\n  - reports/a.md\n",
+        "- **Plan**: [a.md](<specs/7_t/reports/a.md>)\n",
+    ):
+        assert _add(lines, ("Research", "specs/7_t/reports/a.md")) == lines
+
+
+def test_links_in_the_description_do_not_count() -> None:
+    """Only link fields hold the task's links: a report quoted in prose is still linked."""
+    text = "### 7. T\n- **Status**: [PLANNED]\n\nSee [a.md](specs/7_t/reports/a.md).\n"
+    edit = TodoEdit(task=7, marker=None, links=(TodoLink("Research", "specs/7_t/reports/a.md"),))
+    assert apply_todo_edit(text, edit) == text.replace(
+        "[PLANNED]\n", "[PLANNED]\n- **Research**: [a.md](specs/7_t/reports/a.md)\n"
+    )
+
+
+def test_new_label_line_goes_after_the_last_sub_list() -> None:
+    lines = "- **Research**:\n  - [a.md](7_t/reports/a.md)\n    continued\n"
+    assert _add(lines, ("Summary", "specs/7_t/summaries/s.md")) == (
+        lines + "- **Summary**: [s.md](7_t/summaries/s.md)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "path", ["specs/7_t/a\rb.md", "specs/7_t/a\x00.md", "x/\u2028y.md", "", "d/" + "x" * 2100]
+)
+def test_unsafe_paths_are_never_written(path: str) -> None:
+    """Defence in depth behind PF501: such a link is skipped, the rest still applies."""
+    out = _add("", ("Research", path), ("Plan", "specs/7_t/plans/p.md"))
+    assert out == "- **Plan**: [p.md](specs/7_t/plans/p.md)\n"
