@@ -30,6 +30,7 @@ _MARKER: Final = re.compile(r"\[[^\[\]]*\]")
 #: What a heading or fence line starts with (a fence may follow spaces: checked apart).
 _MAYBE_SPECIAL: Final = ("#", "`", "~")
 _FIRST_CHARS: Final = frozenset({"#", "`", "~", " ", "\t"})
+_BLANKS: Final = (" ", "\t")
 
 #: Where new lines go, in this order, and which existing lines they follow.
 _LINK_ORDER: Final = ("Research", "Plan", "Summary", "Completed")
@@ -289,41 +290,46 @@ class _Section:
         self.fields: dict[str, int] = {}
         #: field line index -> index of the last line of its block
         self.blocks: dict[int, int] = {}
+        self._link_fields: list[_LinkField] = []
         self._scan()
 
     def _scan(self) -> None:
+        """Index the section's field lines, their blocks and its link fields (again after an
+        inserted line: a section is a handful of lines)."""
         self.fields = {}
         self.blocks = {}
+        self._link_fields = []
         lines, end = self.lines, self.end
         index = self.start + 1
         while index < end:
-            match = _field(lines[index])
+            line = lines[index]
+            # Cheap test first: every field line holds `**`.
+            match = _field(line) if "**" in line else None
             if match is None:
                 index += 1
                 continue
-            self.fields.setdefault(" ".join(match.group(2).lower().split()), index)
+            label = " ".join(match.group(2).lower().split())
+            self.fields.setdefault(label, index)
             # The block: the lines below, indented deeper, up to a blank or shallower line.
-            depth = _indent(lines[index])
+            depth = _indent(line) if line[:1] in _BLANKS else 0
             last = index
-            while (
-                last + 1 < end
-                and lines[last + 1].strip()
-                and _indent(lines[last + 1]) > depth
-                and _field(lines[last + 1]) is None
-            ):
+            while last + 1 < end:
+                below = lines[last + 1]
+                # An unindented line (most of them) ends any block without further ado.
+                if below[:1] not in _BLANKS or not below.strip() or _indent(below) <= depth:
+                    break
+                if _field(below) is not None:
+                    break
                 last += 1
             self.blocks[index] = last
+            kind = _LINK_KINDS.get(label)
+            if kind is not None:
+                items = [i for i in range(index + 1, last + 1) if _ITEM.match(lines[i])]
+                self._link_fields.append(_LinkField(kind, index, last, items))
             index = last + 1
 
     def link_fields(self) -> list[_LinkField]:
-        found: list[_LinkField] = []
-        for index, last in self.blocks.items():
-            match = _field(self.lines[index])
-            kind = _LINK_KINDS.get(" ".join(match.group(2).lower().split())) if match else None
-            if kind is not None:
-                items = [i for i in range(index + 1, last + 1) if _ITEM.match(self.lines[i])]
-                found.append(_LinkField(kind, index, last, items))
-        return found
+        return self._link_fields
 
     def written_links(self) -> Iterator[_Written]:
         """Every link of the link fields (label lines and their sub-lists), in order."""
