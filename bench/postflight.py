@@ -17,7 +17,13 @@ of that project:
 Every run is checked: all N metadata files are gone and all N tasks changed status. The
 journal and config lookups point at a temp dir (XDG_STATE_HOME, XDG_CONFIG_HOME).
 
+`--todo-forms real` writes the task sections of TODO.md in the forms real projects use
+(``../shared/examples/todo-forms.md``: label lines, sub-lists with summaries, bare links under
+long labels, an Artifacts list, links relative to specs/), one form per task in turn, and
+checks that every task's new artifact was linked in its section.
+
     .venv/bin/python bench/postflight.py [--tasks 1000] [--runs 5] [--jq-runs 1] [--keep]
+                                         [--todo-forms seed|real]
 """
 
 from __future__ import annotations
@@ -165,7 +171,31 @@ def _metadata_doc(n: int, task_dir: str, kind: str) -> tuple[dict[str, Any], str
     return doc, rel
 
 
-def generate(root: Path, tasks: int) -> Counter[str]:
+def _link_lines(n: int, task_dir: str, artifacts: list[dict[str, str]], form: str) -> list[str]:
+    """TODO.md link lines for the task's prior artifacts, in the seeds' or a real form."""
+    paths = [a["path"] for a in artifacts]
+    names = [Path(p).name for p in paths]
+    specs_rel = [p.removeprefix("specs/") for p in paths]
+    task_rel = [p.removeprefix(f"specs/{task_dir}/") for p in paths]
+    plan = len(paths) > 1
+    shape = "seed" if form == "seed" else ("label", "sub-list", "bare", "artifacts", "specs")[n % 5]
+    if shape in {"seed", "label"}:
+        lines = [f"- **Research**: [{names[0]}]({paths[0]})"]
+        return lines + ([f"- **Plan**: [{names[1]}]({paths[1]})"] if plan else [])
+    if shape == "sub-list":
+        lines = ["- **Research**:", f"  - [{names[0]}]({specs_rel[0]}) — initial survey"]
+        return lines + ([f"- **Plan**: [{names[1]}]({specs_rel[1]})"] if plan else [])
+    if shape == "bare":
+        lines = [f"- **Research Report**: [{paths[0]}]"]
+        return lines + ([f"- **Implementation Plan**: [{paths[1]}]"] if plan else [])
+    if shape == "artifacts":
+        return ["- **Artifacts**:", *(f"  - {p}" for p in task_rel)]
+    return [f"- **Research**: [{names[0]}]({specs_rel[0]})"] + (
+        [f"- **Plans**: [{names[1]}]({specs_rel[1]})"] if plan else []
+    )
+
+
+def generate(root: Path, tasks: int, todo_forms: str = "seed") -> Counter[str]:
     specs = root / "specs"
     specs.mkdir(parents=True)
     counts: Counter[str] = Counter()
@@ -192,7 +222,7 @@ def generate(root: Path, tasks: int) -> Counter[str]:
             f"- **Effort**: {entry['effort']}",
             f"- **Status**: [{KINDS[kind][2]}]",
             f"- **Language**: {entry['language']}",
-            f"- **Research**: [research-000.md]({entry['artifacts'][0]['path']})",
+            *_link_lines(n, task_dir, entry["artifacts"], todo_forms),
             "",
         ]
     state = {"next_project_number": tasks + 1, "active_projects": projects}
@@ -219,6 +249,18 @@ def isolated_env(home: Path) -> dict[str, str]:
     env.pop("POSTFLIGHTD_CONFIG", None)
     env.pop("NOTIFY_SOCKET", None)
     return env
+
+
+def check_linked(root: Path, label: str) -> None:
+    """Exit with a clear message unless every task's section links its new artifact."""
+    text = (root / "specs" / "TODO.md").read_text(encoding="utf-8")
+    missing = []
+    for section in text.split("\n### ")[1:]:
+        n = int(section.split(".", 1)[0])
+        if OPERATIONS[_kind(n)][3] not in section:
+            missing.append(n)
+    if missing:
+        sys.exit(f"FAILED ({label}): TODO.md does not link the new artifact of tasks {missing[:5]}")
 
 
 def check_applied(root: Path, before: dict[int, str], label: str) -> None:
@@ -263,6 +305,8 @@ def timed_runs(
                 f"{done.stderr.decode(errors='replace')[-800:]}"
             )
         check_applied(root, before, label)
+        if label == "apply":
+            check_linked(root, label)
         shutil.rmtree(root, ignore_errors=True)
     return times
 
@@ -289,6 +333,12 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5, help="timed scan --apply runs (median)")
     parser.add_argument("--jq-runs", type=int, default=1, help="timed bash + jq runs (median)")
     parser.add_argument("--keep", action="store_true", help="keep the generated project")
+    parser.add_argument(
+        "--todo-forms",
+        choices=["seed", "real"],
+        default="seed",
+        help="TODO.md link lines as in the seeds, or in the real forms, one per task in turn",
+    )
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-"))
@@ -298,7 +348,7 @@ def main() -> int:
         work.mkdir()
         env = isolated_env(tmp / "home")
         start = time.perf_counter()
-        counts = generate(template, args.tasks)
+        counts = generate(template, args.tasks, args.todo_forms)
         state_bytes = (template / "specs" / "state.json").stat().st_size
         todo_bytes = (template / "specs" / "TODO.md").stat().st_size
         before = {
@@ -313,7 +363,7 @@ def main() -> int:
         )
         print(
             f"sizes: state.json {state_bytes:,} bytes ({state_bytes / 1024:.0f} KiB, indent 2), "
-            f"TODO.md {todo_bytes:,} bytes"
+            f"TODO.md {todo_bytes:,} bytes ({args.todo_forms} link forms)"
         )
 
         cmd = postflightd_command()
