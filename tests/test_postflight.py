@@ -996,3 +996,22 @@ def test_blank_next_steps_and_recommendation_fall_back() -> None:
     doc.pop("errors")
     applied = apply(base_state(), MetadataFile.model_validate(doc))
     assert applied.errors[0]["recovery"]["suggested_action"].startswith("Read the agent's")
+
+
+def test_todo_edit_round_trips_through_json_and_reads_old_journal_rows() -> None:
+    """The journal's form of an edit reads back; rows written before links accumulated
+    (``{label: "[name](path)"}``) read as one link per label; odd values are dropped."""
+    edit = TodoEdit(
+        task=5,
+        marker="RESEARCHED",
+        links=(TodoLink("Research", "specs/5_x/reports/r.md", "R"), TodoLink("Plan", "p q.md")),
+        completed="2026-01-08",
+        task_dir="specs/5_x",
+    )
+    assert TodoEdit.from_json(5, json.loads(json.dumps(edit.to_json()))) == edit
+    old = {"marker": "PLANNED", "links": {"Plan": "[p q.md](<specs/5 x/p q.md>)", "X": 3}}
+    assert TodoEdit.from_json(5, old) == TodoEdit(
+        task=5, marker="PLANNED", links=(TodoLink("Plan", "specs/5 x/p q.md"),)
+    )
+    odd = {"marker": 3, "links": [{"label": 1, "path": "x"}, "y", {"label": "Plan"}], "task_dir": 0}
+    assert TodoEdit.from_json(5, odd) == TodoEdit(task=5, marker=None)

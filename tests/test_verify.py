@@ -526,14 +526,19 @@ def test_postflight_journals_each_task_entry_before_and_after(
     for c in changes:
         assert c.change.before == old[c.task]
         assert c.change.after == entries(root)[c.task]
+        task_dir = f"specs/{c.task}_task{c.task}"
         assert c.change.todo == [
             {
                 "marker": "RESEARCHED",
-                "links": {
-                    "Research": f"[research-001.md](specs/{c.task}_task{c.task}/reports/"
-                    "research-001.md)"
-                },
+                "links": [
+                    {
+                        "label": "Research",
+                        "path": f"{task_dir}/reports/research-001.md",
+                        "summary": "Research report with 5 plugin patterns",
+                    }
+                ],
                 "completed": None,
+                "task_dir": task_dir,
             }
         ]
 

@@ -693,11 +693,7 @@ def _task_changes(
         changes[task] = TaskChange(
             before=before_doc["active_projects"][position],
             after=after_doc["active_projects"][position],
-            todo=[
-                {"marker": e.marker, "links": dict(e.links), "completed": e.completed}
-                for e in todo_edits
-                if e.task == task
-            ],
+            todo=[e.to_json() for e in todo_edits if e.task == task],
         )
     return changes
 

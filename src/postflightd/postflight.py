@@ -112,6 +112,51 @@ class TodoEdit:
     def is_empty(self) -> bool:
         return self.marker is None and not self.links and self.completed is None
 
+    def to_json(self) -> dict[str, Any]:
+        """The edit as the journal records it (``from_json`` reads it back)."""
+        return {
+            "marker": self.marker,
+            "links": [
+                {"label": link.label, "path": link.path, "summary": link.summary}
+                for link in self.links
+            ],
+            "completed": self.completed,
+            "task_dir": self.task_dir,
+        }
+
+    @classmethod
+    def from_json(cls, task: int, raw: Mapping[str, Any]) -> TodoEdit:
+        """An edit from ``to_json``'s form, or from the older ``{label: "[name](path)"}``
+        links of journal rows written before links accumulated; odd values are dropped."""
+
+        def text(value: object) -> str | None:
+            return value if isinstance(value, str) else None
+
+        links: list[TodoLink] = []
+        listed = raw.get("links")
+        if isinstance(listed, list):
+            for item in listed:
+                label = text(item.get("label")) if isinstance(item, dict) else None
+                path = text(item.get("path")) if isinstance(item, dict) else None
+                if label is not None and path is not None:
+                    links.append(TodoLink(label, path, text(item.get("summary"))))
+        elif isinstance(listed, dict):
+            for label, link in listed.items():
+                target = _OLD_LINK.search(link) if isinstance(link, str) else None
+                if isinstance(label, str) and target is not None:
+                    links.append(TodoLink(label, target.group(1) or target.group(2)))
+        return cls(
+            task=task,
+            marker=text(raw.get("marker")),
+            links=tuple(links),
+            completed=text(raw.get("completed")),
+            task_dir=text(raw.get("task_dir")),
+        )
+
+
+#: The target of the one link an old journal row holds per label: ``[n](<t>)`` or ``[n](t)``.
+_OLD_LINK: Final = re.compile(r"\]\((?:<(.*)>|(.*))\)$")
+
 
 @dataclass(frozen=True, slots=True)
 class Applied:

@@ -167,20 +167,7 @@ def entry_of(doc: Mapping[str, Any], task: int, index: Mapping[int, int]) -> Any
 
 def todo_edits(tracked: Tracked) -> list[TodoEdit]:
     """The TODO.md edits the task's latest postflight made, as ``TodoEdit`` values."""
-    out: list[TodoEdit] = []
-    for raw in tracked.latest.change.todo:
-        marker, links, completed = raw.get("marker"), raw.get("links"), raw.get("completed")
-        out.append(
-            TodoEdit(
-                task=tracked.task,
-                marker=marker if isinstance(marker, str) else None,
-                links={
-                    str(k): str(v) for k, v in (links.items() if isinstance(links, dict) else ())
-                },
-                completed=completed if isinstance(completed, str) else None,
-            )
-        )
-    return out
+    return [TodoEdit.from_json(tracked.task, raw) for raw in tracked.latest.change.todo]
 
 
 def todo_not_shown(text: str, tracked: Sequence[Tracked]) -> set[int]:
