@@ -320,6 +320,7 @@ def test_links_accumulate_and_match_state(
     state: dict[str, Any] = {
         "active_projects": [{"project_number": 7, "status": status, "artifacts": known}]
     }
+    initial = todo
     edits = []
     for outcome_status, listed in outcomes:
         meta = MetadataFile.model_validate(_outcome_doc(outcome_status, listed))
@@ -353,5 +354,6 @@ def test_links_accumulate_and_match_state(
         assert todo.endswith(
             f"Description.{eol}{eol}### 6. After{eol}- **Plan**: [p.md](specs/6_y/plans/p.md){eol}"
         )
-    original = todo
-    assert apply_todo_edits(original, edits) == _apply_one_by_one(original, edits)
+    # The whole run in one batch (the group commit's fast path) gives the same bytes as the
+    # edits one by one, and as applying them as they came.
+    assert apply_todo_edits(initial, edits) == _apply_one_by_one(initial, edits) == (todo, [])
