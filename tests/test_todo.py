@@ -405,8 +405,11 @@ _EDIT = st.builds(
 @settings(max_examples=400, deadline=None)
 @given(text=todo_files(), edits=st.lists(_EDIT, max_size=8))
 def test_batch_equals_one_edit_after_the_other(text: str, edits: list[TodoEdit]) -> None:
-    """Byte for byte what the edits give one by one, with the same tasks reported missing."""
-    assert apply_todo_edits(text, edits) == one_by_one(text, edits)
+    """Byte for byte what the edits give one by one, with the same tasks reported missing;
+    and applying the same edits again changes nothing (no link is ever added twice)."""
+    once = apply_todo_edits(text, edits)
+    assert once == one_by_one(text, edits)
+    assert apply_todo_edits(once[0], edits)[0] == once[0]
     for edit in edits[:1]:
         single = one_by_one(text, [edit])
         assert apply_todo_edit(text, edit) == (None if single[1] else single[0])

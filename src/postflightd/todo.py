@@ -255,9 +255,13 @@ def _norm(path: str) -> str:
 
 
 def _render(path: str, style: str) -> str:
+    """``path`` as a link in ``style``; a Markdown link when that style could not be read back
+    as this path (a bare ``[a b.md]`` is text, not a link), so a second run finds it linked."""
     if style == "bare":
-        return "[" + re.sub(r"([\\\[\]])", r"\\\1", path) + "]"
-    if style == "plain" and _PLAIN_PATH.fullmatch(path):
+        bare = "[" + re.sub(r"([\\\[\]])", r"\\\1", path) + "]"
+        if [(w.target, w.style) for w in _links_in(bare)] == [(path, "bare")]:
+            return bare
+    elif style == "plain" and _PLAIN_PATH.fullmatch(path):
         return path
     return markdown_link(path)
 
