@@ -340,6 +340,7 @@ _FIELD_LINE = st.sampled_from(
         "  - [r.md](7_x/reports/r.md) \u2014 a report",
         "- **Artifacts**:",
         "  - reports/r.md",
+        "  - plans/p.md \u2014 a plan",
         "- **Research Report**: [specs/p2.md]",
         "- **Summaries**: [s.md](specs/s.md), [t.md](t.md)",
         "- **Plan**: TBD",
@@ -387,7 +388,7 @@ _LINKS = st.lists(
         path=st.sampled_from(
             ["specs/r.md", "specs/p2.md", "a b.md", "specs/7_x/reports/r.md", "r.md", "s/x\ny"]
         ),
-        summary=st.sampled_from([None, "", "a summary", "x\r\n### 5. y"]),
+        summary=st.sampled_from([None, "", "a summary", "x\r\n### 5. y", "see [x](y)"]),
     ),
     max_size=3,
 ).map(tuple)
@@ -512,3 +513,11 @@ def test_unsafe_paths_are_never_written(path: str) -> None:
     """Defence in depth behind PF501: such a link is skipped, the rest still applies."""
     out = _add("", ("Research", path), ("Plan", "specs/7_t/plans/p.md"))
     assert out == "- **Plan**: [p.md](specs/7_t/plans/p.md)\n"
+
+
+def test_plain_item_with_a_bracketed_summary_is_still_read_as_linked() -> None:
+    """An escaped ``[`` in a plain item's summary does not hide the item's path."""
+    lines = "- **Artifacts**:\n  - reports/a.md \u2014 notes\n"
+    once = _add(lines, ("Research", "specs/7_t/reports/b.md"), summary="see [x]")
+    assert once == lines + "  - reports/b.md \u2014 see \\[x\\]\n"
+    assert _add(once, ("Research", "specs/7_t/reports/b.md"), summary="see [x]") == once

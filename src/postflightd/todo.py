@@ -1,5 +1,9 @@
 """TODO.md edits (SPEC 3): one task's Status, link and Completed lines, every other byte kept.
 
+Links accumulate: a new artifact is added to the label line, sub-list or Artifacts list the
+section already has, in that form (see ``examples/todo-forms.md`` beside SPEC.md), unless the
+section links its path already, in any form. Nothing is ever removed.
+
 A task's section starts at a heading ``### {N}. Title`` (``##`` and zero-padded numbers are
 accepted too) and runs to the next heading of the same or a higher level. Headings inside
 fenced code blocks are not headings: task descriptions often quote shell scripts whose
@@ -185,7 +189,7 @@ def _links_in(text: str) -> list[_Written]:
             # `[specs/036_x/reports/r.md]` is a link (form D); `[x]` or `[see notes]` is not.
             if bare and not any(c.isspace() for c in bare) and ("/" in bare or "." in bare):
                 found.append(_Written(bare, "bare", match.end()))
-    if found or "[" in text:
+    if found:
         return found
     offset = 0
     for part in text.split(","):
@@ -245,12 +249,12 @@ class _Paths:
         prefix = self.task_prefix if form == "task" else self.specs_prefix
         if form != "root" and prefix is not None and path.startswith(prefix):
             return path[len(prefix) :]
-        if form == "task" and self.specs_prefix and path.startswith(self.specs_prefix):
-            return path  # another task's artifact: the full path says which one it is
+        # Outside that directory (another task's artifact): the full path says which it is.
         return path
 
 
 def _norm(path: str) -> str:
+    # `./a`, `a//b` and `a/x/../b` name the same file; normpath("") would say ".".
     return posixpath.normpath(path.replace("\\", "/")) if path else path
 
 
