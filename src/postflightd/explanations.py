@@ -119,13 +119,14 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     ),
     "PF206": Explanation(
         what="A required text field is empty or blank (session_id, an artifact's path, an "
-        "error's message, partial_progress.stage or details).",
+        "error's message, partial_progress.stage or details): an error. Optional text given "
+        "blank (next_steps, a delegation_path or roadmap_items entry) is a warning.",
         why="An empty string satisfies the type but carries nothing postflight can use.",
         bad='"errors": [{"type": "timeout", "message": "  ", "recoverable": true, ...}]',
         fixed='"errors": [{"type": "timeout", "message": "lake build timed out", ...}]',
     ),
     "PF207": Explanation(
-        what="A field the schema asks for but postflight can do without is missing "
+        what="A field the schema asks for but postflight can do without is missing or blank "
         "(metadata.agent_type, delegation_depth, delegation_path, an artifact's type or "
         "summary, an error's type, recoverable or recommendation).",
         why="Real agents drift from the schema; the outcome is still applied, and --strict or "
