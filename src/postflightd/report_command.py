@@ -1,0 +1,207 @@
+"""``postflightd report``: the I/O edge of the report (SPEC 4).
+
+It reads the journal through its own read-only connection (a report never creates, migrates or
+locks the database the daemon writes), streams the rows into ``report.fold``, loads each root's
+``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from postflightd.errors import ConfigError, UsageError
+from postflightd.report import JournalRow, Report, build_report, fold
+
+# The facts the report needs from a postflighted row's content, extracted by SQLite's JSON
+# functions (C, no Python object per document): parsing 100,000 documents in Python would
+# cost most of the 2 s budget (SPEC 6). json_valid first: json_extract raises on bad JSON.
+_FACTS_SQL = (
+    "CASE WHEN kind = 'postflighted' AND json_valid(content) "
+    "AND json_type(content) = 'object' THEN json_extract(content, "
+    "'$.metadata.agent_type', '$.metadata.delegation_path[1]', '$.started_at', "
+    "'$.metadata.duration_seconds') END"
+)
+# "[]" (a clean validation, most rows) comes back as NULL: nothing for Python to parse.
+_FINDINGS_SQL = "CASE WHEN kind = 'validated' AND findings <> '[]' THEN findings END"
+_KINDS = ("validated", "postflighted", "stuck", "interrupted")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, now: datetime) -> datetime | None:
+    """``30d``, ``12h``, ``90m``, ``2w``, ``3600`` (seconds), an ISO date or time, or ``all``."""
+    if text.strip().lower() in {"all", "0", ""}:
+        return None
+    match = _DURATION.match(text)
+    if match:
+        seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "s").lower()]
+        try:
+            return now - timedelta(seconds=seconds)
+        except OverflowError:
+            return None
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r}: give a duration (30d, 12h, 90m, 2w), an ISO date "
+            "(2026-01-31) or `all`"
+        ) from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def parse_interval(text: str) -> float:
+    """``--interval``: ``1s``, ``500ms``, ``0.5``; at least 0.1 s."""
+    raw = text.strip().lower()
+    scale = 1.0
+    if raw.endswith("ms"):
+        raw, scale = raw[:-2], 0.001
+    elif raw.endswith("s"):
+        raw = raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise UsageError(f"--interval {text!r}: give seconds, e.g. 1s, 500ms or 2") from None
+    if not value >= 0.1 or value > 3600:
+        raise UsageError(f"--interval {text!r}: between 100ms and 1h")
+    return value
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection; a clear error when there is no usable journal there."""
+    if not path.is_file():
+        raise UsageError(
+            f"no journal at {path}: nothing has been post-flighted yet (or set [journal] path)"
+        )
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+    except sqlite3.Error as exc:
+        raise UsageError(f"the journal cannot be opened: {path}: {exc}") from None
+    # Text another tool wrote as invalid UTF-8 must not abort the report.
+    conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+    return conn
+
+
+def stream_rows(
+    conn: sqlite3.Connection, roots: Sequence[str], since: datetime | None
+) -> Iterator[JournalRow]:
+    """The rows the report reads, oldest first, one at a time."""
+    clauses = [f"kind IN ({', '.join('?' * len(_KINDS))})"]
+    params: list[object] = list(_KINDS)
+    if since is not None:
+        clauses.append("ts >= ?")
+        params.append(since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    if roots:
+        clauses.append(f"root IN ({', '.join('?' * len(roots))})")
+        params.extend(roots)
+    query = (
+        "SELECT ts, kind, root, file, task, session, status, "  # noqa: S608 - fixed SQL; values are bound
+        f"{_FINDINGS_SQL}, {_FACTS_SQL} FROM observations WHERE {' AND '.join(clauses)} "
+        "ORDER BY id"
+    )
+    try:
+        cursor = conn.execute(query, params)
+        cursor.arraysize = 2000
+        while batch := cursor.fetchmany():
+            for ts, kind, root, file, task, session, status, findings, facts in batch:
+                yield JournalRow(
+                    str(ts),
+                    str(kind),
+                    str(root),
+                    str(file),
+                    task if isinstance(task, int) else None,
+                    session if isinstance(session, str) else None,
+                    status if isinstance(status, str) else None,
+                    findings if isinstance(findings, str) else None,
+                    facts if isinstance(facts, str) else None,
+                )
+    except sqlite3.Error as exc:
+        raise UsageError(f"the journal cannot be read: {exc}") from None
+
+
+def _root_arg(raw: str) -> str:
+    """A root as the journal names it: absolute and resolved (it need not exist any more)."""
+    return str(Path(raw).expanduser().resolve())
+
+
+def make_report(
+    roots: Sequence[str], since_text: str, config_path: str | None, now: datetime
+) -> tuple[Report, list[str]]:
+    """The report and notes for stderr (roots whose configuration could not be read)."""
+    from postflightd.config import Config, load_config
+    from postflightd.journal import journal_path
+
+    since = parse_since(since_text, now)
+    wanted = [_root_arg(r) for r in roots]
+    # The journal's path comes from the user's configuration, as for `history`.
+    config = load_config(config_path, [Path.cwd()])
+    path = journal_path(config.journal.path)
+    conn = open_read_only(path)
+    try:
+        folded = fold(stream_rows(conn, wanted, since))
+    finally:
+        conn.close()
+    notes: list[str] = []
+    timeouts: dict[str, dict[str, float]] = {}
+    for root in sorted(set(folded.roots) | set(wanted)):
+        root_path = Path(root)
+        if not root_path.is_dir():
+            notes.append(f"{root}: not a directory now; its timeouts are the defaults")
+        try:
+            root_config = load_config(config_path, [root_path] if root_path.is_dir() else [])
+        except ConfigError as exc:
+            notes.append(f"{exc}; the default timeouts are used for {root}")
+            timeouts[root] = Config().timeouts.as_mapping()
+            continue
+        timeouts[root] = root_config.timeouts.as_mapping()
+    if not folded.runs:
+        notes.append(f"the journal ({path}) holds no runs for this scope")
+    report = build_report(folded, timeouts, now=now, since=since)
+    if wanted:
+        report.roots = wanted
+    return report, notes
+
+
+def write_output(text: str, output: str | None) -> None:
+    """stdout, or ``-o FILE`` replaced atomically (a reader never sees half a report)."""
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        return
+    target = Path(output).expanduser()
+    if target.is_dir():
+        raise UsageError(f"-o {output}: is a directory; give a file name")
+    directory = target.parent if str(target.parent) else Path()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
+
+
+def run_report(
+    roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
+) -> int:
+    """``postflightd report``: exit 0 (a report is information, not a verdict)."""
+    from postflightd.report_render import RENDERERS
+
+    report, notes = make_report(roots, since, config_path, datetime.now(UTC))
+    for note in notes:
+        print(f"postflightd: {note}", file=sys.stderr)
+    write_output(RENDERERS[fmt](report), output)
+    if output not in (None, "-"):
+        print(f"postflightd: report written to {output}", file=sys.stderr)
+    return 0
