@@ -9,7 +9,6 @@ import sys
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from conftest import make_project, task_entry, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.journal import Journal, default_journal_path
 from postflightd.report import (
+    Facts,
     JournalRow,
     advise,
     build_report,
@@ -152,6 +152,8 @@ def test_a_journal_with_garbage_rows_still_reports(
     conn = sqlite3.connect(conn_path)
     # A findings column that is not JSON at all, as a foreign tool could leave it.
     conn.execute("UPDATE observations SET findings = '[{\"code\": 5}, 3' WHERE file = 'a'")
+    # Bytes that are not UTF-8 where text belongs.
+    conn.execute("UPDATE observations SET status = CAST(x'c328' AS TEXT) WHERE file = 'e'")
     conn.commit()
     conn.close()
     assert main(["report", "--format", "json", root]) == 0
@@ -293,17 +295,16 @@ def test_nice_ceil_rounds_up_to_values_people_write() -> None:
     assert nice_ceil(0) == 60
 
 
-def row(ts: str, kind: str, session: str | None, status: str | None, **kw: Any) -> JournalRow:
+def row(
+    ts: str,
+    kind: str,
+    session: str | None,
+    status: str | None,
+    findings: str | None = None,
+    facts: Facts = (None, None, None, None),
+) -> JournalRow:
     return JournalRow(
-        ts,
-        kind,
-        "/r",
-        "specs/1_x/.return-meta.json",
-        1,
-        session,
-        status,
-        kw.get("findings"),
-        kw.get("facts"),
+        ts, kind, "/r", "specs/1_x/.return-meta.json", 1, session, status, findings, *facts
     )
 
 

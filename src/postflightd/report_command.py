@@ -15,21 +15,36 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from postflightd.errors import ConfigError, UsageError
-from postflightd.report import JournalRow, Report, build_report, fold
+from postflightd.report import Report, Runs, build_report, fold
 
 # The facts the report needs from a postflighted row's content, extracted by SQLite's JSON
-# functions (C, no Python object per document): parsing 100,000 documents in Python would
-# cost most of the 2 s budget (SPEC 6). json_valid first: json_extract raises on bad JSON.
-_FACTS_SQL = (
-    "CASE WHEN kind = 'postflighted' AND json_valid(content) "
-    "AND json_type(content) = 'object' THEN json_extract(content, "
-    "'$.metadata.agent_type', '$.metadata.delegation_path[1]', '$.started_at', "
-    "'$.metadata.duration_seconds') END"
+# functions (C, no Python object per document; SQLite caches the parse across the calls of a
+# row): parsing 100,000 documents in Python would cost most of the 2 s budget (SPEC 6).
+# json_valid first, as json_extract raises on bad JSON; each fact only when of the right type.
+_FACT_PATHS = (
+    ("$.metadata.agent_type", "= 'text'"),
+    ("$.metadata.delegation_path[1]", "= 'text'"),
+    ("$.started_at", "= 'text'"),
+    ("$.metadata.duration_seconds", "IN ('integer', 'real')"),
+)
+_FACTS_SQL = ", ".join(
+    f"CASE WHEN kind = 'postflighted' AND json_valid(content) "
+    f"AND json_type(content, '{path}') {test} THEN json_extract(content, '{path}') END"
+    for path, test in _FACT_PATHS
 )
 # "[]" (a clean validation, most rows) comes back as NULL: nothing for Python to parse.
-_FINDINGS_SQL = "CASE WHEN kind = 'validated' AND findings <> '[]' THEN findings END"
+# Every column is of the type the report expects whatever another tool wrote there.
+_COLUMNS_SQL = (
+    "CAST(ts AS TEXT), CAST(kind AS TEXT), CAST(root AS TEXT), CAST(file AS TEXT), "
+    "CASE WHEN typeof(task) = 'integer' THEN task END, "
+    "CASE WHEN typeof(session) = 'text' THEN session END, "
+    "CASE WHEN typeof(status) = 'text' THEN status END, "
+    "CASE WHEN kind = 'validated' AND typeof(findings) = 'text' AND findings <> '[]' "
+    "THEN findings END"
+)
 _KINDS = ("validated", "postflighted", "stuck", "interrupted")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
@@ -84,15 +99,17 @@ def open_read_only(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
     except sqlite3.Error as exc:
         raise UsageError(f"the journal cannot be opened: {path}: {exc}") from None
-    # Text another tool wrote as invalid UTF-8 must not abort the report.
-    conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
     return conn
+
+
+class _NotUtf8Error(Exception):
+    """A text column holds bytes that are not UTF-8 (another tool wrote the journal)."""
 
 
 def stream_rows(
     conn: sqlite3.Connection, roots: Sequence[str], since: datetime | None
-) -> Iterator[JournalRow]:
-    """The rows the report reads, oldest first, one at a time."""
+) -> Iterator[tuple[Any, ...]]:
+    """The rows the report reads (``report.JournalRow`` fields), oldest first, in batches."""
     clauses = [f"kind IN ({', '.join('?' * len(_KINDS))})"]
     params: list[object] = list(_KINDS)
     if since is not None:
@@ -102,28 +119,31 @@ def stream_rows(
         clauses.append(f"root IN ({', '.join('?' * len(roots))})")
         params.extend(roots)
     query = (
-        "SELECT ts, kind, root, file, task, session, status, "  # noqa: S608 - fixed SQL; values are bound
-        f"{_FINDINGS_SQL}, {_FACTS_SQL} FROM observations WHERE {' AND '.join(clauses)} "
-        "ORDER BY id"
+        f"SELECT {_COLUMNS_SQL}, {_FACTS_SQL} FROM observations "  # noqa: S608 - fixed SQL; values are bound
+        f"WHERE {' AND '.join(clauses)} ORDER BY id"
     )
     try:
         cursor = conn.execute(query, params)
         cursor.arraysize = 2000
         while batch := cursor.fetchmany():
-            for ts, kind, root, file, task, session, status, findings, facts in batch:
-                yield JournalRow(
-                    str(ts),
-                    str(kind),
-                    str(root),
-                    str(file),
-                    task if isinstance(task, int) else None,
-                    session if isinstance(session, str) else None,
-                    status if isinstance(status, str) else None,
-                    findings if isinstance(findings, str) else None,
-                    facts if isinstance(facts, str) else None,
-                )
+            yield from batch
+    except sqlite3.OperationalError as exc:
+        if "decode" in str(exc).lower():
+            raise _NotUtf8Error(str(exc)) from None
+        raise UsageError(f"the journal cannot be read: {exc}") from None
     except sqlite3.Error as exc:
         raise UsageError(f"the journal cannot be read: {exc}") from None
+
+
+def fold_journal(conn: sqlite3.Connection, roots: Sequence[str], since: datetime | None) -> Runs:
+    """Every run in scope; text that is not UTF-8 is read with replacement characters."""
+    try:
+        return fold(stream_rows(conn, roots, since))
+    except _NotUtf8Error:
+        # Rare (only a foreign writer leaves such bytes), so the strict and fast decoder is
+        # tried first and the lenient one, a Python call per value, only then.
+        conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+        return fold(stream_rows(conn, roots, since))
 
 
 def _root_arg(raw: str) -> str:
@@ -145,7 +165,7 @@ def make_report(
     path = journal_path(config.journal.path)
     conn = open_read_only(path)
     try:
-        folded = fold(stream_rows(conn, wanted, since))
+        folded = fold_journal(conn, wanted, since)
     finally:
         conn.close()
     notes: list[str] = []
