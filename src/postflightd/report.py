@@ -590,9 +590,17 @@ def _iso(ts: datetime) -> str:
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+_OPERATION_ORDER: Final = {
+    "research": 0,
+    "planning": 1,
+    "implementation": 2,
+    "simple": 3,
+    DEFAULT_OPERATION: 4,
+}
+
+
 def _ordered_ops(by_op: dict[str, Group]) -> list[Group]:
-    order = {"research": 0, "planning": 1, "implementation": 2, "simple": 3, DEFAULT_OPERATION: 4}
-    return sorted(by_op.values(), key=lambda g: (order.get(g.name, 5), g.name))
+    return sorted(by_op.values(), key=lambda g: (_OPERATION_ORDER.get(g.name, 5), g.name))
 
 
 def _findings_of(
@@ -720,12 +728,17 @@ def _day(text: str) -> date | None:
         return None
 
 
+def _by_root_then_op(item: tuple[tuple[str, str], object]) -> tuple[str, int, str]:
+    (root, operation), _ = item
+    return (root, _OPERATION_ORDER.get(operation, 5), operation)
+
+
 def _timeout_advice(
     timed: dict[tuple[str, str], tuple[list[float], list[float]]],
     timeouts: Mapping[str, Mapping[str, float]],
 ) -> list[TimeoutAdvice]:
     out: list[TimeoutAdvice] = []
-    for (root, operation), (all_d, ok_d) in sorted(timed.items()):
+    for (root, operation), (all_d, ok_d) in sorted(timed.items(), key=_by_root_then_op):
         table = timeouts.get(root)
         if table is None:
             continue

@@ -92,6 +92,17 @@ def _legend(y: float) -> list[str]:
     return out
 
 
+def _mark(cls: str, value: float, x: float, y_label: float, y0: float, y1: float, text: str) -> str:
+    """A vertical line at ``x`` with its label above the plot, kept inside the chart."""
+    anchor = "end" if x > WIDTH * 0.7 else "start"
+    tx = x - 3 if anchor == "end" else x + 3
+    return (
+        f'<g class="{cls}" data-value="{_num(value)}"><line x1="{_num(x)}" y1="{_num(y0)}" '
+        f'x2="{_num(x)}" y2="{_num(y1)}"/><text x="{_num(tx)}" y="{_num(y_label)}" '
+        f'text-anchor="{anchor}" class="small">{text}</text></g>'
+    )
+
+
 def duration_chart(group: Group, timeouts: Sequence[float]) -> str:
     """A histogram of one operation's run durations, its timeout(s) and p95 marked."""
     values = group.durations
@@ -100,7 +111,8 @@ def duration_chart(group: Group, timeouts: Sequence[float]) -> str:
     for v in values:
         counts[min(int(v / top * BINS), BINS - 1)] += 1
     peak = max(counts) or 1
-    left, right, plot_h, base = 40, WIDTH - 10, 150.0, 170.0
+    # Two label rows above the plot (timeout, p95), so that no label sits on a bar.
+    left, right, plot_h, base = 40, WIDTH - 10, 140.0, 180.0
     span = right - left
     bin_w = span / BINS
     body: list[str] = [
@@ -121,22 +133,20 @@ def duration_chart(group: Group, timeouts: Sequence[float]) -> str:
         )
     for t in sorted(set(timeouts)):
         x = left + span * t / top
-        body.append(
-            f'<g class="timeout" data-value="{_num(t)}"><line x1="{_num(x)}" y1="{base - plot_h}"'
-            f' x2="{_num(x)}" y2="{base}"/><text x="{_num(x - 3)}" y="{base - plot_h + 10}" '
-            f'text-anchor="end" class="small">timeout {human(t)}</text></g>'
-        )
+        body.append(_mark("timeout", t, x, 12, 16, base, f"timeout {human(t)}"))
     p95 = group.p95_s
     if p95 is not None:
         x = left + span * p95 / top
+        body.append(_mark("p95", p95, x, 26, 30, base, f"p95 {human(p95)}"))
+    for frac, anchor in (
+        (0, "start"),
+        (0.25, "middle"),
+        (0.5, "middle"),
+        (0.75, "middle"),
+        (1, "end"),
+    ):
         body.append(
-            f'<g class="p95" data-value="{_num(p95)}"><line x1="{_num(x)}" '
-            f'y1="{base - plot_h + 16}" x2="{_num(x)}" y2="{base}"/><text x="{_num(x + 3)}" '
-            f'y="{base - plot_h + 26}" class="small">p95 {human(p95)}</text></g>'
-        )
-    for frac in (0, 0.25, 0.5, 0.75, 1):
-        body.append(
-            f'<text x="{_num(left + span * frac)}" y="{base + 16}" text-anchor="middle" '
+            f'<text x="{_num(left + span * frac)}" y="{base + 16}" text-anchor="{anchor}" '
             f'class="small">{human(top * frac)}</text>'
         )
     return _svg(
@@ -169,7 +179,8 @@ def days_chart(report: Report) -> str:
     days = report.days
     peak = max((n for _, n, _ in days), default=1) or 1
     left, right, plot_h, base = 40, WIDTH - 10, 150.0, 160.0
-    slot = (right - left) / max(len(days), 1)
+    # A few days must not become a few wall-wide bars.
+    slot = min((right - left) / max(len(days), 1), 48.0)
     body: list[str] = [
         f'<line class="axis" x1="{left}" y1="{base}" x2="{right}" y2="{base}"/>',
         f'<text x="{left - 4}" y="{base - plot_h + 4}" text-anchor="end" class="small">'
