@@ -497,3 +497,21 @@ def test_html_bar_values_match_the_figures(built: Built, tmp_path: Path) -> None
     agents = re.search(r'data-chart="outcomes-by-agent".*?</svg>', text, re.S)
     assert agents is not None
     assert 'data-label="planner-agent" data-value="5"' in agents.group()
+
+
+def test_the_forked_fold_gives_the_same_report(
+    built: Built, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Half the runs folded in a child process (large journals): the same figures."""
+    from postflightd import report_command
+
+    monkeypatch.setattr(report_command, "PARALLEL_MIN_ROWS", 10**9)
+    serial = report_json(capsys, "--since", "all")
+    monkeypatch.setattr(report_command, "PARALLEL_MIN_ROWS", 0)
+    forked = report_json(capsys, "--since", "all")
+    for report in (serial, forked):
+        report.pop("generated")
+        # The order of runs within an operation's durations does not show; ties may differ.
+        report["incidents"].sort(key=lambda i: (i["kind"], i["task"]))
+    assert forked == serial
+    assert forked["runs"] == 21
