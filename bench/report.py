@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Benchmark: `postflightd report` over a journal of 100,000 runs (SPEC 6: <= 2 s).
 
-Generates, under a temp dir, a journal through the journal's own record API (the rows the
-daemon writes for each run: validated in_progress, validated final, postflighted with the full
-file content, deleted; invalid runs stop after validation, stuck runs get a stuck row), spread
-over 30 days, 4 roots, 12 agent types. Then times, as whole processes (start-up included):
+Generates, under a temp dir, a journal through the journal's own record API, with the rows the
+daemon writes for each run: validated in_progress, 0-3 progress updates (validated again),
+validated final, postflighted with the full file content, deleted; invalid runs stop after
+validation, stuck runs get a stuck row. Spread over 30 days, 4 roots, 12 agent types. Then
+times, as whole processes (start-up included):
 
 * `postflightd report --since all`                 text; median of --runs runs
 * `postflightd report --since all --format html`   median of --runs runs
@@ -110,15 +111,20 @@ def _run(journal: object, rng: random.Random, i: int, when: datetime) -> int:
     ended = when + timedelta(seconds=duration)
     common = {"root": root, "file": file, "task": task, "session": session}
     journal.record("validated", status="in_progress", findings=[], ts=started, **common)
+    # Progress updates: the daemon validates (and journals) every rewrite of the file.
+    updates = rng.choice((0, 1, 2, 3))
+    for k in range(updates):
+        at = started + timedelta(seconds=duration * (k + 1) / (updates + 1))
+        journal.record("validated", status="in_progress", findings=[], ts=at, **common)
     roll = rng.random()
     if roll < 0.03:
         journal.record("stuck", status="in_progress", ts=ended, **common)
-        return 2
+        return 2 + updates
     if roll < 0.08:
         journal.record(
             "validated", status="completed", findings=[rng.choice(ERRORS)], ts=ended, **common
         )
-        return 2
+        return 2 + updates
     status = FINAL[op] if roll < 0.9 else rng.choice(["partial", "failed", "blocked"])
     findings = [rng.choice(WARNINGS)] if rng.random() < 0.3 else []
     content = json.dumps(
@@ -146,7 +152,7 @@ def _run(journal: object, rng: random.Random, i: int, when: datetime) -> int:
     journal.record("validated", status=status, findings=findings, ts=ended, **common)
     journal.record("postflighted", status=status, content=content, ts=ended, **common)
     journal.record("deleted", status=status, ts=ended, **common)
-    return 4
+    return 4 + updates
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:

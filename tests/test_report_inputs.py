@@ -380,3 +380,48 @@ def test_html_is_well_formed_with_no_runs(capsys: pytest.CaptureFixture[str]) ->
     captured = capsys.readouterr()
     assert "No runs." in captured.out
     assert re.search(r"</html>\s*$", captured.out)
+
+
+def test_repeated_progress_rows_keep_the_first_sighting_and_new_findings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The SQL that drops repeated progress rows keeps what the figures need."""
+    root = str(tmp_path)
+    t0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
+    common: dict[str, object] = {"root": root, "file": "specs/1_x/.return-meta.json", "task": 1}
+    warn = [{"code": "PF302", "severity": "warning", "location": "", "message": "no progress"}]
+    content = json.dumps({"metadata": {"agent_type": "a-research-agent"}})
+    with _journal() as journal:
+        for minute, findings in ((0, []), (5, []), (10, warn), (15, warn), (20, [])):
+            journal.record(
+                "validated",
+                session=SID,
+                status="in_progress",
+                findings=findings,
+                ts=t0 + timedelta(minutes=minute),
+                **common,
+            )
+        journal.record(
+            "validated",
+            session=SID,
+            status="researched",
+            findings=[],
+            ts=t0 + timedelta(minutes=30),
+            **common,
+        )
+        journal.record(
+            "postflighted",
+            session=SID,
+            status="researched",
+            content=content,
+            ts=t0 + timedelta(minutes=30),
+            **common,
+        )
+    assert main(["report", "--format", "json", "--since", "all", root]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (research,) = report["operations"]
+    assert research["median_s"] == 1800.0  # from the first in_progress sighting
+    assert report["findings"]["codes"][0]["code"] == "PF302"
+    assert main(["report", "--format", "json", "--since", "2026-01-05T10:04:00+00:00", root]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["operations"][0]["median_s"] == 1500.0  # the first sighting in the period

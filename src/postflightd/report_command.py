@@ -47,6 +47,15 @@ _COLUMNS_SQL = (
     "CASE WHEN kind = 'validated' AND typeof(findings) = 'text' AND findings <> '[]' "
     "THEN findings END"
 )
+# A progress update repeats what the run's previous row said (validated, in_progress, the
+# same findings): the daemon journals every rewrite of the file. One probe of the session
+# index per such row drops it in SQLite, before it costs a Python tuple; fold would ignore it.
+_REPEAT_SQL = (
+    "NOT coalesce(kind = 'validated' AND status = 'in_progress' AND (SELECT "
+    "p.kind = 'validated' AND p.status = 'in_progress' AND p.root = o.root "
+    "AND p.file = o.file AND p.findings IS o.findings FROM observations AS p "
+    "WHERE p.session = o.session AND p.id < o.id{since} ORDER BY p.id DESC LIMIT 1), 0)"
+)
 _KINDS = ("validated", "postflighted", "stuck", "interrupted")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
@@ -124,14 +133,20 @@ def stream_rows(
     if part is not None:
         clauses.append("(CASE WHEN typeof(task) = 'integer' THEN task ELSE 0 END) % ? = ?")
         params.extend((part[1], part[0]))
-    if since is not None:
+    since_text = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if since else None
+    if since_text is not None:
         clauses.append("ts >= ?")
-        params.append(since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+        params.append(since_text)
     if roots:
         clauses.append(f"root IN ({', '.join('?' * len(roots))})")
         params.extend(roots)
+    if since_text is not None:
+        clauses.append(_REPEAT_SQL.replace("{since}", " AND p.ts >= ?"))
+        params.append(since_text)
+    else:
+        clauses.append(_REPEAT_SQL.replace("{since}", ""))
     query = (
-        f"SELECT {_COLUMNS_SQL}, {_FACTS_SQL} FROM observations "  # noqa: S608 - fixed SQL; values are bound
+        f"SELECT {_COLUMNS_SQL}, {_FACTS_SQL} FROM observations AS o "  # noqa: S608 - fixed SQL; values are bound
         f"WHERE {' AND '.join(clauses)} ORDER BY id"
     )
     try:
