@@ -11,14 +11,14 @@ times, as whole processes (start-up included):
 * `postflightd report --since all --format html`   median of --runs runs
 * `postflightd report --since all --format json`   median of --runs runs
 * the status quo: `postflightd history --format json --limit N` (the raw material a hand-made
-  script over the journal starts from; it computes nothing yet); median of --runs runs
+  script over the journal starts from; it computes nothing yet); --history-runs runs (1)
 * in-process, the naive way: fetch every row, `json.loads` every content in Python;
   median of --runs runs
 
 Wall times depend on what else runs on the machine: the load average is printed before and
 after, and the CPU time (user + system, the forked child included) beside each wall time.
 
-    .venv/bin/python bench/report.py [--runs-count 100000] [--runs 5] [--keep]
+    .venv/bin/python bench/report.py [--runs-count 100000] [--runs 5] [--history-runs 1] [--keep]
 """
 
 from __future__ import annotations
@@ -188,6 +188,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs-count", type=int, default=100_000, help="runs in the journal")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per figure")
+    parser.add_argument(
+        "--history-runs", type=int, default=1, help="timed runs of the status quo (slow)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the generated journal")
     args = parser.parse_args()
     print(f"machine: {describe()}")
@@ -230,7 +233,10 @@ def main() -> int:
         }
         print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         for name, argv in figures.items():
-            runs = [timed(argv, env) for _ in range(args.runs)]
+            count = args.history_runs if name.startswith("status quo") else args.runs
+            if not count:
+                continue
+            runs = [timed(argv, env) for _ in range(count)]
             wall = [w for w, _ in runs]
             cpu = statistics.median(c for _, c in runs)
             verdict = ""
