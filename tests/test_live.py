@@ -182,3 +182,20 @@ def test_rows_are_cut_to_the_terminal_width() -> None:
     statuses = [RootStatus(Path("/r"), None, [run(1, "running", "x" * 300, 1)])]
     view.update(statuses, 0.0, datetime.now(UTC).strftime("%H:%M:%S"))
     assert all(len(line) <= 60 for line in view.lines(statuses, "h", 60, ansi=True))
+
+
+def test_transitions_show_agent_values_inert() -> None:
+    """A stage written by an agent never reaches the terminal as an escape sequence."""
+    hostile = run(1, "running", "\x1b[2J\x1b[Hphase\n2", 1)
+    line = describe_change(run(1, "running", "a", 0), hostile)
+    assert line == "task 1: \\x1b[2J\\x1b[Hphase\\x0a2 1/3"
+
+
+def test_status_watch_with_json_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from postflightd.cli import main
+
+    make_project(tmp_path, [])
+    assert main(["status", "--watch", "--format", "json", str(tmp_path)]) == 2
+    assert "--watch shows the text table" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, TextIO
 
+from postflightd.report_render import inert
 from postflightd.status import RootStatus, RunStatus, report_status_text
 
 HOME: Final = "\x1b[H"
@@ -47,7 +48,7 @@ def _signature(run: RunStatus) -> tuple[object, ...]:
 
 
 def _name(run: RunStatus) -> str:
-    return f"task {run.task}" if run.task is not None else run.file
+    return f"task {run.task}" if run.task is not None else inert(run.file)
 
 
 def _phases(run: RunStatus) -> str:
@@ -61,16 +62,21 @@ def _phases(run: RunStatus) -> str:
 def describe_change(old: RunStatus | None, new: RunStatus | None) -> str | None:
     """One line for what happened to a run between two refreshes; None when nothing did."""
     if old is None and new is not None:
-        return f"{_name(new)}: appeared ({new.state}, {new.status or '?'})"
+        return f"{_name(new)}: appeared ({new.state}, {inert(new.status or '?')})"
     if new is None and old is not None:
         return f"{_name(old)}: gone (post-flighted or removed; was {old.state})"
     if old is None or new is None or _signature(old) == _signature(new):
         return None
+    # Status, session and stage are what the agent wrote: made inert before they reach the
+    # terminal (an escape sequence in a stage must not move the cursor).
     if old.session != new.session:
-        return f"{_name(new)}: new session {new.session or '?'} ({new.state})"
+        return f"{_name(new)}: new session {inert(new.session or '?')} ({new.state})"
     if old.state != new.state or old.status != new.status:
-        return f"{_name(new)}: {old.status or '?'} {old.state} -> {new.status or '?'} {new.state}"
-    return f"{_name(new)}: {new.stage or 'progress'}{_phases(new)}"
+        return (
+            f"{_name(new)}: {inert(old.status or '?')} {old.state} -> "
+            f"{inert(new.status or '?')} {new.state}"
+        )
+    return f"{_name(new)}: {inert(new.stage or 'progress')}{_phases(new)}"
 
 
 @dataclass(slots=True)
@@ -150,13 +156,18 @@ def draw(out: TextIO, lines: Sequence[str], first: bool) -> None:
     out.flush()
 
 
-def run_status_watch(roots: Sequence[str], interval_text: str, config_path: str | None) -> int:
+def run_status_watch(
+    roots: Sequence[str], interval_text: str, config_path: str | None, fmt: str = "text"
+) -> int:
     """``postflightd status --watch``: refresh every ``--interval`` until Ctrl-C (exit 0)."""
     from postflightd.config import load_config
+    from postflightd.errors import UsageError
     from postflightd.pipeline import policy_from, resolve_root
     from postflightd.report_command import parse_interval
     from postflightd.status import collect_status
 
+    if fmt != "text":
+        raise UsageError("--watch shows the text table; for JSON, run `status --format json`")
     interval = parse_interval(interval_text)
     if roots:
         resolved = [resolve_root(r) for r in roots]

@@ -42,7 +42,7 @@ def _short(text: str, n: int = 26) -> str:
 
 def _svg(chart: str, title: str, height: float, body: Iterable[str]) -> str:
     return (
-        f'<svg class="chart" data-chart="{chart}" viewBox="0 0 {WIDTH} {_num(height)}" '
+        f'<svg class="chart" data-chart="{esc(chart)}" viewBox="0 0 {WIDTH} {_num(height)}" '
         f'role="img"><title>{esc(title)}</title>' + "".join(body) + "</svg>"
     )
 
