@@ -357,7 +357,9 @@ def test_parse_since_and_interval() -> None:
     assert parse_since("30d", now) == now - timedelta(days=30)
     assert parse_since("90m", now) == now - timedelta(minutes=90)
     assert parse_since("all", now) is None
-    assert parse_since("2026-02-01", now) == datetime(2026, 2, 1, tzinfo=UTC)
+    assert parse_since("2026-02-01T00:00:00+00:00", now) == datetime(2026, 2, 1, tzinfo=UTC)
+    with pytest.raises(Exception, match="--since"):
+        parse_since("soon", now)
     assert parse_interval("1s") == 1.0
     assert parse_interval("500ms") == 0.5
     assert parse_interval("2") == 2.0

@@ -684,7 +684,9 @@ def _run(argv: Sequence[str] | None) -> int:
         case "status" if args.watch:
             from postflightd.live import run_status_watch
 
-            return run_status_watch(args.roots, args.interval, args.config, args.format)
+            return run_status_watch(
+                args.roots, args.interval, args.config, args.format, args.select, args.ignore
+            )
         case "status":
             from postflightd.status import run_status
 

@@ -135,6 +135,9 @@ def _row_keys(statuses: Sequence[RootStatus]) -> list[RunKey | None]:
     keys: list[RunKey | None] = []
     for entry in statuses:
         keys.append(None)  # the root line
+        healing = entry.healing or {}
+        if healing.get("reapplied") or healing.get("overwritten"):
+            keys.append(None)  # the "healed:" line
         if entry.note or not entry.runs:
             keys.append(None)
             continue
@@ -157,11 +160,17 @@ def draw(out: TextIO, lines: Sequence[str], first: bool) -> None:
 
 
 def run_status_watch(
-    roots: Sequence[str], interval_text: str, config_path: str | None, fmt: str = "text"
+    roots: Sequence[str],
+    interval_text: str,
+    config_path: str | None,
+    fmt: str = "text",
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
 ) -> int:
     """``postflightd status --watch``: refresh every ``--interval`` until Ctrl-C (exit 0)."""
     from postflightd.config import load_config
     from postflightd.errors import UsageError
+    from postflightd.findings import UnknownCodeError
     from postflightd.pipeline import policy_from, resolve_root
     from postflightd.report_command import parse_interval
     from postflightd.status import collect_status
@@ -175,7 +184,10 @@ def run_status_watch(
     else:
         config = load_config(config_path, [Path.cwd()])
         resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
-    policy = policy_from(config)
+    try:
+        policy = policy_from(config, select, ignore)
+    except UnknownCodeError as exc:
+        raise UsageError(str(exc)) from None
     out = sys.stdout
     ansi = out.isatty()
     view = LiveView(hold_s=max(2 * interval, 3.0))

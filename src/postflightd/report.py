@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final, NamedTuple
 
+from postflightd.durations import format_duration
 from postflightd.lifecycle import DEFAULT_OPERATION, operation_of, parse_timestamp, timeout_for
 from postflightd.models import SUCCESS_STATUSES, Status
 from postflightd.rules import suggest_status
@@ -863,14 +864,8 @@ def nice_ceil(seconds: float) -> float:
 
 
 def human(seconds: float | None) -> str:
-    """``45s``, ``12m30s``, ``2h05m``, ``3d04h``; ``-`` when unknown."""
-    if seconds is None:
-        return "-"
-    s = round(seconds)
-    if s >= 86400:
-        return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
+    """The one duration format (``durations.format_duration``); ``never`` for infinity (TOML
+    accepts ``inf`` as a timeout)."""
+    if seconds is not None and not math.isfinite(seconds):
+        return "never"
+    return format_duration(seconds)

@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import re
 import sqlite3
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,29 +57,15 @@ _REPEAT_SQL = (
 )
 _KINDS = ("validated", "postflighted", "stuck", "interrupted")
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$", re.IGNORECASE)
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def parse_since(text: str, now: datetime) -> datetime | None:
-    """``30d``, ``12h``, ``90m``, ``2w``, ``3600`` (seconds), an ISO date or time, or ``all``."""
-    if text.strip().lower() in {"all", "0", ""}:
-        return None
-    match = _DURATION.match(text)
-    if match:
-        seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "s").lower()]
-        try:
-            return now - timedelta(seconds=seconds)
-        except OverflowError:
-            return None
+    """``--since``: what ``verify --since`` takes (``durations.parse_since``); None for all."""
+    from postflightd.durations import parse_since as parse
+
     try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise UsageError(
-            f"--since {text!r}: give a duration (30d, 12h, 90m, 2w), an ISO date "
-            "(2026-01-31) or `all`"
-        ) from None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return parse(text, now)
+    except ValueError as exc:
+        raise UsageError(f"--since {exc}") from None
 
 
 def parse_interval(text: str) -> float:
