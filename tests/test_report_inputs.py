@@ -427,3 +427,37 @@ def test_repeated_progress_rows_keep_the_first_sighting_and_new_findings(
     assert main(["report", "--format", "json", "--since", "2026-01-05T10:04:00+00:00", root]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["operations"][0]["median_s"] == 1500.0  # the first sighting in the period
+
+
+def test_how_stuck_runs_ended() -> None:
+    """Finished late, replaced by another session, or not yet: each said as it happened."""
+    impl = facts_of(json.dumps({"metadata": {"agent_type": "x-implementation-agent"}}))
+
+    def on(file: str, *rows: JournalRow) -> list[JournalRow]:
+        return [r._replace(file=file) for r in rows]
+
+    rows = [
+        *on("a", row("2026-01-01T10:00:00Z", "validated", "s1", "in_progress")),
+        *on("b", row("2026-01-01T10:00:01Z", "validated", "s2", "in_progress")),
+        *on("c", row("2026-01-01T10:00:02Z", "validated", "s3", "in_progress")),
+        *on("a", row("2026-01-01T13:00:00Z", "stuck", "s1", "in_progress")),
+        *on("b", row("2026-01-01T13:00:01Z", "stuck", "s2", "in_progress")),
+        *on("c", row("2026-01-01T13:00:02Z", "stuck", "s3", "in_progress")),
+        *on(
+            "a",
+            row("2026-01-01T14:00:00Z", "validated", "s1", "implemented"),
+            row("2026-01-01T14:00:00Z", "postflighted", "s1", "implemented", facts=impl),
+        ),
+        *on("b", row("2026-01-01T15:00:00Z", "validated", "s9", "in_progress")),
+    ]
+    report = build_report(fold(rows), {}, now=datetime.now(UTC), since=None)
+    ended = {i.file: i.ended for i in report.incidents}
+    assert ended == {
+        "a": "finished late: implemented",
+        "b": "replaced by session s9 (running)",
+        "c": "not yet: still in_progress (file kept)",
+    }
+    assert report.outcomes["implemented"] == 1
+    assert report.outcomes["stuck"] == 2
+    agents = {i.file: i.agent for i in report.incidents}
+    assert agents["a"] == "x-implementation-agent"  # the session was applied in the end
