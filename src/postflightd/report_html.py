@@ -1,7 +1,8 @@
 """The report as one self-contained HTML page: inline SVG charts made here, no script, no network.
 
 The page is read on a phone as often as on a desk: the charts are SVGs with a viewBox (they
-scale to the width), wide tables scroll inside their own box, and colours follow the reader's
+scale to the width; below 560 px they keep 520 px, so that their text stays legible, and
+scroll sideways), wide tables scroll inside their own box, and colours follow the reader's
 light or dark preference. Every value from the journal is agent-written data: control
 characters are made visible and the text is HTML-escaped, in content and in attributes alike.
 """
@@ -239,6 +240,7 @@ th,td{text-align:left;padding:4px 8px;border-bottom:1px solid var(--line);vertic
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 figure{margin:.6em 0 1.2em}figcaption{color:var(--muted);font-size:.88em}
 svg.chart{width:100%;height:auto;display:block}
+@media (max-width:560px){figure{overflow-x:auto}svg.chart{min-width:520px}}
 svg text{fill:var(--fg);font-size:12px}svg text.small{font-size:10px;fill:var(--muted)}
 .axis{stroke:var(--line)}rect.dur,rect.day{fill:var(--bar)}
 .timeout line{stroke:var(--failed);stroke-width:2;stroke-dasharray:5 3}
