@@ -3,10 +3,11 @@
 Pure: journal rows in (any iterable, streamed), a ``Report`` out. Reading the database, the
 configuration and the clock happens in ``report_command``; rendering in ``report_render``.
 
-A **run** is one session's work on one task directory of one root: every journal row with the
-same (root, file, session). Its outcome is the status of its last ``postflighted`` row; else
-``stuck`` / ``interrupted`` when such a row exists; else ``invalid`` when its last validation
-was of a final status that was never applied; else ``running`` (still ``in_progress``).
+A **run** is one session's work on one task directory of one root: the journal rows with the
+same (root, file, session); a session reused after its run was applied starts a new run. Its
+outcome is the status of its last ``postflighted`` row; else ``stuck`` / ``interrupted`` when
+such a row exists; else ``running`` while its file still says ``in_progress``; else
+``invalid`` (a final status that was never applied).
 
 Only ``postflighted`` rows carry the file's content, so the agent type, the operation,
 ``started_at`` and ``duration_seconds`` of a run are known only when some row of its session
