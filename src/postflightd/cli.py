@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from postflightd.journal import Journal
     from postflightd.pipeline import FileReport, ScanReport
 
+    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
 FORMATS = ("text", "json", "github", "sarif")
 COLOR_CHOICES = ("auto", "always", "never")
 
@@ -150,6 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     completion = sub.add_parser("completion", help="print the shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
+    _add_report_parsers(sub, status)
     return parser
 
 
@@ -160,6 +163,24 @@ def _add_code_filters(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--ignore", action="append", default=[], metavar="CODES", help="never these codes"
     )
+
+
+def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> None:
+    """``report`` and ``status --watch`` (issue 14)."""
+    status.add_argument(
+        "--watch", action="store_true", help="live view, redrawn in place; Ctrl-C to quit"
+    )
+    status.add_argument("--interval", default="1s", metavar="SECONDS", help="e.g. 1s, 500ms")
+    report = sub.add_parser(
+        "report", help="analytics from the journal: outcomes, durations, timeouts, findings"
+    )
+    report.add_argument("roots", nargs="*", metavar="ROOT", help="default: every root journaled")
+    report.add_argument(
+        "--since", default="30d", metavar="DURATION", help="30d (default), 12h, 2026-01-31, all"
+    )
+    report.add_argument("--format", choices=("text", "json", "html"), default="text")
+    report.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    report.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
 
 def _load_config(explicit: str | None, roots: Sequence[Path]) -> Config:
@@ -660,6 +681,12 @@ def _run(argv: Sequence[str] | None) -> int:
             from postflightd.daemon import run_watch
 
             return run_watch(args.roots, args.config, args.log_format, args.log_level)
+        case "status" if args.watch:
+            from postflightd.live import run_status_watch
+
+            return run_status_watch(
+                args.roots, args.interval, args.config, args.format, args.select, args.ignore
+            )
         case "status":
             from postflightd.status import run_status
 
@@ -670,6 +697,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from postflightd.verify import run_verify
 
             return run_verify(args.roots, args.since, args.repair, args.format, args.config)
+        case "report":
+            from postflightd.report_command import run_report
+
+            return run_report(args.roots, args.since, args.format, args.output, args.config)
         case "schema":
             return cmd_schema()
         case "rules":

@@ -1,0 +1,296 @@
+"""``postflightd report``: the I/O edge of the report (SPEC 4).
+
+It reads the journal through its own read-only connection (a report never creates, migrates or
+locks the database the daemon writes), streams the rows into ``report.fold``, loads each root's
+``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from postflightd.errors import ConfigError, UsageError
+from postflightd.report import Report, Runs, Tally, build_report, fold, tally
+
+# The facts the report needs from a postflighted row's content, extracted by SQLite's JSON
+# functions (C, no Python object per document; SQLite caches the parse across the calls of a
+# row): parsing 100,000 documents in Python would cost most of the 2 s budget (SPEC 6).
+# json_valid first, as json_extract raises on bad JSON; each fact only when of the right type.
+_FACT_PATHS = (
+    ("$.metadata.agent_type", "= 'text'"),
+    ("$.metadata.delegation_path[1]", "= 'text'"),
+    ("$.started_at", "= 'text'"),
+    ("$.metadata.duration_seconds", "IN ('integer', 'real')"),
+)
+_FACTS_SQL = ", ".join(
+    f"CASE WHEN kind = 'postflighted' AND json_valid(content) "
+    f"AND json_type(content, '{path}') {test} THEN json_extract(content, '{path}') END"
+    for path, test in _FACT_PATHS
+)
+# "[]" (a clean validation, most rows) comes back as NULL: nothing for Python to parse.
+# Every column is of the type the report expects whatever another tool wrote there.
+_COLUMNS_SQL = (
+    "CAST(ts AS TEXT), CAST(kind AS TEXT), CAST(root AS TEXT), CAST(file AS TEXT), "
+    "CASE WHEN typeof(task) = 'integer' THEN task END, "
+    "CASE WHEN typeof(session) = 'text' THEN session END, "
+    "CASE WHEN typeof(status) = 'text' THEN status END, "
+    "CASE WHEN kind = 'validated' AND typeof(findings) = 'text' AND findings <> '[]' "
+    "THEN findings END"
+)
+# A progress update repeats what the run's previous row said (validated, in_progress, the
+# same findings): the daemon journals every rewrite of the file. One probe of the session
+# index per such row drops it in SQLite, before it costs a Python tuple; fold would ignore it.
+_REPEAT_SQL = (
+    "NOT coalesce(kind = 'validated' AND status = 'in_progress' AND (SELECT "
+    "p.kind = 'validated' AND p.status = 'in_progress' AND p.root = o.root "
+    "AND p.file = o.file AND p.findings IS o.findings FROM observations AS p "
+    "WHERE p.session = o.session AND p.id < o.id{since} ORDER BY p.id DESC LIMIT 1), 0)"
+)
+_KINDS = ("validated", "postflighted", "stuck", "interrupted")
+
+
+def parse_since(text: str, now: datetime) -> datetime | None:
+    """``--since``: what ``verify --since`` takes (``durations.parse_since``); None for all."""
+    from postflightd.durations import parse_since as parse
+
+    try:
+        return parse(text, now)
+    except ValueError as exc:
+        raise UsageError(f"--since {exc}") from None
+
+
+def parse_interval(text: str) -> float:
+    """``--interval``: ``1s``, ``500ms``, ``0.5``; at least 0.1 s."""
+    raw = text.strip().lower()
+    scale = 1.0
+    if raw.endswith("ms"):
+        raw, scale = raw[:-2], 0.001
+    elif raw.endswith("s"):
+        raw = raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise UsageError(f"--interval {text!r}: give seconds, e.g. 1s, 500ms or 2") from None
+    if not value >= 0.1 or value > 3600:
+        raise UsageError(f"--interval {text!r}: between 100ms and 1h")
+    return value
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection; a clear error when there is no usable journal there."""
+    if not path.is_file():
+        raise UsageError(
+            f"no journal at {path}: nothing has been post-flighted yet (or set [journal] path)"
+        )
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+    except sqlite3.Error as exc:
+        raise UsageError(f"the journal cannot be opened: {path}: {exc}") from None
+    return conn
+
+
+class _NotUtf8Error(Exception):
+    """A text column holds bytes that are not UTF-8 (another tool wrote the journal)."""
+
+
+def stream_rows(
+    conn: sqlite3.Connection,
+    roots: Sequence[str],
+    since: datetime | None,
+    part: tuple[int, int] | None = None,
+) -> Iterator[tuple[Any, ...]]:
+    """The rows the report reads (``report.JournalRow`` fields), oldest first, in batches.
+
+    ``part=(i, n)``: only the rows whose task number is i modulo n (a run's rows all share
+    its task directory, so each run falls wholly in one part; no task number is part 0).
+    """
+    clauses = [f"kind IN ({', '.join('?' * len(_KINDS))})"]
+    params: list[object] = list(_KINDS)
+    if part is not None:
+        clauses.append("(CASE WHEN typeof(task) = 'integer' THEN task ELSE 0 END) % ? = ?")
+        params.extend((part[1], part[0]))
+    since_text = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if since else None
+    if since_text is not None:
+        clauses.append("ts >= ?")
+        params.append(since_text)
+    if roots:
+        clauses.append(f"root IN ({', '.join('?' * len(roots))})")
+        params.extend(roots)
+    if since_text is not None:
+        clauses.append(_REPEAT_SQL.replace("{since}", " AND p.ts >= ?"))
+        params.append(since_text)
+    else:
+        clauses.append(_REPEAT_SQL.replace("{since}", ""))
+    query = (
+        f"SELECT {_COLUMNS_SQL}, {_FACTS_SQL} FROM observations AS o "  # noqa: S608 - fixed SQL; values are bound
+        f"WHERE {' AND '.join(clauses)} ORDER BY id"
+    )
+    try:
+        cursor = conn.execute(query, params)
+        cursor.arraysize = 2000
+        while batch := cursor.fetchmany():
+            yield from batch
+    except sqlite3.OperationalError as exc:
+        if "decode" in str(exc).lower():
+            raise _NotUtf8Error(str(exc)) from None
+        raise UsageError(f"the journal cannot be read: {exc}") from None
+    except sqlite3.Error as exc:
+        raise UsageError(f"the journal cannot be read: {exc}") from None
+
+
+#: Below this many rows a second process costs more than it saves.
+PARALLEL_MIN_ROWS = 40_000
+
+
+def fold_journal(
+    conn: sqlite3.Connection,
+    roots: Sequence[str],
+    since: datetime | None,
+    part: tuple[int, int] | None = None,
+) -> Runs:
+    """Every run in scope; text that is not UTF-8 is read with replacement characters."""
+    try:
+        return fold(stream_rows(conn, roots, since, part))
+    except _NotUtf8Error:
+        # Rare (only a foreign writer leaves such bytes), so the strict and fast decoder is
+        # tried first and the lenient one, a Python call per value, only then.
+        conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
+        return fold(stream_rows(conn, roots, since, part))
+
+
+def tally_journal(
+    path: Path, conn: sqlite3.Connection, roots: Sequence[str], since: datetime | None
+) -> Tally:
+    """The tally of every run in scope; half of them in a forked child on 2+ CPUs.
+
+    Turning rows into Python objects is what a 100,000-run report spends its time on (SPEC 6:
+    2 s), and it splits cleanly by task number. The child opens its own read-only connection
+    (an SQLite connection must not cross a fork) and sends back its tally (counts and
+    durations: small, quick to pickle, unlike the runs); any failure in it falls back to
+    tallying its half here.
+    """
+    try:
+        # The id range, not count(*): no scan of the table to decide.
+        rows = conn.execute("SELECT max(id) - min(id) FROM observations").fetchone()[0] or 0
+    except sqlite3.Error as exc:
+        raise UsageError(f"the journal cannot be read: {exc}") from None
+    if rows < PARALLEL_MIN_ROWS or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+        return tally(fold_journal(conn, roots, since))
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            os.close(read_fd)
+            child_conn = open_read_only(path)
+            child_tally = tally(fold_journal(child_conn, roots, since, (1, 2)))
+            with os.fdopen(write_fd, "wb") as out:
+                pickle.dump(child_tally, out, protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        mine = tally(fold_journal(conn, roots, since, (0, 2)))
+    finally:
+        with os.fdopen(read_fd, "rb") as pipe:
+            data = pipe.read()
+        _, status = os.waitpid(pid, 0)
+    theirs: Tally | None = None
+    if os.waitstatus_to_exitcode(status) == 0:
+        with contextlib.suppress(pickle.UnpicklingError, EOFError, ValueError, TypeError):
+            loaded = pickle.loads(data)  # noqa: S301 - our own child's output
+            theirs = loaded if isinstance(loaded, Tally) else None
+    if theirs is None:
+        theirs = tally(fold_journal(conn, roots, since, (1, 2)))
+    return mine.merge(theirs)
+
+
+def _root_arg(raw: str) -> str:
+    """A root as the journal names it: absolute and resolved (it need not exist any more)."""
+    return str(Path(raw).expanduser().resolve())
+
+
+def make_report(
+    roots: Sequence[str], since_text: str, config_path: str | None, now: datetime
+) -> tuple[Report, list[str]]:
+    """The report and notes for stderr (roots whose configuration could not be read)."""
+    from postflightd.config import Config, load_config
+    from postflightd.journal import journal_path
+
+    since = parse_since(since_text, now)
+    wanted = [_root_arg(r) for r in roots]
+    # The journal's path comes from the user's configuration, as for `history`.
+    config = load_config(config_path, [Path.cwd()])
+    path = journal_path(config.journal.path)
+    conn = open_read_only(path)
+    try:
+        counted = tally_journal(path, conn, wanted, since)
+    finally:
+        conn.close()
+    notes: list[str] = []
+    timeouts: dict[str, dict[str, float]] = {}
+    for root in sorted(counted.roots | set(wanted)):
+        root_path = Path(root)
+        if not root_path.is_dir():
+            notes.append(f"{root}: not a directory now; its timeouts are the defaults")
+        try:
+            root_config = load_config(config_path, [root_path] if root_path.is_dir() else [])
+        except ConfigError as exc:
+            notes.append(f"{exc}; the default timeouts are used for {root}")
+            timeouts[root] = Config().timeouts.as_mapping()
+            continue
+        timeouts[root] = root_config.timeouts.as_mapping()
+    if not counted.runs:
+        notes.append(f"the journal ({path}) holds no runs for this scope")
+    report = build_report(counted, timeouts, now=now, since=since)
+    if wanted:
+        report.roots = wanted
+    return report, notes
+
+
+def write_output(text: str, output: str | None) -> None:
+    """stdout, or ``-o FILE`` replaced atomically (a reader never sees half a report)."""
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        return
+    target = Path(output).expanduser()
+    if target.is_dir():
+        raise UsageError(f"-o {output}: is a directory; give a file name")
+    directory = target.parent if str(target.parent) else Path()
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
+
+
+def run_report(
+    roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
+) -> int:
+    """``postflightd report``: exit 0 (a report is information, not a verdict)."""
+    from postflightd.report_render import RENDERERS
+
+    report, notes = make_report(roots, since, config_path, datetime.now(UTC))
+    for note in notes:
+        print(f"postflightd: {note}", file=sys.stderr)
+    write_output(RENDERERS[fmt](report), output)
+    if output not in (None, "-"):
+        print(f"postflightd: report written to {output}", file=sys.stderr)
+    return 0
