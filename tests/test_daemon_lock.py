@@ -123,7 +123,8 @@ def test_busy_lock_keeps_the_file_and_applies_it_once_released(
     holder.wait(10)
     wait_until("the file to be applied", lambda: not meta.exists(), timeout=30)
     assert status_of(root) == "researched"
-    assert events(log, "lock_free")
+    # Logged once the batch returns, a moment after the file is gone.
+    wait_until("the lock_free log line", lambda: events(log, "lock_free"))
     daemon.send_signal(signal.SIGTERM)
     assert daemon.wait(20) == 0
 
