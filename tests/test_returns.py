@@ -129,13 +129,17 @@ def test_seed003_case4_phantom_research(tmp_path: Path, capsys: pytest.CaptureFi
 def test_seed003_case5_missing_artifact_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Case 5: an artifact path that does not exist on disk."""
+    """Case 5: an artifact path that does not exist on disk.
+
+    The seed has no project root: its whole file system is the root (``--root /``). Under a
+    narrower root the same path is PF501, outside, whether or not it exists.
+    """
     path = write(
         tmp_path,
         '{"status": "completed", "summary": "Done", '
         '"artifacts": [{"path": "/nonexistent/file.md"}], "metadata": {"session_id": "test"}}\n',
     )
-    code, report = check(capsys, path, "--root", str(tmp_path))
+    code, report = check(capsys, path, "--root", "/")
     assert code == 1
     assert at(report, "PF502") == ["artifacts[0].path"]
     (missing,) = [f for f in report["findings"] if f["code"] == "PF502"]
@@ -426,6 +430,36 @@ def test_absolute_artifact_outside_the_root_is_refused(tmp_path: Path) -> None:
     assert probe(str(root / "nope.md")) is ArtifactState.MISSING
     (root / "link.md").symlink_to(outside)
     assert probe(str(root / "link.md")) is ArtifactState.OUTSIDE
+
+
+def test_absolute_path_outside_the_root_does_not_reveal_whether_it_exists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An existing and a missing path outside --root get the same PF501, and no PF502."""
+    root = tmp_path / "root"
+    root.mkdir()
+    secret = tmp_path / "secret.md"
+    secret.write_text("x", encoding="utf-8")
+    findings = []
+    for artifact in (str(secret), str(tmp_path / "no-such-dir" / "file.md")):
+        doc = {
+            "status": "completed",
+            "summary": "Done",
+            "artifacts": [{"path": artifact}],
+            "metadata": {"session_id": "test"},
+        }
+        code, report = check(capsys, write(tmp_path, json.dumps(doc)), "--root", str(root))
+        assert code == 1
+        assert at(report, "PF501") == ["artifacts[0].path"]
+        assert at(report, "PF502") == []
+        findings.append(
+            [
+                f["message"].replace(artifact, "P")
+                for f in report["findings"]
+                if f["code"] == "PF501"
+            ]
+        )
+    assert findings[0] == findings[1]
 
 
 def test_every_new_rule_is_registered_and_documented() -> None:

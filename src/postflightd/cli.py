@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -229,6 +229,7 @@ def cmd_scan(
     from datetime import UTC, datetime
 
     from postflightd.errors import ExitCode, UsageError
+    from postflightd.inert import inert
     from postflightd.pipeline import apply_all, scan
     from postflightd.reporters import REPORTERS, Options, report_statistics, use_color
 
@@ -249,7 +250,7 @@ def cmd_scan(
         report = scan(resolved, config, policy, now, only, positions=fmt in ("github", "sarif"))
     if not out.quiet:
         for note in report.notes:
-            print(f"postflightd: {note}", file=sys.stderr)
+            print(f"postflightd: {inert(note)}", file=sys.stderr)
     options = Options(
         color=use_color(out.color, sys.stdout, os.environ),
         quiet=out.quiet,
@@ -356,10 +357,10 @@ def cmd_process(
     dry_run: bool = False,
 ) -> int:
     """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604."""
-    import json
     from datetime import UTC, datetime
 
     from postflightd.errors import ExitCode, UsageError
+    from postflightd.inert import inert, json_text
     from postflightd.loader import MetaFileRef
     from postflightd.pipeline import Outcome, Project, postflight, root_of
 
@@ -384,7 +385,7 @@ def cmd_process(
         if done is None:
             raise UsageError(f"{file}: no such file")
         # A daemon, hook or concurrent `process` took it first: the outcome is applied.
-        print(f"{file}: already post-flighted ({done}); nothing to do")
+        print(f"{inert(file)}: already post-flighted ({done}); nothing to do")
         return int(ExitCode.OK)
     try:
         # A file the agent rewrites while it is being applied is read and applied again.
@@ -399,8 +400,7 @@ def cmd_process(
     finally:
         journal.close()
     if fmt == "json":
-        json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(report.to_json(), indent=2) + "\n")
     else:
         _print_process_summary(report)
     codes = {
@@ -418,6 +418,7 @@ def _process_dry_run(root: Path, path: Path, config: Config, policy: Policy) -> 
     from datetime import UTC, datetime
 
     from postflightd.errors import ExitCode
+    from postflightd.inert import inert
     from postflightd.loader import MetaFileRef
     from postflightd.models import Status
     from postflightd.pipeline import Project, check_file, preview, unified_diff
@@ -428,7 +429,10 @@ def _process_dry_run(root: Path, path: Path, config: Config, policy: Policy) -> 
     report = check_file(project, MetaFileRef(path, path.parent.name), config, policy, now)
     cwd = str(Path.cwd())
     for f in report.findings:
-        print(f"{display_path(report.path, cwd)}:{f.code} {f.severity.value}: {f.message}")
+        print(
+            f"{inert(display_path(report.path, cwd))}:{f.code} {f.severity.value}: "
+            f"{inert(f.message)}"
+        )
     if not project.state.usable:
         print("dry run: state.json is unusable (PF604): nothing would be applied")
         return int(ExitCode.STATE_UNUSABLE)
@@ -463,10 +467,11 @@ def _already_postflighted(journal: Journal, root: Path, path: Path) -> str | Non
 
 
 def _print_process_summary(report: FileReport) -> None:
+    from postflightd.inert import inert
     from postflightd.pipeline import Outcome
 
     what = {
-        Outcome.APPLIED: f"applied ({report.raw_status}) to task {report.task}; "
+        Outcome.APPLIED: f"applied ({inert(report.raw_status or '')}) to task {report.task}; "
         + ("file kept" if report.path.exists() else "file deleted"),
         Outcome.GONE: "already post-flighted by another run (the file is gone)",
         Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
@@ -476,48 +481,55 @@ def _print_process_summary(report: FileReport) -> None:
         Outcome.INVALID: "not applied: invalid; the file is kept",
     }
     assert report.outcome is not None
-    print(f"{report.rel_path}: {what.get(report.outcome, report.outcome.value)}")
+    print(f"{inert(report.rel_path)}: {what.get(report.outcome, report.outcome.value)}")
     for f in report.findings:
-        print(f"  {f.code} {f.severity.value}: {f.message}")
+        print(f"  {f.code} {f.severity.value}: {inert(f.message)}")
     for note in report.notes:
-        print(f"  note: {note}")
+        print(f"  note: {inert(note)}")
 
 
 def cmd_hook(config_path: str | None) -> int:
-    """Stop-hook adapter: post-flight final files under cwd; print {} or a block decision."""
-    import json
-    from datetime import UTC, datetime
+    """Stop-hook adapter: exactly one JSON object on stdout, and never exit 2 (SPEC 4).
 
-    from postflightd.hook import decision, find_root, parse_hook_input
-    from postflightd.loader import find_metadata_files
-    from postflightd.pipeline import Project, policy_from, postflight
+    Exit 2 means "block and show stderr to the agent" to the runtime: so malformed stdin is
+    exit 1 (one line on stderr), and every problem that is not the metadata's is a
+    ``systemMessage`` for the person, exit 0.
+    """
+    import os
 
-    hook_input = parse_hook_input(sys.stdin.buffer.read())
-    config = _load_config(config_path, [hook_input.cwd])
-    root = find_root(hook_input.cwd, config.specs_dir)
-    if root is None:
-        print("{}")
-        return 0
-    if config_path is None:
-        config = _load_config(None, [root])
-    project = Project.open(root, config)
-    journal = _open_journal(config)
+    from postflightd.errors import ExitCode, PostflightError
+    from postflightd.hook import (
+        HookInputError,
+        answer,
+        parse_hook_input,
+        read_hook_input,
+        system_message,
+    )
+    from postflightd.inert import inert, json_text
+
+    reply: Mapping[str, object]
     try:
-        reports = postflight(
-            project,
-            list(find_metadata_files(project.specs_dir)),
-            config,
-            policy_from(config),
-            journal,
-            datetime.now(UTC),
+        # Descriptor 0 itself: the runtime's pipe, and no AttributeError when sys.stdin is
+        # None (started with stdin closed): read_hook_input turns EBADF into HookInputError.
+        hook_input = parse_hook_input(read_hook_input(0))
+    except HookInputError as exc:
+        print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
+        print("{}")
+        return int(ExitCode.FINDINGS)
+    try:
+        reply = answer(
+            hook_input,
+            lambda start: _load_config(config_path, [start]),
+            _open_journal,
+            os.environ,
         )
-    finally:
-        journal.close()
-    for report in reports:
-        for note in report.notes:
-            print(f"postflightd: {report.rel_path}: {note}", file=sys.stderr)
-    print(json.dumps(decision(reports, hook_input.stop_hook_active), ensure_ascii=False))
-    return 0
+    except PostflightError as exc:
+        reply = system_message([str(exc)])
+    except Exception as exc:  # noqa: BLE001 - the hook must answer the runtime whatever happens
+        where = _log_internal_error(exc)
+        reply = system_message([f"internal error ({type(exc).__name__}); details in {where}"])
+    print(json_text(reply))
+    return int(ExitCode.OK)
 
 
 def cmd_history(
@@ -531,12 +543,12 @@ def cmd_history(
     show: bool = False,
 ) -> int:
     """What the journal recorded; ``--show`` adds each row's recorded file content."""
-    import json
     from dataclasses import asdict
     from datetime import UTC, datetime
 
     from postflightd.durations import parse_since
     from postflightd.errors import UsageError
+    from postflightd.inert import inert, json_text
 
     since_at = None
     if since is not None:
@@ -556,18 +568,19 @@ def cmd_history(
         journal.close()
     if fmt == "json":
         # The JSON rows always carry `content` (a fixed shape); --show is for the text form.
-        json.dump([asdict(r) for r in rows], sys.stdout, indent=2, ensure_ascii=False)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text([asdict(r) for r in rows], indent=2) + "\n")
         return 0
     for r in rows:
         task_s = "-" if r.task is None else str(r.task)
         print(
-            f"{r.ts}  {r.kind:<13} task {task_s:<5} {r.status or '-':<12} "
-            f"{r.session or '-'}  {r.root}/{r.file}"
+            f"{inert(r.ts)}  {inert(r.kind):<13} task {task_s:<5} {inert(r.status or '-'):<12} "
+            f"{inert(r.session or '-')}  {inert(r.root)}/{inert(r.file)}"
         )
         if show and r.content is not None:
+            # The recorded file, one output line per line of it (splitlines also splits on
+            # CR, VT, FF, NEL, U+2028: each piece is then escaped whole).
             for line in r.content.splitlines():
-                print(f"    {line}")
+                print(f"    {inert(line)}")
     if not rows:
         filtered = any(x is not None for x in (task, session, root, since))
         print("no observations recorded" + (" for that filter" if filtered else ""))
@@ -629,6 +642,15 @@ def _run(argv: Sequence[str] | None) -> int:
     if completing():
         complete_and_exit(parser)
     args = parser.parse_args(argv)
+    from postflightd.logs import command_logging
+
+    # Once, for every command, on stderr: structlog's default prints to stdout, where a
+    # warning would corrupt a JSON report or the hook's answer.
+    with command_logging():
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     match args.command:
         case "scan":
             return cmd_scan(
@@ -749,7 +771,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
     except PostflightError as exc:
-        print(f"postflightd: {exc}", file=sys.stderr)
+        from postflightd.inert import inert
+
+        print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print("postflightd: interrupted", file=sys.stderr)

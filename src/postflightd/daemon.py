@@ -49,6 +49,7 @@ from postflightd.pipeline import (
     postflight,
     record_stuck,
 )
+from postflightd.store import LockTimeoutError, project_lock
 from postflightd.verify import Healer
 from postflightd.watcher import DirtySet, RootWatch, install_overflow_trap
 
@@ -63,6 +64,11 @@ MISSING_RECHECK_S: Final = 0.25
 BATCH_MAX: Final = 250
 #: A stuck timer fires this long after the deadline, so ``now > deadline`` holds when it does.
 DEADLINE_SLACK_S: Final = 0.005
+#: How long a batch waits for the project lock held by another writer (a commit takes
+#: milliseconds): past it the files stay dirty and are retried every LOCK_RETRY_S, so a lock
+#: held for minutes neither stalls the loop nor delays SIGTERM.
+LOCK_WAIT_S: Final = 0.5
+LOCK_RETRY_S: Final = 1.0
 
 
 class AlreadyRunningError(UsageError):
@@ -229,6 +235,11 @@ class RootState:
     held: set[str] = field(default_factory=set)
     state_problem: str | None = None
     missing: bool = False
+    #: files not post-flighted because another writer held the project lock: retried later.
+    lock_busy: set[str] = field(default_factory=set)
+    lock_retry_at: float = 0.0
+    #: monotonic time the lock was first found busy (None: not busy), for one log line.
+    lock_busy_since: float | None = None
     #: state.json as last parsed, with the identity it had: re-parsed only when it changed.
 
 
@@ -429,6 +440,8 @@ class Daemon:
         for rs in self._roots.values():
             if rs.deferred:
                 candidates.append(min(rs.deferred.values()) + settle)
+            if rs.lock_busy:
+                candidates.append(rs.lock_retry_at)
         if self._notifier.watchdog_interval_s is not None:
             candidates.append(self._next_ping)
         return min(candidates)
@@ -478,6 +491,7 @@ class Daemon:
                     state.deferred[p] = time.monotonic()
             self._process(state, paths, report_unparsed=False)
         self._retry_settled()
+        self._retry_lock_busy()
         self._check_stuck()
         self._notify_status()
         if self._notifier.watchdog_interval_s is not None and time.monotonic() >= self._next_ping:
@@ -607,7 +621,7 @@ class Daemon:
                     "move the task directory into the specs directory",
                 )
             refs.append(MetaFileRef(meta, task_dir.name, refused))
-        for chunk in _chunks(refs, BATCH_MAX):
+        for n, chunk in enumerate(_chunks(refs, BATCH_MAX)):
             if self._stop:
                 return  # the files stay on disk; the next start picks them up
             now = datetime.now(UTC)
@@ -622,12 +636,56 @@ class Daemon:
                     self._journal,
                     now,
                     report_unparsed=report_unparsed,
+                    lock_timeout_s=LOCK_WAIT_S,
                 )
+            except LockTimeoutError as exc:
+                self._lock_busy(rs, [str(r.path) for r in refs[n * BATCH_MAX :]], exc)
+                return
             except Exception as exc:  # one bad batch must not stop the daemon
                 log.exception("postflight_failed", root=str(rs.root), error=str(exc))
                 continue
+            if rs.lock_busy_since is not None and not rs.lock_busy:
+                log.info(
+                    "lock_free",
+                    root=str(rs.root),
+                    waited_s=round(time.monotonic() - rs.lock_busy_since, 1),
+                )
+                rs.lock_busy_since = None
             for report in reports:
                 self._after(rs, report, now)
+
+    def _lock_busy(self, rs: RootState, paths: Iterable[str], exc: LockTimeoutError) -> None:
+        """Keep ``paths`` dirty until the project lock is free; say so once, not per attempt."""
+        rs.lock_busy.update(paths)
+        rs.lock_retry_at = time.monotonic() + LOCK_RETRY_S
+        if rs.lock_busy_since is None:
+            rs.lock_busy_since = time.monotonic()
+            log.warning(
+                "lock_busy",
+                root=str(rs.root),
+                error=str(exc),
+                files=len(rs.lock_busy),
+                retry_s=LOCK_RETRY_S,
+            )
+
+    def _retry_lock_busy(self) -> None:
+        """Process the files a busy lock held back, once a probe finds the lock free."""
+        for rs in self._roots.values():
+            if not rs.lock_busy or self._stop or time.monotonic() < rs.lock_retry_at:
+                continue
+            try:
+                # A probe first: validating (and journaling) every held file again each
+                # second while another writer keeps the lock would only add noise.
+                with project_lock(rs.specs_dir, 0):
+                    pass
+            except LockTimeoutError:
+                rs.lock_retry_at = time.monotonic() + LOCK_RETRY_S
+                continue
+            except (OSError, PostflightError):
+                pass  # the lock file itself is the problem: postflight reports it
+            paths = list(rs.lock_busy)
+            rs.lock_busy.clear()
+            self._process(rs, paths, report_unparsed=False)
 
     def _project(self, rs: RootState) -> Project:
         """``Project.open`` for this root (load_state reuses the parse of unchanged bytes)."""
@@ -806,7 +864,7 @@ class Daemon:
             self._log_transition(flagged)
             assert self._journal is not None
             try:
-                record_stuck(project, report, self.config, self._journal, now)
+                record_stuck(project, report, self.config, self._journal, now, LOCK_WAIT_S)
             except (OSError, PostflightError) as exc:
                 log.error(  # noqa: TRY400 - expected; no traceback
                     "stuck_record_failed", **self._context(rs, report), error=str(exc)

@@ -1,18 +1,23 @@
-"""Logging for the daemon: structlog configured once, from ``cli.main``'s watch command.
+"""Logging: structlog configured once, from ``cli.main``, on stderr for every command.
 
 JSON lines when stderr is not a terminal (journald, files), readable console lines when it
-is. Every event carries ``root``, ``task``, ``session`` and ``file`` (null when it is about a
-root or the daemon as a whole), so a journal query can follow one task or one agent session.
+is. Values come from the project tree: console lines escape their control characters and
+JSON lines stay valid UTF-8 (SPEC 7.1, ``inert``). Every event carries ``root``, ``task``,
+``session`` and ``file`` (null when it is about a root or the daemon as a whole), so a journal
+query can follow one task or one agent session.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from typing import Any, Final, Literal, TextIO
 
 import structlog
+
+from postflightd.inert import inert, json_text
 
 LogFormat = Literal["auto", "json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -85,6 +90,20 @@ class _WithPriority:
         return "\n".join(prefix + line for line in text.split("\n"))
 
 
+def _inert_values(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    # The console renderer prints str values raw (other values go through repr, which
+    # escapes): an ESC or a line break in a task directory name would reach the terminal.
+    for key, value in event.items():
+        if key == "exception" and isinstance(value, str):
+            # Our own traceback: kept on its lines, each line escaped.
+            event[key] = "\n".join(inert(line) for line in value.split("\n"))
+        elif isinstance(value, str):
+            event[key] = inert(value)
+    return event
+
+
 def resolve_format(fmt: LogFormat, stream: TextIO) -> Literal["json", "console"]:
     if fmt != "auto":
         return fmt
@@ -102,7 +121,7 @@ def configure_logging(
     if console:
         renderer = structlog.dev.ConsoleRenderer(colors=out.isatty(), sort_keys=False)
     else:
-        renderer = structlog.processors.JSONRenderer(sort_keys=False, ensure_ascii=False)
+        renderer = structlog.processors.JSONRenderer(serializer=json_text, sort_keys=False)
     if under_journald(out):
         renderer = _WithPriority(renderer)
     structlog.configure(
@@ -112,6 +131,7 @@ def configure_logging(
             _with_context_keys,
             *([_drop_none] if console else []),
             structlog.processors.format_exc_info,
+            *([_inert_values] if console else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
@@ -119,3 +139,16 @@ def configure_logging(
         # Not cached: a SIGHUP may change the level or the format of loggers already bound.
         cache_logger_on_first_use=False,
     )
+
+
+@contextmanager
+def command_logging() -> Iterator[None]:
+    """Logging for one command of ``cli.main``: on stderr, warnings and up (``watch`` then
+    reconfigures from ``[log]``); the previous configuration comes back afterwards, so that
+    ``main`` called in-process (tests, embedding) leaves structlog as it found it."""
+    previous = structlog.get_config()
+    configure_logging("auto", "warning")
+    try:
+        yield
+    finally:
+        structlog.configure(**previous)

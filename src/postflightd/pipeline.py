@@ -423,6 +423,9 @@ def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
 
 # --- postflight: apply, record, clean up ----------------------------------------------------
 
+#: How long a CLI run waits for another writer's lock before saying who to look for.
+LOCK_TIMEOUT_S = 30.0
+
 
 def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:
     """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>`` (SPEC 4)."""
@@ -461,12 +464,14 @@ def postflight(
     *,
     report_unparsed: bool = True,
     interrupted: bool = False,
+    lock_timeout_s: float = LOCK_TIMEOUT_S,
 ) -> list[FileReport]:
     """Validate ``refs`` and apply every valid final file in one locked commit (SPEC 3).
 
     ``report_unparsed=False`` (the watcher, before a file has settled) leaves a file that does
     not parse alone without recording anything. ``interrupted=True`` (``process`` of an
-    in_progress file) records a ``delegation_interrupted`` error for it.
+    in_progress file) records a ``delegation_interrupted`` error for it. A lock held by
+    another writer past ``lock_timeout_s`` raises LockTimeoutError, nothing applied.
     """
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
     ready: list[FileReport] = []
@@ -508,7 +513,7 @@ def postflight(
     if not ready and not records:
         return reports
     try:
-        with project_lock(project.specs_dir):
+        with project_lock(project.specs_dir, lock_timeout_s):
             applied = _commit(project, ready, config, journal, now)
             _append_errors(project, config, records + applied.errors, reports)
             deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(r)]
@@ -892,7 +897,12 @@ def _interrupted_record(report: FileReport, now: datetime, n: int) -> dict[str, 
 
 
 def record_stuck(
-    project: Project, report: FileReport, config: Config, journal: Journal, now: datetime
+    project: Project,
+    report: FileReport,
+    config: Config,
+    journal: Journal,
+    now: datetime,
+    lock_timeout_s: float = LOCK_TIMEOUT_S,
 ) -> bool:
     """Record a stuck run: an errors.json ``timeout`` record (once per session), a journal row."""
     validation = report.validation
@@ -906,7 +916,7 @@ def record_stuck(
         now,
         0,
     )
-    with project_lock(project.specs_dir):
+    with project_lock(project.specs_dir, lock_timeout_s):
         added = _append_errors(project, config, [record], [report])
     _journal(journal, "stuck", report)
     return added > 0

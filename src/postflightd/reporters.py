@@ -7,12 +7,13 @@ file's path relative to its root (SPEC 4) and says which root.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
+
+from postflightd.inert import inert, json_text
 
 if TYPE_CHECKING:
     # Type-only: check-return's github format imports this module without the pipeline.
@@ -76,18 +77,19 @@ def report_text(report: ScanReport, out: TextIO, options: Options | None = None)
     """``path:CODE severity: message`` per finding, then a summary line (not with -q)."""
     o = options or Options()
     for file in report.files:
-        path = paint(display_path(file.path, o.cwd), "bold", o.color)
+        path = paint(inert(display_path(file.path, o.cwd)), "bold", o.color)
         for f in file.findings:
             sev = f.severity.value
             out.write(
-                f"{path}:{paint(f.code, sev, o.color)} {paint(sev, sev, o.color)}: {f.message}\n"
+                f"{path}:{paint(f.code, sev, o.color)} {paint(sev, sev, o.color)}: "
+                f"{inert(f.message)}\n"
             )
     if o.quiet:
         return
     applied = [f for f in report.files if f.outcome is not None and f.outcome.value == "applied"]
     if o.verbose:
         for file in applied:
-            out.write(f"applied {display_path(file.path, o.cwd)} (task {file.task})\n")
+            out.write(f"applied {inert(display_path(file.path, o.cwd))} (task {file.task})\n")
     s = report.summary()
     stuck = f", {s['stuck']} stuck" if s["stuck"] else ""
     out.write(
@@ -108,15 +110,17 @@ def report_json(report: ScanReport, out: TextIO, options: Options | None = None)
     # took over a second of a 10,000-file scan. Indented only for a person at a terminal:
     # with indent, json falls back from its C encoder to pure Python (0.5 s for 10,000 files).
     indent = 2 if out.isatty() else None
-    out.write(json.dumps(report.to_json(), indent=indent, ensure_ascii=False) + "\n")
+    out.write(json_text(report.to_json(), indent=indent) + "\n")
 
 
 # --- github -----------------------------------------------------------------------------------
 
 
 def _escape_data(text: str) -> str:
-    # GitHub workflow commands: %, CR and LF must be escaped in the message...
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # GitHub workflow commands: %, CR and LF must be escaped in the message (GitHub shows
+    # %0A as a line break inside the annotation: it cannot start a new command); any other
+    # control character (ESC, a lone surrogate) is made inert as in text output.
+    return inert(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:
@@ -236,7 +240,7 @@ def sarif_log(report: ScanReport, cwd: str) -> dict[str, Any]:
 
 def report_sarif(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
     o = options or Options()
-    out.write(json.dumps(sarif_log(report, o.cwd), indent=2, ensure_ascii=False) + "\n")
+    out.write(json_text(sarif_log(report, o.cwd), indent=2) + "\n")
 
 
 # --- --statistics -----------------------------------------------------------------------------
@@ -257,7 +261,7 @@ def statistics(report: ScanReport) -> list[dict[str, Any]]:
 def report_statistics(report: ScanReport, out: TextIO, fmt: str, options: Options) -> None:
     rows = statistics(report)
     if fmt == "json":
-        out.write(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(rows, indent=2) + "\n")
         return
     width = max((len(str(r["count"])) for r in rows), default=1)
     for r in rows:

@@ -14,7 +14,7 @@ the input and probing the disk happen in ``check_return`` only.
 from __future__ import annotations
 
 import difflib
-import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -34,6 +34,7 @@ from postflightd.findings import (
     expand_codes,
     finding,
 )
+from postflightd.inert import inert, json_text
 from postflightd.loader import artifact_probe, parse_json
 from postflightd.rules import (
     ArtifactProbe,
@@ -822,36 +823,40 @@ def return_probe(root: Path) -> ArtifactProbe:
     """loader's probe, plus absolute paths: seed 003 checks them with ``[ -f "$path" ]``."""
     relative = artifact_probe(root)
     root_real = root.resolve()
+    root_given = Path(os.path.normpath(root.absolute()))
 
     def probe(raw: str) -> ArtifactState:
         path = Path(raw)
         if not path.is_absolute():
             return relative(raw)
-        if not path.is_symlink() and not path.exists():
-            return ArtifactState.MISSING
-        real = path.resolve()
-        if not real.is_relative_to(root_real):
-            return ArtifactState.OUTSIDE
-        return relative(real.relative_to(root_real).as_posix() or ".")
+        # Decided from the text alone, before any lstat: probing first made PF501 ("outside")
+        # and PF502 ("missing") tell whether any path on the machine exists.
+        lexical = Path(os.path.normpath(path))
+        for base in (root_real, root_given):
+            if lexical.is_relative_to(base):
+                # Inside as written: the relative probe follows links and still refuses one
+                # that leads out.
+                return relative(lexical.relative_to(base).as_posix() or ".")
+        return ArtifactState.OUTSIDE
 
     return probe
 
 
 def report_text(report: ReturnReport, out: TextIO) -> None:
     """``source:CODE severity: message`` per finding, then one verdict line."""
+    source = inert(report.source)
     for f in report.findings:
-        out.write(f"{report.source}:{f.code} {f.severity.value}: {f.message}\n")
+        out.write(f"{source}:{f.code} {f.severity.value}: {inert(f.message)}\n")
     verdict = "valid" if report.valid else "invalid"
-    status = f", status {report.status}" if report.status is not None else ""
+    status = f", status {inert(report.status)}" if report.status is not None else ""
     out.write(
-        f"{report.source}: {verdict} {report.dialect.value} return{status}; "
+        f"{source}: {verdict} {report.dialect.value} return{status}; "
         f"{report.count(Severity.ERROR)} error(s), {report.count(Severity.WARNING)} warning(s)\n"
     )
 
 
 def report_json(report: ReturnReport, out: TextIO) -> None:
-    json.dump(report.to_json(), out, indent=2, ensure_ascii=False)
-    out.write("\n")
+    out.write(json_text(report.to_json(), indent=2) + "\n")
 
 
 def report_github(report: ReturnReport, out: TextIO) -> None:

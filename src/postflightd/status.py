@@ -6,7 +6,6 @@ uses), and says whether one is watching the root (the daemon's instance lock).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -18,6 +17,7 @@ from postflightd.config import Config
 from postflightd.daemon import lock_holder
 from postflightd.durations import format_duration
 from postflightd.findings import Policy
+from postflightd.inert import inert, json_text
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
 from postflightd.pipeline import Project, check_file
@@ -130,6 +130,7 @@ def _phases(run: RunStatus) -> str:
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    rows = [[inert(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
@@ -143,7 +144,7 @@ def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool 
             daemon = "no daemon"
         else:
             daemon = f"daemon pid {entry.daemon_pid}" if entry.daemon_pid else "daemon running"
-        out.write(f"{entry.root}  ({daemon})\n")
+        out.write(f"{inert(str(entry.root))}  ({daemon})\n")
         healing = entry.healing or {}
         if healing.get("reapplied") or healing.get("overwritten"):
             out.write(
@@ -152,7 +153,7 @@ def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool 
                 "(last 24 h; `postflightd verify` lists them)\n"
             )
         if entry.note:
-            out.write(f"  {entry.note}\n")
+            out.write(f"  {inert(entry.note)}\n")
             continue
         if not entry.runs:
             out.write("  no runs in flight\n")
@@ -187,8 +188,7 @@ def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool 
 
 
 def report_status_json(statuses: Sequence[RootStatus], out: TextIO) -> None:
-    json.dump({"roots": [s.to_json() for s in statuses]}, out, indent=2, ensure_ascii=False)
-    out.write("\n")
+    out.write(json_text({"roots": [s.to_json() for s in statuses]}, indent=2) + "\n")
 
 
 STATUS_REPORTERS: dict[str, Callable[[Sequence[RootStatus], TextIO], None]] = {

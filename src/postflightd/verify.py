@@ -20,7 +20,6 @@ returns data; ``inspect_root``, ``repair_root`` and ``Healer`` are the thin I/O 
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,6 +34,7 @@ import structlog
 from postflightd.config import Config
 from postflightd.durations import parse_since
 from postflightd.errors import ExitCode, StateUnusableError, UsageError
+from postflightd.inert import inert, json_text
 from postflightd.journal import Journal, RecordedChange, TaskChange, format_ts
 from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
 from postflightd.postflight import TodoEdit, find_task, render_state, task_index
@@ -641,12 +641,10 @@ _EXPLAIN: Final = {
     "(not repaired: edit TODO.md)",
 }
 
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
 
 def _clean(text: str) -> str:
     """Journal values come from the project tree: control characters are shown, not sent."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return inert(text)
 
 
 def report_text(report: VerifyReport, out: TextIO) -> None:
@@ -680,8 +678,7 @@ def report_text(report: VerifyReport, out: TextIO) -> None:
 
 
 def report_json(report: VerifyReport, out: TextIO) -> None:
-    json.dump(report.to_json(), out, indent=2, ensure_ascii=False)
-    out.write("\n")
+    out.write(json_text(report.to_json(), indent=2) + "\n")
 
 
 REPORTERS: Final[Mapping[str, Callable[[VerifyReport, TextIO], None]]] = {

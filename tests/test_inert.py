@@ -1,0 +1,176 @@
+"""Output is inert (SPEC 7.1): values from the tree never drive a terminal or forge a line.
+
+Metadata values and task directory names carry ESC/OSC sequences, CR/LF and a would-be
+GitHub workflow command; every text output escapes them (one line per record, no raw control
+byte), and JSON output stays valid UTF-8 with a lone surrogate in a value.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
+from postflightd.cli import main
+from postflightd.inert import inert, json_text
+from postflightd.logs import configure_logging
+
+#: An OSC title change, a colour, a line break, then a forged workflow command.
+EVIL = "x\x1b]0;pwned\x07\x1b[31m\r\n::error file=forged.py::injected\x9b\x7f\u2028y"
+EVIL_DIR = "259_ev\x1b[2Jil\r\n::error file=forged.py::dir"
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def evil_project(tmp_path: Path) -> Path:
+    """A project whose metadata values and one task directory name carry control characters."""
+    root = make_project(tmp_path / "proj", [task_entry(260, "plan_it")])
+    write_artifact(root, "specs/260_plan_it/reports/research-001.md")
+    doc = researched_doc("260_plan_it")
+    doc["status"] = "in_progress"
+    doc["started_at"] = "2099-01-01T00:00:00Z"
+    doc["partial_progress"] = {"stage": "stage" + EVIL, "details": "d"}
+    doc["metadata"]["agent_type"] = "agent" + EVIL
+    write_meta(root, "260_plan_it", doc)
+    bad = researched_doc()
+    bad["status"] = "researched" + EVIL
+    bad["metadata"]["session_id"] = SESSION + EVIL
+    write_meta(root, EVIL_DIR, bad)
+    return root
+
+
+def assert_inert(text: str) -> None:
+    assert not RAW_CONTROL.search(text), f"raw control character in {text!r}"
+
+
+def test_inert_escapes_every_control_character_and_leaves_text_alone() -> None:
+    """C0, C1, DEL, line breaks, lone surrogates become visible escapes; the rest is kept."""
+    assert inert("plain / path_259 - é 日本") == "plain / path_259 - é 日本"
+    assert inert("a\x1b[31mb") == "a\\x1b[31mb"
+    assert inert("a\r\nb\tc") == "a\\r\\nb\\tc"
+    assert inert("\x7f\x9b\x00") == "\\x7f\\x9b\\x00"
+    assert inert("\u2028\u202e\ud800") == "\\u2028\\u202e\\ud800"
+    assert "\n" not in inert(EVIL)
+    assert_inert(inert(EVIL))
+
+
+def test_json_text_is_always_valid_utf8_and_loses_nothing() -> None:
+    """A lone surrogate is written back as its JSON escape; other text stays readable."""
+    value = {"s": "a\ud800b", "t": "é"}
+    text = json_text(value)
+    text.encode("utf-8")  # would raise on a raw lone surrogate
+    assert json.loads(text) == value
+    assert json_text({"t": "é"}) == '{"t": "é"}'
+
+
+@pytest.mark.parametrize("fmt", ["text", "github"])
+def test_scan_text_and_github_output_stay_one_line_per_finding(
+    tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task directory name with CR/LF/ESC cannot start a line or a workflow command."""
+    root = evil_project(tmp_path)
+    code = main(["scan", "--format", fmt, str(root)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert_inert(out)
+    lines = out.splitlines()
+    if fmt == "github":
+        assert all(re.match(r"::(error|warning) file=[^:]*,title=PF\d{3}::", ln) for ln in lines)
+        assert not any("forged.py::" in ln.split("::", 2)[1] for ln in lines)
+    else:
+        # Paths are shown from the current directory: absolute here (tmp_path is outside it).
+        assert all(ln.startswith((str(root), "2 file(s)")) for ln in lines), lines
+    assert any("259_ev\\x1b[2Jil" in ln for ln in lines)
+
+
+def test_status_text_escapes_values_and_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Agent, stage and status values reach `status` as escapes, one row per run."""
+    root = evil_project(tmp_path)
+    main(["status", str(root)])
+    out = capsys.readouterr().out
+    assert_inert(out)
+    lines = out.splitlines()
+    assert len(lines) == 5  # root, header, two runs, summary
+    assert "agentx\\x1b]0;pwned" in out
+
+
+def test_history_text_escapes_journaled_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the journal recorded from a file (session, status, path) prints inert."""
+    root = evil_project(tmp_path)
+    main(["scan", "--apply", str(root)])
+    capsys.readouterr()
+    assert main(["history"]) == 0
+    out = capsys.readouterr().out
+    assert_inert(out)
+    lines = out.splitlines()
+    assert lines
+    assert all(re.match(r"\d{4}-\d\d-\d\dT", ln) for ln in lines), lines
+
+
+def test_console_log_lines_escape_values() -> None:
+    """The console renderer prints str values raw: they are escaped first."""
+    stream = io.StringIO()
+    previous = structlog.get_config()
+    configure_logging("console", "info", stream)
+    try:
+        # structlog reprs a value holding a line break, but prints the event and a value
+        # without one raw: an OSC sequence alone went straight to the terminal.
+        structlog.get_logger().warning(
+            "invalid\x1b[2J", file=EVIL_DIR, stage=EVIL, agent="a\x1b]0;title\x07b"
+        )
+    finally:
+        structlog.configure(**previous)
+    out = stream.getvalue()
+    assert out.count("\n") == 1
+    assert_inert(out.rstrip("\n"))
+
+
+def test_json_log_lines_stay_valid_utf8_with_a_lone_surrogate() -> None:
+    """A lone surrogate in a logged value: the JSON line is still UTF-8."""
+    stream = io.StringIO()
+    previous = structlog.get_config()
+    configure_logging("json", "info", stream)
+    try:
+        structlog.get_logger().warning("invalid", session="s\ud800")
+    finally:
+        structlog.configure(**previous)
+    line = stream.getvalue()
+    line.encode("utf-8")
+    assert json.loads(line)["session"] == "s\ud800"
+
+
+def _surrogate_project(tmp_path: Path) -> Path:
+    """Metadata written as JSON text with ``\\ud800`` escapes (valid JSON, not UTF-8-able)."""
+    root = make_project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
+    text = json.dumps(researched_doc())
+    text = text.replace('"neovim-research-agent"', '"agent\\ud800"')
+    text = text.replace('"researched"', '"researched\\ud800"')
+    write_meta(root, "259_prove_completeness", text)
+    return root
+
+
+@pytest.mark.parametrize("command", [["scan"], ["status"]])
+def test_json_output_is_valid_utf8_with_a_lone_surrogate(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`scan --format json` and `status --format json` through a real stdout: not exit 70."""
+    root = _surrogate_project(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "postflightd", *command, "--format", "json", str(root)],
+        capture_output=True,
+        check=False,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    doc: Any = json.loads(out.stdout.decode("utf-8"))  # strict: raises on invalid UTF-8
+    assert "\ud800" in json.dumps(doc, ensure_ascii=False)
