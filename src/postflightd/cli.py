@@ -356,13 +356,13 @@ def cmd_process(
     ignore: Sequence[str] = (),
     dry_run: bool = False,
 ) -> int:
-    """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604."""
+    """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604/PF606."""
     from datetime import UTC, datetime
 
     from postflightd.errors import ExitCode, UsageError
     from postflightd.inert import inert, json_text
     from postflightd.loader import MetaFileRef
-    from postflightd.pipeline import Outcome, Project, postflight, root_of
+    from postflightd.pipeline import Outcome, Project, clean_litter, postflight, root_of
 
     path = Path(file)
     if not path.is_absolute():
@@ -379,15 +379,19 @@ def cmd_process(
             raise UsageError(f"{file}: no such file")
         return _process_dry_run(root, path, config, policy)
     journal = _open_journal(config)
-    if not exists:
-        with journal:
-            done = _already_postflighted(journal, root, path)
-        if done is None:
-            raise UsageError(f"{file}: no such file")
-        # A daemon, hook or concurrent `process` took it first: the outcome is applied.
-        print(f"{inert(file)}: already post-flighted ({done}); nothing to do")
-        return int(ExitCode.OK)
     try:
+        project = Project.open(root, config)
+        # A deletion of this file that a crash interrupted is finished (or undone) first.
+        for note in clean_litter(project, config, journal, [path.parent.name]):
+            print(f"postflightd: {note}", file=sys.stderr)
+        exists = path.exists() or path.is_symlink()
+        if not exists:
+            done = _already_postflighted(journal, root, path, None)
+            if done is None:
+                raise UsageError(f"{file}: no such file")
+            # A daemon, hook or concurrent `process` took it first: the outcome is applied.
+            print(f"{inert(file)}: already post-flighted ({done}); nothing to do")
+            return int(ExitCode.OK)
         # A file the agent rewrites while it is being applied is read and applied again.
         for _ in range(3):
             project = Project.open(root, config)
@@ -397,10 +401,23 @@ def cmd_process(
             )
             if report.outcome is not Outcome.REWRITTEN:
                 break
+        done = None
+        if report.outcome is Outcome.GONE:
+            # It vanished between our read and our lock, or before our read: another run
+            # applied it when the journal holds its content (the delete row may not be written
+            # yet: a batch journals its deletions last).
+            raw = report.loaded.raw
+            content = raw.decode("utf-8", errors="replace") if raw is not None else None
+            done = _already_postflighted(journal, root, path, content)
     finally:
         journal.close()
     if fmt == "json":
-        sys.stdout.write(json_text(report.to_json(), indent=2) + "\n")
+        out = report.to_json()
+        if done is not None:
+            out["already_postflighted"] = done
+        sys.stdout.write(json_text(out, indent=2) + "\n")
+    elif done is not None:
+        print(f"{inert(file)}: already post-flighted ({done}); nothing to do")
     else:
         _print_process_summary(report)
     codes = {
@@ -408,6 +425,7 @@ def cmd_process(
         Outcome.GONE: ExitCode.OK,
         Outcome.IN_PROGRESS: ExitCode.IN_PROGRESS,
         Outcome.STATE_UNUSABLE: ExitCode.STATE_UNUSABLE,
+        Outcome.INCOMPLETE: ExitCode.STATE_UNUSABLE,
     }
     assert report.outcome is not None
     return int(codes.get(report.outcome, ExitCode.FINDINGS))
@@ -452,18 +470,20 @@ def _process_dry_run(root: Path, path: Path, config: Config, policy: Policy) -> 
     return int(ExitCode.OK)
 
 
-def _already_postflighted(journal: Journal, root: Path, path: Path) -> str | None:
-    """When the journal saw this file applied and deleted, the time it was deleted."""
+def _already_postflighted(
+    journal: Journal, root: Path, path: Path, content: str | None
+) -> str | None:
+    """When the journal holds this file as post-flighted (with ``content``, when known): when."""
     from postflightd.loader import parse_task_dir
 
     parsed = parse_task_dir(path.parent.name)
-    if parsed is None or not journal.enabled:
+    if parsed is None:
         return None
     rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-    for row in reversed(journal.history(task=parsed[0], limit=1000)):
-        if row.kind == "deleted" and row.file == rel and row.root == str(root):
-            return row.ts
-    return None
+    row = journal.last_postflighted(root=str(root), file=rel, task=parsed[0], content=content)
+    if row is None:
+        return None
+    return f"recorded {row.ts}" + (f", session {row.session}" if row.session else "")
 
 
 def _print_process_summary(report: FileReport) -> None:
@@ -473,7 +493,10 @@ def _print_process_summary(report: FileReport) -> None:
     what = {
         Outcome.APPLIED: f"applied ({inert(report.raw_status or '')}) to task {report.task}; "
         + ("file kept" if report.path.exists() else "file deleted"),
-        Outcome.GONE: "already post-flighted by another run (the file is gone)",
+        Outcome.GONE: "the file vanished before it could be applied (another run took it; "
+        "this journal has no record of it)",
+        Outcome.INCOMPLETE: "applied to state.json, but not every file of the outcome could be "
+        "written (see below); the file is kept: run again once fixed",
         Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
         "errors.json, task status left as it was",
         Outcome.STATE_UNUSABLE: "not applied: state.json is unusable (PF604); the file is kept",

@@ -45,6 +45,7 @@ from postflightd.pipeline import (
     Outcome,
     Project,
     check_file,
+    clean_litter,
     policy_from,
     postflight,
     record_stuck,
@@ -579,6 +580,12 @@ class Daemon:
 
     def _rescan(self, rs: RootState, reason: str, *, force: bool) -> None:
         """Events are hints, the directory is the truth: process whatever changed unseen."""
+        if force and self._journal is not None:
+            # At start and after a restart of the watch, first what a killed run left behind
+            # (an interrupted deletion may put a metadata file back).
+            project = self._project(rs)
+            for note in clean_litter(project, self.config, self._journal):
+                log.warning("crash_leftover", root=str(rs.root), note=note)
         found: set[str] = set()
         dirty: list[str] = []
         for path, identity in _metadata_identities(rs.specs_dir):
@@ -727,6 +734,17 @@ class Daemon:
             return
         if outcome is Outcome.REWRITTEN:
             self.dirty.mark(rs.root, path)
+            return
+        if outcome is Outcome.INCOMPLETE:
+            # In state.json, but TODO.md or errors.json could not be written (a full disk):
+            # the file is kept, and forgetting its identity makes the next periodic rescan
+            # apply it again, which completes the job.
+            rs.identities.pop(path, None)
+            log.error(
+                "incomplete",
+                **self._context(rs, report),
+                problem=next((f.message for f in report.findings if f.code == "PF606"), None),
+            )
             return
         if outcome is Outcome.APPLIED:
             rs.identities.pop(path, None)

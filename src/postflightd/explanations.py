@@ -72,6 +72,15 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
         bad="-rw------- root root specs/259_prove_completeness/.return-meta.json",
         fixed="-rw-r--r-- me   me   specs/259_prove_completeness/.return-meta.json",
     ),
+    "PF106": Explanation(
+        what="The file validates, but its outcome cannot be recorded: a value no UTF-8 file or "
+        "journal row can hold (a lone surrogate such as \\ud800, a task directory name that is "
+        "not UTF-8), or an integer json cannot print (resume_phase past 4,300 digits).",
+        why="One such file must not stop the others: it is left out of its batch, kept and "
+        "reported, and every other file of the batch is applied.",
+        bad='"metadata": {"session_id": "sess_1736700000_\\ud800", ...}',
+        fixed='"metadata": {"session_id": "sess_1736700000_abc123", ...}',
+    ),
     "PF200": Explanation(
         what="A field postflight needs is missing: status, artifacts, metadata, "
         "metadata.session_id, an artifact's path, an error's message, or a nested required "
@@ -358,6 +367,16 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
         bad='specs/259_x/.postflight-pending: {"session_id": "sess_1736700000_abc123"',
         fixed='specs/259_x/.postflight-pending: {"session_id": "sess_1736700000_abc123", '
         '"operation": "research"}',
+    ),
+    "PF606": Explanation(
+        what="The outcome was written to state.json (and the journal), but TODO.md or "
+        "errors.json could not be written: a full disk, an I/O error, permission denied, or "
+        "an errors.json that is not a JSON array.",
+        why="Nothing an agent reported is deleted while part of its outcome is unwritten: the "
+        "metadata file is kept, and running postflight again once the cause is fixed "
+        "completes it (state.json, which already holds the outcome, is left as it is).",
+        bad="specs/TODO.md could not be written: No space left on device (exit 4, file kept)",
+        fixed="df -h specs/  # free space, then: postflightd process FILE  (exit 0, done)",
     ),
     "PF700": Explanation(
         what="check-return found no JSON in the return: not bare JSON, no AGENT_OUTPUT "

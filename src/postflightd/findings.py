@@ -34,6 +34,12 @@ RULES: dict[str, Rule] = {
         Rule("PF103", E, "top-level JSON value is not an object"),
         Rule("PF104", E, "task directory name is not {number}_{slug}"),
         Rule("PF105", E, "the file cannot be read (permission denied or I/O error)"),
+        Rule(
+            "PF106",
+            E,
+            "valid, but its outcome cannot be journaled or written (a lone surrogate, an "
+            "integer over 4,300 digits, a name that is not UTF-8): left out of its batch",
+        ),
         Rule("PF200", E, "a field postflight needs is missing"),
         Rule("PF201", E, "a field has the wrong type"),
         Rule("PF202", E, "status is not one of the seven statuses"),
@@ -80,6 +86,11 @@ RULES: dict[str, Rule] = {
         Rule("PF603", W, "a new session replaced an unfinished in_progress file (watch mode)"),
         Rule("PF604", E, "state.json missing, not JSON, or not of the expected shape"),
         Rule("PF605", W, "the .postflight-pending marker is not valid JSON (names no session)"),
+        Rule(
+            "PF606",
+            E,
+            "applied to state.json, but TODO.md or errors.json could not be written: file kept",
+        ),
         # check-return only (seeds 000-003): rules of the two console return dialects.
         Rule("PF700", E, "check-return: no JSON found in the return or final message"),
         Rule("PF701", W, "check-return: summary over about 100 tokens (400 characters)"),

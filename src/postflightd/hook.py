@@ -30,7 +30,14 @@ from postflightd.findings import Finding, Severity
 from postflightd.inert import inert
 from postflightd.journal import Journal
 from postflightd.loader import MetaFileRef, find_metadata_files
-from postflightd.pipeline import FileReport, Outcome, Project, policy_from, postflight
+from postflightd.pipeline import (
+    FileReport,
+    Outcome,
+    Project,
+    clean_litter,
+    policy_from,
+    postflight,
+)
 from postflightd.store import LockTimeoutError
 
 MAX_HOOK_INPUT: Final = 1024 * 1024
@@ -260,6 +267,16 @@ def _state_problem(reports: Sequence[FileReport]) -> str | None:
     return f"{len(kept)} valid metadata file(s) not applied and kept: {problem}"
 
 
+def _incomplete_problem(reports: Sequence[FileReport]) -> str | None:
+    """PF606: applied to state.json, but TODO.md or errors.json could not be written. Not the
+    agent's to fix, so said to the person; the file is kept and the next run completes it."""
+    kept = [r for r in reports if r.outcome is Outcome.INCOMPLETE]
+    if not kept:
+        return None
+    problem = next((f.message for f in kept[0].findings if f.code == "PF606"), "PF606")
+    return f"{len(kept)} outcome(s) only partly written and kept for the next run: {problem}"
+
+
 def system_message(problems: Sequence[str]) -> dict[str, str]:
     """The runtime's message for the person (never the agent): one line."""
     return {"systemMessage": "postflightd: " + "; ".join(inert(p) for p in problems)}
@@ -304,6 +321,8 @@ def answer(
             )
         now = datetime.now(UTC)
         try:
+            for note in clean_litter(project, config, journal):
+                print(f"postflightd: {inert(note)}", file=sys.stderr)
             if settled:
                 reports += postflight(
                     project, settled, config, policy, journal, now, lock_timeout_s=HOOK_LOCK_WAIT_S
@@ -331,6 +350,9 @@ def answer(
     state = _state_problem(reports)
     if state is not None:
         problems.append(state)
+    incomplete = _incomplete_problem(reports)
+    if incomplete is not None:
+        problems.append(incomplete)
     out = decision(reports, hook_input.stop_hook_active, (r.path for r in young))
     if problems:
         out.update(system_message(problems))

@@ -476,6 +476,27 @@ class Journal:
                 log.warning("journal read failed", path=str(self.path), error=_explain(exc))
                 return []
 
+    def last_postflighted(
+        self, *, root: str, file: str, task: int | None, content: str | None = None
+    ) -> Observation | None:
+        """The latest ``postflighted`` row of ``file`` under ``root`` (None: none, or no journal).
+
+        With ``content``, only a row that recorded exactly that content counts.
+        """
+        query = (
+            f"SELECT {_COLUMNS} FROM observations WHERE kind = 'postflighted' "  # noqa: S608 - fixed text; values are bound
+            "AND task IS ? AND root = ? AND file = ?"
+        )
+        params: tuple[object, ...] = (task, root, file)
+        if content is not None:
+            query += " AND content = ?"
+            params = (*params, content)
+        try:
+            rows = self._read(query + " ORDER BY id DESC LIMIT 1", params)
+        except (UnicodeEncodeError, OverflowError):
+            return None  # a value no row can hold was never recorded
+        return _observation(rows[0]) if rows else None
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

@@ -9,12 +9,13 @@ import contextlib
 import json
 import os
 import pickle
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.errors import ConfigError, ExitCode, StateUnusableError, UsageError
@@ -23,6 +24,7 @@ from postflightd.journal import Journal, TaskChange
 from postflightd.loader import (
     LOOP_GUARD_NAME,
     MARKER_NAME,
+    META_NAME,
     FileIdentity,
     Loaded,
     MetaFileRef,
@@ -42,6 +44,8 @@ from postflightd.loader import (
 from postflightd.models import Status
 from postflightd.positions import with_positions
 from postflightd.postflight import (
+    TIMESTAMP_FIELDS,
+    Applied,
     TodoEdit,
     apply_outcome,
     error_record,
@@ -59,14 +63,20 @@ from postflightd.rules import (
     validate,
 )
 from postflightd.store import (
+    Leftover,
+    LockTimeoutError,
     Snapshot,
     StoreError,
     atomic_write,
     commit,
     crash_point,
     delete_if_unchanged,
+    deletions_left_aside,
     project_lock,
+    read_leftover,
     read_snapshot,
+    remove_stale_temps,
+    settle_leftover,
 )
 from postflightd.todo import apply_todo_edits
 
@@ -81,6 +91,12 @@ class Outcome(StrEnum):
     STATE_UNUSABLE = "state_unusable"  # PF604: state.json missing or corrupt; file kept
     REWRITTEN = "rewritten"  # changed while being processed: kept, to be processed again
     GONE = "gone"  # vanished before it was applied (another postflight took it)
+    #: in state.json and the journal, but TODO.md or errors.json could not be written: the
+    #: file is kept and applying it again completes the job (PF606)
+    INCOMPLETE = "incomplete"
+
+
+_PROJECT_FILE_PROBLEMS: Final = frozenset({Outcome.STATE_UNUSABLE, Outcome.INCOMPLETE})
 
 
 @dataclass(slots=True)
@@ -156,7 +172,9 @@ class ScanReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        if any(f.outcome is Outcome.STATE_UNUSABLE for f in self.files):
+        # A project file that cannot be read or written (state.json, TODO.md, errors.json):
+        # the metadata is fine, the files are kept, a run after the fix completes the job.
+        if any(f.outcome in _PROJECT_FILE_PROBLEMS for f in self.files):
             return ExitCode.STATE_UNUSABLE
         failing = self.count(Severity.ERROR) or (self.strict and self.count(Severity.WARNING))
         if failing or any(f.stuck for f in self.files):
@@ -321,12 +339,17 @@ def _projects(
                 )
             report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
             continue
-        # Tasks in numerical order (the directory listing puts 100_x before 14_x).
-        refs = sorted(find_metadata_files(project.specs_dir), key=_task_order)
-        wanted = only.get(root) if only is not None else None
-        if wanted is not None:
-            refs = [r for r in refs if str(r.path) in wanted]
-        yield project, refs
+        yield project, _refs(project, only)
+
+
+def _refs(project: Project, only: Only = None) -> list[MetaFileRef]:
+    """The metadata files of ``project`` (those of ``only``, when it names its root)."""
+    # Tasks in numerical order (the directory listing puts 100_x before 14_x).
+    refs = sorted(find_metadata_files(project.specs_dir), key=_task_order)
+    wanted = only.get(project.root) if only is not None else None
+    if wanted is not None:
+        refs = [r for r in refs if str(r.path) in wanted]
+    return refs
 
 
 def _task_order(ref: MetaFileRef) -> tuple[int, int, str]:
@@ -449,7 +472,11 @@ def apply_all(
 ) -> ScanReport:
     """``scan --apply``: validate everything, post-flight every valid final file."""
     report = ScanReport(roots=list(roots), strict=policy.strict)
-    for project, refs in _projects(report, config, only):
+    for project, listed in _projects(report, config, only):
+        # A deletion a crash interrupted may have put a metadata file back: list again then.
+        notes = clean_litter(project, config, journal)
+        report.notes.extend(f"{project.root}: {note}" for note in notes)
+        refs = _refs(project, only) if notes else listed
         report.files.extend(postflight(project, refs, config, policy, journal, now))
     return report
 
@@ -472,6 +499,11 @@ def postflight(
     not parse alone without recording anything. ``interrupted=True`` (``process`` of an
     in_progress file) records a ``delegation_interrupted`` error for it. A lock held by
     another writer past ``lock_timeout_s`` raises LockTimeoutError, nothing applied.
+
+    Each write path runs journal -> state.json -> TODO.md -> errors.json -> delete and stops
+    at the first failure, keeping the file (``Outcome.INCOMPLETE``): nothing is deleted while
+    a part of its outcome is unwritten. A file whose outcome cannot be recorded at all (PF106)
+    drops out of the batch; the others commit.
     """
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
     ready: list[FileReport] = []
@@ -480,6 +512,12 @@ def postflight(
         for report in reports:
             report.outcome = _classify(report, report_unparsed, policy)
             if report.outcome is Outcome.DEFERRED:
+                continue
+            unrecordable = _unrecordable(report)
+            if unrecordable is not None:
+                # Checked before the first journal row: one such file must not abort the
+                # batch's transaction (SPEC 7.1).
+                _drop(report, unrecordable)
                 continue
             _journal(journal, "validated", report)
             if report.outcome is Outcome.APPLIED:
@@ -515,7 +553,19 @@ def postflight(
     try:
         with project_lock(project.specs_dir, lock_timeout_s):
             applied = _commit(project, ready, config, journal, now)
-            _append_errors(project, config, records + applied.errors, reports)
+            # Files the commit found invalid (PF600, PF106) are logged as the others were.
+            records += [
+                _invalid_record(r, now, len(records) + i)
+                for i, r in enumerate(ready)
+                if r.outcome is Outcome.INVALID
+            ]
+            # Records of invalid files: a failure to write them is a note (the files are
+            # kept anyway). Records of applied files are part of their outcome.
+            problem = _write_errors(project, config, records + applied.errors)
+            if problem is not None:
+                for report in reports:
+                    report.notes.append(problem)
+                _incomplete(applied.erroring, problem)
             deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(r)]
             with journal.batch(durable=False):
                 for report in deleted:
@@ -558,9 +608,148 @@ def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
     return len(others) < len(report.findings) and not policy.fails(others)
 
 
+# --- one bad file never blocks the others (SPEC 7.1) ------------------------------------------
+
+#: What json, sqlite3 and str.encode raise for a value no file or row can hold: a lone
+#: surrogate (UnicodeEncodeError), an integer past the 4,300-digit conversion limit
+#: (ValueError), one past SQLite's 64 bits (OverflowError), a document nested too deeply.
+_UNWRITABLE = (ValueError, OverflowError, RecursionError)
+_SQLITE_INT = 1 << 63
+#: The smallest 4,300-digit number: adding one to the largest overflows json's int limit.
+_DIGITS_4300: Final = 10**4299
+
+
+def _printable(text: str) -> str:
+    """``text`` with what UTF-8 cannot hold spelled out: a ``\\xff`` name byte, a ``\\ud800``."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def _encodes(text: str | None) -> bool:
+    if text is None:
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unrecordable(report: FileReport) -> Finding | None:
+    """PF106 when the journal cannot store this file's row (every outcome writes one)."""
+    if not _encodes(str(report.root)) or not _encodes(report.rel_path):
+        where = _printable(str(report.path))
+        return finding(
+            "PF106",
+            "",
+            f"the path {where} is not valid UTF-8 (a byte such as \\xff in a directory name), "
+            "so it cannot be recorded in the journal or state.json: rename the directory with "
+            "a UTF-8 name",
+        )
+    for location, value in (("metadata.session_id", report.session), ("status", report.raw_status)):
+        if not _encodes(value):
+            assert value is not None
+            return finding(
+                "PF106",
+                location,
+                f"{location} '{_printable(value)}' holds a lone surrogate, which UTF-8 cannot "
+                "store: write the character itself (both halves of a pair) or drop it",
+            )
+    if report.task is not None and not -_SQLITE_INT <= report.task < _SQLITE_INT:
+        return finding(
+            "PF106",
+            "",
+            f"task number {str(report.task)[:30]}... is too large to record (the journal holds "
+            "64-bit numbers): use the task's real number",
+        )
+    return None
+
+
+def _first_unwritable(value: Any, location: str = "", depth: int = 0) -> tuple[str, str] | None:
+    """Where in a document a value is that JSON text in UTF-8 cannot hold, and why."""
+    if depth > 200:
+        return location, "nested too deeply to write"
+    if isinstance(value, str):
+        if _encodes(value):
+            return None
+        return location, f"'{_printable(value)}' holds a lone surrogate"
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) >= _DIGITS_4300:
+            return location, "an integer too long to write as JSON text (over 4,300 digits)"
+        return None
+    items: Iterable[tuple[str, Any]] = ()
+    if isinstance(value, dict):
+        items = ((f"{location}.{k}" if location else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{location}[{i}]", v) for i, v in enumerate(value))
+    for where, item in items:
+        found = _first_unwritable(item, where, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def _unwritable_finding(report: FileReport, exc: Exception) -> Finding:
+    found = _first_unwritable(report.loaded.doc)
+    location, why = found if found is not None else ("", _printable(str(exc))[:200])
+    return finding(
+        "PF106",
+        location,
+        f"{why}: the outcome cannot be written to state.json, TODO.md or errors.json; fix the "
+        "value (the other files of the batch were applied)",
+    )
+
+
+def _drop(report: FileReport, problem: Finding) -> None:
+    """Take a file out of its batch with the finding saying why; it is kept and reported."""
+    report.findings.append(problem)
+    report.valid = False
+    if report.outcome is Outcome.APPLIED:
+        report.outcome = Outcome.INVALID
+
+
+def _check_writable(result: Applied, task: int, index: Mapping[int, int]) -> None:
+    """Raise what writing this outcome would raise, before the batch depends on it."""
+    entry = result.state["active_projects"][find_task(result.state, task, index)]
+    # The C encoder (no indent) is what makes this cheap: a few microseconds per file.
+    json.dumps(entry, ensure_ascii=False).encode("utf-8")
+    todo = result.todo
+    if todo is not None:
+        # Marker, date, every link's path and summary: what TODO.md and the journal get.
+        json.dumps(todo.to_json(), ensure_ascii=False).encode("utf-8")
+    if result.errors:
+        # errors.json spells a lone surrogate as its escape (``_errors_text``): only an
+        # integer past the conversion limit can fail there.
+        json.dumps(result.errors)
+
+
+def _already_applied(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """The task entry already holds this outcome: it differs only in when it was applied.
+
+    So applying a file again (a re-run after TODO.md could not be written, or after a crash
+    before the delete) leaves state.json byte for byte as it is.
+    """
+    if before.get("session_id") != after.get("session_id"):
+        return False
+    stamps = {"last_updated", *TIMESTAMP_FIELDS.values()}
+    keys = set(before) | set(after)
+    return all(before.get(k) == after.get(k) for k in keys - stamps) and all(
+        k in before for k in stamps & set(after)
+    )
+
+
+# --- the write path: journal -> state.json -> TODO.md -> errors.json -> delete ----------------
+
+
 @dataclass(slots=True)
 class _Committed:
+    #: errors.json records of the applied outcomes...
     errors: list[dict[str, Any]] = field(default_factory=list)
+    #: ...and the files they belong to: kept if errors.json cannot be written.
+    erroring: list[FileReport] = field(default_factory=list)
 
 
 def _commit(
@@ -570,40 +759,30 @@ def _commit(
     journal: Journal,
     now: datetime,
 ) -> _Committed:
-    """One read-modify-write of state.json for every ready file (group commit), then TODO.md."""
+    """One read-modify-write of state.json for every ready file (group commit), then TODO.md.
+
+    The transform computes every outcome (dropping a file whose outcome cannot be written),
+    records the applied files in the journal, durably, and only then returns the bytes that
+    replace state.json: the journal always holds what state.json shows.
+    """
     out = _Committed()
     # Under the lock: a file another postflight took or an agent rewrote since it was read is
     # not applied from the stale copy.
     for report in ready:
         if not _same_file(report):
             report.outcome = Outcome.GONE if not report.path.exists() else Outcome.REWRITTEN
-    todo_edits: list[TodoEdit] = []
+    todo_edits: list[tuple[FileReport, TodoEdit]] = []
     # The last state.json the transform made: its bytes and its document.
     written_bytes: bytes | None = None
     written_doc: dict[str, Any] | None = None
-    # The document read under the lock and the one folded from it, with its task index: what
-    # each task's entry was and became, for the journal (issue 10: ``verify`` and the healer).
-    folded: tuple[dict[str, Any], dict[str, Any], dict[int, int]] | None = None
+    # commit() re-runs the transform when a writer that ignores the lock changed state.json
+    # meanwhile: what each file's row recorded, so it is journaled again only if that changed.
+    journaled: dict[int, TaskChange | None] = {}
 
-    def transform(snapshot: Snapshot) -> bytes | None:
-        nonlocal written_bytes, written_doc, folded
-        written_bytes = written_doc = folded = None
-        todo_edits.clear()
-        out.errors.clear()
-        if snapshot.raw is None:
-            raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
-        text = snapshot.raw.decode("utf-8", errors="strict")
-        cached = cached_state(snapshot.path, snapshot.raw)
-        if cached is not None and cached.doc is not None:
-            doc = cached.doc
-        else:
-            doc = json.loads(text)
-            problem = state_shape_problem(doc)
-            if problem is not None:
-                raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+    def fold(
+        doc: dict[str, Any], text: str, index: dict[int, int], *, render_each: bool
+    ) -> dict[str, Any]:
         new = doc
-        # Built once from the document read under the lock: outcomes never add or move tasks.
-        index = task_index(doc)
         status_map = config.postflight.status_map.model_dump()
         for report in ready:
             if report.outcome is not Outcome.APPLIED:
@@ -620,21 +799,69 @@ def _commit(
                     status_map=status_map,
                     index=index,
                 )
+                _check_writable(result, report.task, index)
+                if render_each:
+                    render_state(text, doc, result.state).encode("utf-8")
             except KeyError:
-                report.outcome = Outcome.INVALID
-                report.findings.append(
-                    finding("PF600", "", f"task {report.task} is not in state.json active_projects")
-                )
+                missing = f"task {report.task} is not in state.json active_projects"
+                _drop(report, finding("PF600", "", missing))
                 continue
-            new = result.state
+            except _UNWRITABLE as exc:
+                _drop(report, _unwritable_finding(report, exc))
+                continue
+            if result.changed:
+                position = find_task(new, report.task, index)
+                if not _already_applied(
+                    new["active_projects"][position], result.state["active_projects"][position]
+                ):
+                    new = result.state
             if result.todo is not None:
-                todo_edits.append(result.todo)
-            out.errors.extend(result.errors)
-        folded = (doc, new, index)
-        if new == doc:
-            return None
-        written_bytes, written_doc = render_state(text, doc, new).encode("utf-8"), new
-        return written_bytes
+                todo_edits.append((report, result.todo))
+            if result.errors:
+                out.errors.extend(result.errors)
+                out.erroring.append(report)
+        return new
+
+    def transform(snapshot: Snapshot) -> bytes | None:
+        nonlocal written_bytes, written_doc
+        written_bytes = written_doc = None
+        todo_edits.clear()
+        out.errors.clear()
+        out.erroring.clear()
+        if snapshot.raw is None:
+            raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+        text = snapshot.raw.decode("utf-8", errors="strict")
+        cached = cached_state(snapshot.path, snapshot.raw)
+        if cached is not None and cached.doc is not None:
+            doc = cached.doc
+        else:
+            doc = json.loads(text)
+            problem = state_shape_problem(doc)
+            if problem is not None:
+                raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+        # Built once from the document read under the lock: outcomes never add or move tasks.
+        index = task_index(doc)
+        new = fold(doc, text, index, render_each=False)
+        data: bytes | None = None
+        if new != doc:
+            try:
+                data = render_state(text, doc, new).encode("utf-8")
+            except _UNWRITABLE:
+                # Something the per-file checks did not foresee: find the file(s) by
+                # rendering one outcome at a time, so only they drop out.
+                todo_edits.clear()
+                out.errors.clear()
+                out.erroring.clear()
+                new = fold(doc, text, index, render_each=True)
+                data = render_state(text, doc, new).encode("utf-8") if new != doc else None
+        # What each task's entry was and became, for the journal (``verify``, the healer).
+        edits = [e for _, e in todo_edits] if config.postflight.sync_todo else []
+        live = [r for r in ready if r.outcome is Outcome.APPLIED]
+        changes = _task_changes((doc, new, index), live, edits)
+        _journal_applied(journal, live, journaled, changes)
+        if data is not None:
+            written_bytes, written_doc = data, new
+        return data
 
     live = [r for r in ready if r.outcome is Outcome.APPLIED]
     if not live:
@@ -646,9 +873,13 @@ def _commit(
         # state.json went bad between the first read and the lock: never overwrite it.
         problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"
         for report in live:
-            report.outcome = Outcome.STATE_UNUSABLE
-            report.findings.append(finding("PF604", "", f"{problem}; the metadata file is kept"))
+            if report.outcome is Outcome.APPLIED:
+                report.outcome = Outcome.STATE_UNUSABLE
+                report.findings.append(
+                    finding("PF604", "", f"{problem}; the metadata file is kept")
+                )
         out.errors.clear()
+        out.erroring.clear()
         return out
     crash_point("after-state-write")
     if written_bytes is not None and written_doc is not None:
@@ -656,18 +887,8 @@ def _commit(
         # skips the parse.
         remember_state(project.state.path, written_bytes, written_doc)
     live = [r for r in live if r.outcome is Outcome.APPLIED]
-    changes = _task_changes(folded, live, todo_edits if config.postflight.sync_todo else [])
-    # The journal rows are what let the files be deleted without losing what the agents said:
-    # the files go only once this batch is durably committed.
-    with journal.batch() as batch:
-        for report in live:
-            change = changes.get(report.task) if report.task is not None else None
-            _journal(journal, "postflighted", report, content=True, change=change)
-    if not batch.committed:
-        for report in live:
-            report.notes.append(_NO_JOURNAL)
     if config.postflight.sync_todo and todo_edits:
-        _sync_todo(project, config, todo_edits, live)
+        _sync_todo(project, config, [(r, e) for r, e in todo_edits if r.outcome is Outcome.APPLIED])
     crash_point("after-todo-write")
     return out
 
@@ -703,6 +924,37 @@ def _task_changes(
     return changes
 
 
+def _journal_applied(
+    journal: Journal,
+    live: list[FileReport],
+    journaled: dict[int, TaskChange | None],
+    changes: Mapping[int, TaskChange],
+) -> None:
+    """The ``postflighted`` rows (full content, task change) of the files about to be applied.
+
+    ``journaled`` (report id -> the change recorded) spans the retries of one commit: a file
+    is recorded again only when a writer that ignores the lock changed its task meanwhile, so
+    the latest row holds what is actually written. A file whose row is not committed is kept
+    (``_NO_JOURNAL``): its content would be lost.
+    """
+    todo: list[tuple[FileReport, TaskChange | None]] = []
+    for report in live:
+        change = changes.get(report.task) if report.task is not None else None
+        if id(report) not in journaled or journaled[id(report)] != change:
+            todo.append((report, change))
+    if not todo:
+        return
+    failed: list[FileReport] = []
+    with journal.batch() as batch:
+        for report, change in todo:
+            if not _journal(journal, "postflighted", report, content=True, change=change):
+                failed.append(report)
+    for report, change in todo:
+        journaled[id(report)] = change
+        if (not batch.committed or report in failed) and _NO_JOURNAL not in report.notes:
+            report.notes.append(_NO_JOURNAL)
+
+
 _NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"
 
 
@@ -713,11 +965,30 @@ def _same_file(report: FileReport) -> bool:
         return False
 
 
-def _sync_todo(
-    project: Project, config: Config, edits: list[TodoEdit], live: list[FileReport]
-) -> None:
+def _incomplete(reports: Iterable[FileReport], problem: str) -> None:
+    """The outcome is in state.json and the journal, but not all written: keep the file."""
+    for report in reports:
+        if report.outcome is not Outcome.APPLIED:
+            continue
+        report.outcome = Outcome.INCOMPLETE
+        report.findings.append(
+            finding(
+                "PF606",
+                "",
+                f"{problem}; state.json already holds the outcome, the metadata file is kept: "
+                "fix this and run again (applying it again completes it)",
+            )
+        )
+
+
+def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, TodoEdit]]) -> None:
     path = project.specs_dir / config.postflight.todo_file
-    snapshot = read_snapshot(path)
+    live = [r for r, _ in edits]
+    try:
+        snapshot = read_snapshot(path)
+    except StoreError as exc:
+        _incomplete(live, _os_problem(exc, f"{path.name} could not be read"))
+        return
     if snapshot.raw is None:
         for report in live:
             report.notes.append(f"{path.name} does not exist; only state.json was updated")
@@ -728,7 +999,7 @@ def _sync_todo(
         for report in live:
             report.notes.append(f"{path.name} is not UTF-8; it was left alone")
         return
-    new, missing = apply_todo_edits(text, edits)
+    new, missing = apply_todo_edits(text, [e for _, e in edits])
     for task in missing:
         for report in live:
             if report.task == task:
@@ -739,17 +1010,30 @@ def _sync_todo(
         try:
             atomic_write(path, new.encode("utf-8"), crash_label="todo")
         except (OSError, StoreError) as exc:
-            for report in live:
-                report.notes.append(_os_problem(exc, f"{path.name} could not be written"))
+            _incomplete(live, _os_problem(exc, f"{path.name} could not be written"))
 
 
-def _append_errors(
-    project: Project,
-    config: Config,
-    records: list[dict[str, Any]],
-    reports: list[FileReport],
-) -> int:
-    """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""
+def _errors_text(records: list[Any]) -> str:
+    """errors.json as text; a lone surrogate in a record is written as its JSON escape.
+
+    errors.json is our own log, so an odd value an agent sent (a ``\\ud800``) is kept, escaped,
+    rather than failing every record of the batch with it.
+    """
+    text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _write_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> str | None:
+    """Add records to errors.json, de-duplicated; None, or why they could not be written."""
+    added = _add_errors(project, config, records)
+    return added if isinstance(added, str) else None
+
+
+def _add_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> int | str:
+    """The number of records added to errors.json, or why none could be."""
     if not records:
         return 0
     path = project.specs_dir / config.postflight.errors_file
@@ -763,23 +1047,43 @@ def _append_errors(
             if problem is not None or not isinstance(doc, list):
                 raise _ErrorsFileUnusableError(problem or "not a JSON array")
             existing = doc
-        merged, count = merge_errors(existing, records)
+        writable = []
+        for record in records:
+            try:
+                _errors_text([record])
+            except _UNWRITABLE:
+                continue  # the file it belongs to was dropped (PF106) before state.json
+            writable.append(record)
+        merged, count = merge_errors(existing, writable)
         if not count:
             return None
-        return (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        return _errors_text(merged).encode("utf-8")
 
     try:
         commit(path, transform, crash_label="errors")
     except (OSError, StoreError) as exc:
-        for report in reports:
-            report.notes.append(_os_problem(exc, f"{path.name} could not be written"))
-        return -1
+        return _os_problem(exc, f"{path.name} could not be written")
     except _ErrorsFileUnusableError as exc:
-        note = f"{path.name} is not usable ({exc}); it was not overwritten and no error was logged"
-        for report in reports:
-            report.notes.append(note)
-        return -1
+        return (
+            f"{path.name} is not usable ({exc}); it was not overwritten and no error was "
+            "logged: fix or move it away"
+        )
     return count
+
+
+def _append_errors(
+    project: Project,
+    config: Config,
+    records: list[dict[str, Any]],
+    reports: list[FileReport],
+) -> int:
+    """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""
+    added = _add_errors(project, config, records)
+    if isinstance(added, str):
+        for report in reports:
+            report.notes.append(added)
+        return -1
+    return added
 
 
 class _ErrorsFileUnusableError(Exception):
@@ -829,17 +1133,22 @@ def _journal(
     change: TaskChange | None = None,
 ) -> bool:
     raw = report.loaded.raw
-    return journal.record(
-        kind,
-        root=str(report.root),
-        file=report.rel_path,
-        task=report.task,
-        session=report.session,
-        status=report.raw_status,
-        findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
-        content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
-        change=change,
-    )
+    try:
+        return journal.record(
+            kind,
+            root=str(report.root),
+            file=report.rel_path,
+            task=report.task,
+            session=report.session,
+            status=report.raw_status,
+            findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
+            content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
+            change=change,
+        )
+    except (UnicodeEncodeError, OverflowError):
+        # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;
+        # sqlite3 refused it before it touched the transaction, so the batch goes on.
+        return False
 
 
 def _record_for(
@@ -950,6 +1259,7 @@ def preview(
         and r.validation is not None
         and r.validation.model is not None
         and r.task is not None
+        and _unrecordable(r) is None
     ]
     if not ready or not project.state.usable:
         return []
@@ -980,8 +1290,11 @@ def preview(
                 status_map=status_map,
                 index=index,
             )
+            _check_writable(result, report.task, index)
         except KeyError:
             continue  # PF600: the task is not in state.json; nothing would be written for it
+        except _UNWRITABLE:
+            continue  # PF106: postflight would leave it out of the batch
         new = result.state
         if result.todo is not None:
             edits.append(result.todo)
@@ -1012,3 +1325,90 @@ def unified_diff(write: PlannedWrite, shown_as: str) -> str:
         f"b/{shown_as}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+# --- crash leftovers ------------------------------------------------------------------------
+
+
+def clean_litter(
+    project: Project,
+    config: Config,
+    journal: Journal,
+    task_dirs: Iterable[str] | None = None,
+) -> list[str]:
+    """Remove what a killed postflightd left behind; one line per file, for the log.
+
+    Temporary files beside state.json, TODO.md and errors.json go when their writer is dead.
+    A metadata file renamed aside for deletion (``..return-meta.json.PID.HEX.deleting``) goes
+    only when the journal holds a ``postflighted`` row with exactly its content; otherwise it
+    is put back as ``.return-meta.json`` (processed again, which is harmless), or kept when a
+    newer file took that name. ``task_dirs``: the task directories to look in (None: all).
+    Takes the project lock.
+    """
+    specs = project.specs_dir
+    if not specs.is_dir() or specs.is_symlink():
+        return []
+    if task_dirs is None:
+        task_dirs = _task_dir_names(specs)
+    notes: list[str] = []
+    files = config.postflight
+    names = frozenset({files.state_file, files.todo_file, files.errors_file})
+    try:
+        # One try at the lock: a writer holding it may be mid-write (its temporary file and
+        # its aside file are in use), and whoever runs next under the lock looks again.
+        with project_lock(specs, timeout_s=0):
+            for path in remove_stale_temps(specs, names):
+                notes.append(
+                    f"removed {_printable(path.name)}, a temporary file a killed writer left"
+                )
+            for name in task_dirs:
+                task_dir = specs / name
+                if task_dir.is_symlink() or not task_dir.is_dir():
+                    continue  # never entered through a link
+                for leftover in deletions_left_aside(task_dir, META_NAME):
+                    notes.append(_settle(project, config, journal, leftover))
+    except LockTimeoutError:
+        pass
+    except (OSError, StoreError) as exc:
+        # Not writable: the postflight that follows says so for each file.
+        notes.append(_os_problem(exc, "crash leftovers were not checked"))
+    return notes
+
+
+def _task_dir_names(specs: Path) -> list[str]:
+    try:
+        return [e.name for e in os.scandir(specs) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _settle(project: Project, config: Config, journal: Journal, leftover: Leftover) -> str:
+    """Finish or undo one interrupted deletion, checking the journal first."""
+    rel = _printable(str(leftover.path.relative_to(project.root)))
+    raw = read_leftover(leftover, config.validation.max_file_bytes)
+    recorded = False
+    if raw is not None:
+        meta = leftover.path.with_name(META_NAME)
+        parsed = parse_task_dir(meta.parent.name)
+        row = journal.last_postflighted(
+            root=str(project.root),
+            file=meta.relative_to(project.root).as_posix(),
+            task=parsed[0] if parsed else None,
+            content=raw.decode("utf-8", errors="replace"),
+        )
+        recorded = row is not None
+    try:
+        done = settle_leftover(leftover, recorded=recorded)
+    except OSError as exc:
+        return f"{rel}: a deletion interrupted by a crash could not be finished: {exc.strerror}"
+    if done == "removed":
+        return f"removed {rel}: a deletion interrupted by a crash (its content is in the journal)"
+    if done == "restored":
+        return (
+            f"restored {rel} as {META_NAME}: its deletion was interrupted by a crash and the "
+            "journal does not hold its content; it is processed again"
+        )
+    return (
+        f"kept {rel}: its deletion was interrupted by a crash, the journal does not hold its "
+        f"content and a newer {META_NAME} exists; look at it, then delete it"
+    )

@@ -25,6 +25,7 @@ import errno
 import functools
 import os
 import random
+import re
 import secrets
 import signal
 import stat
@@ -40,6 +41,9 @@ from postflightd.loader import FileIdentity
 
 LOCK_NAME: Final = ".state.lock"
 CRASH_ENV: Final = "POSTFLIGHTD_CRASH_AT"
+STOP_ENV: Final = "POSTFLIGHTD_STOP_AT"
+FAULT_ENV: Final = "POSTFLIGHTD_FAULT_AT"
+FAULT_WHILE_ENV: Final = "POSTFLIGHTD_FAULT_WHILE"
 NEW_FILE_MODE: Final = 0o644
 _READ_CHUNK: Final = 1 << 20
 
@@ -198,9 +202,36 @@ def unchanged(snapshot: Snapshot) -> bool:
 
 
 def crash_point(label: str) -> None:
-    """Test hook: die by SIGKILL here when ``$POSTFLIGHTD_CRASH_AT`` names this point."""
+    """Test hook: die by SIGKILL here when ``$POSTFLIGHTD_CRASH_AT`` names this point.
+
+    ``$POSTFLIGHTD_STOP_AT`` stops the process (SIGSTOP) there instead, every time it passes,
+    so a test can run another command at exactly that instant and SIGCONT it after.
+    """
     if os.environ.get(CRASH_ENV) == label:
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get(STOP_ENV) == label:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def fault_point(label: str) -> None:
+    """Test hook: raise an ``OSError`` here when ``$POSTFLIGHTD_FAULT_AT`` names this point.
+
+    ``POSTFLIGHTD_FAULT_AT=todo:write=ENOSPC,errors:replace=EIO`` (errno names; EIO when none
+    is given). With ``$POSTFLIGHTD_FAULT_WHILE=PATH`` the fault fires only while PATH exists,
+    so a test can end a simulated full disk under a running daemon.
+    """
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    for item in spec.split(","):
+        name, _, code = item.strip().partition("=")
+        if name != label:
+            continue
+        flag = os.environ.get(FAULT_WHILE_ENV)
+        if flag and not os.path.lexists(flag):
+            return
+        number = getattr(errno, code.strip() or "EIO", errno.EIO)
+        raise OSError(number, os.strerror(number))
 
 
 def atomic_write(path: Path, data: bytes, *, crash_label: str | None = None) -> None:
@@ -276,6 +307,8 @@ def _replace(
         raise StoreError(f"{path}: cannot create a temporary file: {exc.strerror}") from None
     try:
         try:
+            if crash_label is not None:
+                fault_point(f"{crash_label}:write")
             _write_all(fd, data)
             if original is not None:
                 # fchmod is not filtered by the umask: the file keeps exactly its bits.
@@ -289,6 +322,8 @@ def _replace(
         if precondition is not None and not precondition():
             temp.unlink()
             return False
+        if crash_label is not None:
+            fault_point(f"{crash_label}:replace")
         temp.replace(target)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
@@ -358,6 +393,7 @@ def delete_if_unchanged(path: Path, identity: FileIdentity) -> bool:
         return False
     except OSError as exc:
         raise StoreError(f"{path}: cannot delete: {exc.strerror}") from None
+    crash_point("delete:after-rename")
     try:
         st = aside.lstat()
         if FileIdentity.of(st) == identity:
@@ -388,3 +424,126 @@ def _put_back(aside: Path, path: Path) -> None:
             aside.unlink()
         return
     aside.unlink()
+
+
+# --- crash leftovers ------------------------------------------------------------------------
+#
+# A writer killed mid-step leaves two kinds of files of ours: the temporary file of
+# ``_replace`` (``.state.json.PID.HEX.tmp``) and the metadata file renamed aside by
+# ``delete_if_unchanged`` (``..return-meta.json.PID.HEX.deleting``). Both names are made above;
+# these patterns must match them. Every postflightd writer takes the project lock before making
+# either, so a caller holding the lock knows no live writer of ours is using them; the pid and
+# age checks are a second guard (a writer from another pid namespace, a stale lock).
+
+_TEMP_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp")
+_ASIDE_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.deleting")
+#: A leftover this old is removed even when its pid is alive again (pid reuse): a write or a
+#: delete takes milliseconds.
+LEFTOVER_MAX_AGE_S: Final = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Leftover:
+    """One file a killed writer of ours left behind."""
+
+    path: Path
+    #: the file it belonged to (``state.json``, ``.return-meta.json``, ...)
+    name: str
+
+
+def _writer_gone(pid: int, st: os.stat_result, now: float) -> bool:
+    if now - st.st_mtime > LEFTOVER_MAX_AGE_S:
+        return True
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # EPERM: alive, someone else's
+    return False
+
+
+def _leftovers(directory: Path, pattern: re.Pattern[str], names: frozenset[str]) -> list[Leftover]:
+    out: list[Leftover] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return out
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        # A pid past Linux's pid_max (2**22) was never one of our writers.
+        if match is None or match["name"] not in names or len(match["pid"]) > 7:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        # Only regular files: a link or directory of that name is not ours to touch.
+        if stat.S_ISREG(st.st_mode) and _writer_gone(int(match["pid"]), st, now):
+            out.append(Leftover(Path(entry.path), match["name"]))
+    return out
+
+
+def remove_stale_temps(directory: Path, names: frozenset[str]) -> list[Path]:
+    """Remove the temporary files of ``names`` that a killed writer left in ``directory``.
+
+    Call with the project lock held. Returns the paths removed.
+    """
+    removed: list[Path] = []
+    for leftover in _leftovers(directory, _TEMP_RE, names):
+        with contextlib.suppress(FileNotFoundError):
+            leftover.path.unlink()
+            removed.append(leftover.path)
+    return removed
+
+
+def deletions_left_aside(task_dir: Path, name: str) -> list[Leftover]:
+    """Files named ``name`` that a killed ``delete_if_unchanged`` left renamed aside."""
+    return _leftovers(task_dir, _ASIDE_RE, frozenset({name}))
+
+
+def read_leftover(leftover: Leftover, max_bytes: int) -> bytes | None:
+    """Its bytes (None when unreadable or larger than ``max_bytes``), never through a link."""
+    try:
+        fd = os.open(leftover.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, max_bytes + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= max_bytes else None
+
+
+def settle_leftover(leftover: Leftover, *, recorded: bool) -> str:
+    """Finish or undo an interrupted deletion; what was done: removed, restored or kept.
+
+    ``recorded``: the content is safely recorded elsewhere (the journal), so it goes. Otherwise
+    it is put back under its own name, unless a newer file took that name meanwhile: then it is
+    kept, for a person to look at, since nothing else holds what it says.
+    """
+    if recorded:
+        leftover.path.unlink()
+        return "removed"
+    target = leftover.path.with_name(leftover.name)
+    try:
+        # A hard link never replaces a file that exists: a newer metadata file wins.
+        os.link(leftover.path, target, follow_symlinks=False)
+    except FileExistsError:
+        return "kept"
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+            raise
+        if os.path.lexists(target):
+            return "kept"
+        leftover.path.rename(target)
+        return "restored"
+    leftover.path.unlink()
+    return "restored"
