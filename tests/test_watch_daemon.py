@@ -381,14 +381,14 @@ FAULTY_DAEMON = """
 import sys
 from postflightd import watcher
 
-original = watcher.SpecsEventHandler.dispatch
+original = watcher.SpecsTree.dispatch
 
-def dispatch(self, event):
-    if str(event.src_path).endswith("boom"):
+def dispatch(self, wd, mask, cookie, name):
+    if name.endswith(b"boom"):
         raise RuntimeError("injected handler fault")
-    return original(self, event)
+    return original(self, wd, mask, cookie, name)
 
-watcher.SpecsEventHandler.dispatch = dispatch
+watcher.SpecsTree.dispatch = dispatch
 from postflightd.cli import main
 raise SystemExit(main(sys.argv[1:]))
 """

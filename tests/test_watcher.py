@@ -142,7 +142,7 @@ def test_filesystem_type_of_a_local_directory(tmp_path: Path) -> None:
 
 def test_polling_is_chosen_when_configured(tmp_path: Path) -> None:
     assert choose_kind("polling", tmp_path)[0] == "polling"
-    assert choose_kind("inotify", tmp_path)[0] == "native"
+    assert choose_kind("inotify", tmp_path)[0] == "inotify"
 
 
 @pytest.fixture

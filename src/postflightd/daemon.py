@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import select
 import signal
@@ -52,7 +53,13 @@ from postflightd.pipeline import (
 )
 from postflightd.store import LockTimeoutError, project_lock
 from postflightd.verify import Healer
-from postflightd.watcher import DirtySet, RootWatch, install_overflow_trap
+from postflightd.watcher import (
+    POLL_INTERVAL_S,
+    DirtySet,
+    Pending,
+    RootWatch,
+    install_overflow_trap,
+)
 
 log = structlog.get_logger()
 
@@ -63,6 +70,9 @@ SUPERVISE_S: Final = 2.0
 MISSING_RECHECK_S: Final = 0.25
 #: Files post-flighted per commit: bounds the time a SIGTERM waits for the commit in flight.
 BATCH_MAX: Final = 250
+#: A polling root is rescanned every POLL_INTERVAL_S, or this many times its last rescan's cost
+#: if that is longer: polling 100,000 task directories must not take a core.
+POLL_COST_FACTOR: Final = 50.0
 #: A stuck timer fires this long after the deadline, so ``now > deadline`` holds when it does.
 DEADLINE_SLACK_S: Final = 0.005
 #: How long a batch waits for the project lock held by another writer (a commit takes
@@ -241,7 +251,14 @@ class RootState:
     lock_retry_at: float = 0.0
     #: monotonic time the lock was first found busy (None: not busy), for one log line.
     lock_busy_since: float | None = None
-    #: state.json as last parsed, with the identity it had: re-parsed only when it changed.
+    #: path -> monotonic time it was last read and validated: a file that keeps changing is
+    #: re-validated at most once per settle window (SPEC 7.1).
+    checked: dict[str, float] = field(default_factory=dict)
+    #: complete files held back by that limit -> monotonic time they are due.
+    throttled: dict[str, float] = field(default_factory=dict)
+    #: polling (no events): when the next poll is due, and state.json's identity at the last.
+    next_poll: float = 0.0
+    state_identity: FileIdentity | None = None
 
 
 def _identity(path: str) -> FileIdentity | None:
@@ -251,28 +268,32 @@ def _identity(path: str) -> FileIdentity | None:
         return None
 
 
-def _metadata_identities(specs_dir: Path) -> list[tuple[str, FileIdentity]]:
-    """(path, identity) of every ``specs/*/.return-meta.json``: one lstat per task directory.
+def _metadata_identities(specs_dir: Path) -> tuple[list[tuple[str, FileIdentity]], list[str]]:
+    """(path, identity) of every ``specs/*/.return-meta.json``, and the task directory names.
 
-    The periodic reconciliation runs this every ``rescan_interval_s`` over every task
+    One lstat per task directory. The periodic reconciliation runs this over every task
     directory, so it stays on plain strings and ``scandir``'s cached entry types (the idle
     CPU target of SPEC 6); symlinked task directories are included for the pipeline to refuse.
     """
     out: list[tuple[str, FileIdentity]] = []
+    names: list[str] = []
     try:
         entries = list(os.scandir(specs_dir))
     except OSError:
-        return out
+        return out, names
     suffix = os.sep + META_NAME
+    lstat = os.lstat
     for entry in entries:
         try:
-            if not (entry.is_dir(follow_symlinks=False) or entry.is_symlink()):
+            if entry.is_dir(follow_symlinks=False):
+                names.append(entry.name)
+            elif not entry.is_symlink():
                 continue
-            st = os.lstat(entry.path + suffix)
+            st = lstat(entry.path + suffix)
         except OSError:
             continue
         out.append((entry.path + suffix, FileIdentity.of(st)))
-    return out
+    return out, names
 
 
 def _chunks(items: Sequence[MetaFileRef], size: int) -> Iterable[Sequence[MetaFileRef]]:
@@ -299,6 +320,8 @@ class Daemon:
         self._waker = Waker()
         self.dirty = DirtySet(self._waker.set)
         self._notifier = notifier if notifier is not None else SystemdNotifier()
+        #: per-root notes for ``status`` (the polling fallback), kept in the user state dir.
+        self._notes: dict[str, str] = {}
         self._roots = {root: self._root_state(root, config) for root in roots}
         self._journal: Journal | None = None
         # Re-applies outcomes a writer that ignored the lock reverted (issue 10).
@@ -317,9 +340,20 @@ class Daemon:
             config.postflight.state_file,
             config.watch.observer,
             self.dirty,
-            on_fallback=lambda why: log.warning("observer_fallback", root=str(root), reason=why),
+            on_fallback=lambda why: self._fell_back(root, why),
         )
         return RootState(root, specs, watch, InstanceLock(specs))
+
+    def _fell_back(self, root: Path, why: str) -> None:
+        log.warning(
+            "observer_fallback",
+            root=str(root),
+            reason=why,
+            observer="polling",
+            hint="raise fs.inotify.max_user_watches (sysctl) and send SIGHUP to watch again",
+        )
+        self._notes[str(root)] = f"polling: {why}"
+        write_daemon_notes(self._notes)
 
     # --- signals ------------------------------------------------------------------------------
 
@@ -405,6 +439,7 @@ class Daemon:
                 self._journal.close()
             self._notifier.close()
             self._waker.close()
+            remove_daemon_notes()
         log.info("daemon_stopped", pid=os.getpid())
         return 0
 
@@ -424,6 +459,7 @@ class Daemon:
                 specs_dir=str(rs.specs_dir),
                 observer=rs.watch.kind,
                 reason=rs.watch.why,
+                watches=rs.watch.watch_count or None,
             )
         else:
             rs.missing = True
@@ -443,6 +479,10 @@ class Daemon:
                 candidates.append(min(rs.deferred.values()) + settle)
             if rs.lock_busy:
                 candidates.append(rs.lock_retry_at)
+            if rs.throttled:
+                candidates.append(min(rs.throttled.values()))
+            if rs.watch.kind == "polling":
+                candidates.append(rs.next_poll)
         if self._notifier.watchdog_interval_s is not None:
             candidates.append(self._next_ping)
         return min(candidates)
@@ -466,17 +506,51 @@ class Daemon:
             self._supervise()
             missing = any(rs.missing for rs in self._roots.values())
             self._next_supervise = mono + (MISSING_RECHECK_S if missing else SUPERVISE_S)
+        # Files named by events first: a rescan of a large root must not delay an agent's
+        # postflight in another (or the same) root.
+        self._process_events(pending)
         for target, reason in pending.rescans.items():
             for rs in self._targets(target):
                 if reason == "event queue overflow":
                     log.warning("event_queue_overflow", root=str(rs.root))
                 self._rescan(rs, reason, force=False)
+        for rs in self._roots.values():
+            if rs.watch.kind == "polling" and mono >= rs.next_poll and not self._stop:
+                self._poll(rs)
         if mono >= self._next_rescan:
-            self._next_rescan = mono + self.config.watch.rescan_interval_s
             for rs in self._roots.values():
                 self._rescan(rs, "periodic", force=False)
+            self._next_rescan = time.monotonic() + self.config.watch.rescan_interval_s
+        self._retry_settled()
+        self._retry_lock_busy()
+        self._check_stuck()
+        self._notify_status()
+        if self._notifier.watchdog_interval_s is not None and time.monotonic() >= self._next_ping:
+            self._notifier.notify("WATCHDOG=1")
+            self._next_ping = time.monotonic() + self._notifier.watchdog_interval_s
+
+    def _process_events(self, pending: Pending) -> None:
+        """Dirty paths from events: complete files now, files still being written later."""
         by_root: dict[Path, list[str]] = {}
+        mono = time.monotonic()
+        settle = self.config.watch.settle_ms / 1000
         for path, root in pending.paths.items():
+            rs = self._roots.get(root)
+            if rs is None:
+                continue
+            if path in pending.writing:
+                # Modified (or created) and not closed yet: the writer may still be writing.
+                # Parse success alone is not completion (a closing brace can come before the
+                # last byte): wait for the close, or for settle_ms of quiet.
+                rs.deferred[path] = mono
+                rs.throttled.pop(path, None)
+                continue
+            last = rs.checked.get(path)
+            if last is not None and mono - last < settle:
+                # Checked less than a settle window ago: at most once per window.
+                rs.throttled[path] = last + settle
+                rs.deferred.pop(path, None)
+                continue
             by_root.setdefault(root, []).append(path)
         for root in pending.state_changed:
             self._heal(root)
@@ -488,16 +562,23 @@ class Daemon:
             if state is None or self._stop or not paths:
                 continue
             for p in paths:
-                if p in state.deferred:
-                    state.deferred[p] = time.monotonic()
+                state.deferred.pop(p, None)
             self._process(state, paths, report_unparsed=False)
-        self._retry_settled()
-        self._retry_lock_busy()
-        self._check_stuck()
-        self._notify_status()
-        if self._notifier.watchdog_interval_s is not None and time.monotonic() >= self._next_ping:
-            self._notifier.notify("WATCHDOG=1")
-            self._next_ping = time.monotonic() + self._notifier.watchdog_interval_s
+
+    def _poll(self, rs: RootState) -> None:
+        """A polling root (no events): rescan it, at a cost-bounded interval."""
+        started = time.monotonic()
+        self._rescan(rs, "poll", force=False)
+        state = _identity(str(rs.specs_dir / self.config.postflight.state_file))
+        if state != rs.state_identity:
+            rs.state_identity = state
+            if rs.held:
+                held = list(rs.held)
+                rs.held.clear()
+                self._process(rs, held, report_unparsed=False)
+        cost = time.monotonic() - started
+        # Never more than about 2 % of a core on polling, whatever the tree's size.
+        rs.next_poll = time.monotonic() + max(POLL_INTERVAL_S, cost * POLL_COST_FACTOR)
 
     def _heal(self, root: Path) -> None:
         """state.json changed: re-apply the recent outcomes a writer that ignored the lock lost.
@@ -579,7 +660,11 @@ class Daemon:
     # --- scanning and processing -----------------------------------------------------------
 
     def _rescan(self, rs: RootState, reason: str, *, force: bool) -> None:
-        """Events are hints, the directory is the truth: process whatever changed unseen."""
+        """Events are hints, the directory is the truth: process whatever changed unseen.
+
+        A file found changed is processed at once only if it has been quiet for settle_ms
+        (its writer may still have it open: a rescan sees no close); otherwise it waits.
+        """
         if force and self._journal is not None:
             # At start and after a restart of the watch, first what a killed run left behind
             # (an interrupted deletion may put a metadata file back).
@@ -588,10 +673,16 @@ class Daemon:
                 log.warning("crash_leftover", root=str(rs.root), note=note)
         found: set[str] = set()
         dirty: list[str] = []
-        for path, identity in _metadata_identities(rs.specs_dir):
+        wall = time.time()
+        settle = self.config.watch.settle_ms / 1000
+        identities, task_dirs = _metadata_identities(rs.specs_dir)
+        for path, identity in identities:
             found.add(path)
             if force or path not in rs.identities or rs.identities[path] != identity:
-                dirty.append(path)
+                if wall - identity.mtime_ns / 1e9 < settle:
+                    rs.deferred.setdefault(path, time.monotonic())
+                elif path not in rs.deferred:
+                    dirty.append(path)
         for key in self.runs.keys_for(str(rs.root)):
             path = str(rs.specs_dir / key[1] / META_NAME)
             if path not in found:
@@ -601,23 +692,35 @@ class Daemon:
                 del rs.identities[path]
         if force:
             rs.state_problem = None
-        level = log.debug if reason == "periodic" and not dirty else log.info
-        level("rescan", root=str(rs.root), reason=reason, files=len(found), changed=len(dirty))
+        added = rs.watch.ensure(task_dirs)
+        quiet = reason in ("periodic", "poll") and not dirty and not added
+        level = log.debug if quiet else log.info
+        level(
+            "rescan",
+            root=str(rs.root),
+            reason=reason,
+            files=len(found),
+            changed=len(dirty),
+            watches_added=added or None,
+        )
         if dirty:
             self._process(rs, dirty, report_unparsed=False)
 
     def _process(self, rs: RootState, paths: Iterable[str], *, report_unparsed: bool) -> None:
         refs: list[MetaFileRef] = []
+        mono = time.monotonic()
         for path in dict.fromkeys(paths):
             meta = Path(path)
             task_dir = meta.parent
             if task_dir.parent != rs.specs_dir:
                 continue  # a file of that name deeper down (in an artifact directory)
+            rs.throttled.pop(path, None)
             if not os.path.lexists(path):
                 # Deleted (by our own clean-up, or by another postflight): no need to read
                 # state.json to know that.
                 self._gone(rs, path)
                 continue
+            rs.checked[path] = mono
             refused = None
             if task_dir.is_symlink():
                 # Never followed (it may lead out of the root): refused as scan refuses it.
@@ -702,6 +805,8 @@ class Daemon:
     def _gone(self, rs: RootState, path: str) -> None:
         rs.identities.pop(path, None)
         rs.deferred.pop(path, None)
+        rs.checked.pop(path, None)
+        rs.throttled.pop(path, None)
         rs.held.discard(path)
         key = (str(rs.root), Path(path).parent.name)
         ended = self.runs.ended(key, applied=False)
@@ -748,6 +853,7 @@ class Daemon:
             return
         if outcome is Outcome.APPLIED:
             rs.identities.pop(path, None)
+            rs.checked.pop(path, None)
             rs.held.discard(path)
             for t in self.runs.finished(self._sighting(rs, report), now):
                 self._log_transition(t)
@@ -830,10 +936,14 @@ class Daemon:
             )
 
     def _retry_settled(self) -> None:
-        """Re-read files that did not parse once they have been quiet for ``settle_ms``."""
+        """Read files once they have been quiet for ``settle_ms`` (still open, or unparsed),
+        and complete files whose once-per-settle-window turn has come."""
         settle = self.config.watch.settle_ms / 1000
         mono, wall = time.monotonic(), time.time()
         for rs in self._roots.values():
+            turn = [path for path, due_at in rs.throttled.items() if due_at <= mono]
+            if turn and not self._stop:
+                self._process(rs, turn, report_unparsed=False)
             due: list[str] = []
             for path, last in list(rs.deferred.items()):
                 if mono - last < settle:
@@ -906,8 +1016,14 @@ class Daemon:
         if new.journal != old.journal and self._journal is not None:
             self._journal.close()
             self._journal = Journal.open(journal_path(new.journal.path))
+        # A root that fell back to polling tries inotify again (the limit may be raised).
+        fell_back = any(rs.watch.fallback for rs in self._roots.values())
+        if fell_back:
+            self._notes.clear()
+            write_daemon_notes(self._notes)
         rewatch = (
-            new.specs_dir != old.specs_dir
+            fell_back
+            or new.specs_dir != old.specs_dir
             or new.watch.observer != old.watch.observer
             or new.postflight.state_file != old.postflight.state_file
         )
@@ -935,6 +1051,51 @@ class Daemon:
             # Timeouts or rules may have changed: re-read everything once.
             self._rescan(self._roots[root], "configuration reloaded", force=True)
         self._next_rescan = time.monotonic() + new.watch.rescan_interval_s
+
+
+# --- notes for ``status`` ---------------------------------------------------------------------
+
+
+def _notes_path(pid: int) -> Path:
+    from platformdirs import user_state_path
+
+    return user_state_path("postflightd") / f"daemon-{pid}.json"
+
+
+def write_daemon_notes(notes: Mapping[str, str]) -> None:
+    """What ``status`` should say about each root this daemon watches (polling fallback ...).
+
+    In the user state directory, not the project tree: the tree is the agents' to write.
+    """
+    path = _notes_path(os.getpid())
+    try:
+        if not notes:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "roots": dict(notes)}), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        log.warning("status_note_failed", path=str(path), error=exc.strerror or str(exc))
+
+
+def remove_daemon_notes() -> None:
+    with contextlib.suppress(OSError):
+        _notes_path(os.getpid()).unlink(missing_ok=True)
+
+
+def daemon_note(root: Path, pid: int | None) -> str | None:
+    """The note the daemon with ``pid`` (the instance lock's holder) left for ``root``."""
+    if not pid:
+        return None
+    try:
+        data = json.loads(_notes_path(pid).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    roots = data.get("roots") if isinstance(data, dict) else None
+    note = roots.get(str(root)) if isinstance(roots, dict) else None
+    return note if isinstance(note, str) else None
 
 
 def serve(roots: Sequence[Path], config: Config, load_config: Callable[[], Config]) -> int:

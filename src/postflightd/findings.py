@@ -175,3 +175,35 @@ class Policy:
     def fails(self, findings: Iterable[Finding]) -> bool:
         """True when the (already filtered) findings make a file invalid."""
         return any(f.severity is Severity.ERROR or self.strict for f in findings)
+
+
+#: At most this many findings are kept per file, in output, journal and log (SPEC 7.1).
+MAX_FINDINGS_PER_FILE = 100
+
+
+def cap_findings(findings: list[Finding], limit: int = MAX_FINDINGS_PER_FILE) -> list[Finding]:
+    """The first ``limit`` findings, then one "and N more" finding summing up the rest.
+
+    A hostile file can hold hundreds of thousands of faults; every one kept would be
+    rendered, journaled and logged. The summary keeps the counts per code and the worst
+    severity, so an error beyond the cut still fails the file.
+    """
+    if len(findings) <= limit:
+        return findings
+    rest = findings[limit:]
+    counts: dict[str, int] = {}
+    worst = Severity.WARNING
+    for f in rest:
+        counts[f.code] = counts.get(f.code, 0) + 1
+        if f.severity is Severity.ERROR:
+            worst = Severity.ERROR
+    by_code = ", ".join(
+        f"{code} x{n:,}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    more = Finding(
+        rest[0].code,
+        worst,
+        "",
+        f"and {len(rest):,} more ({by_code}); only the first {limit} findings are kept",
+    )
+    return [*findings[:limit], more]

@@ -19,7 +19,14 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.errors import ConfigError, ExitCode, StateUnusableError, UsageError
-from postflightd.findings import Finding, Policy, Severity, expand_codes, finding
+from postflightd.findings import (
+    Finding,
+    Policy,
+    Severity,
+    cap_findings,
+    expand_codes,
+    finding,
+)
 from postflightd.journal import Journal, TaskChange
 from postflightd.loader import (
     LOOP_GUARD_NAME,
@@ -61,6 +68,9 @@ from postflightd.rules import (
     get_object,
     get_str,
     validate,
+)
+from postflightd.rules import (
+    location as json_location,
 )
 from postflightd.store import (
     Leftover,
@@ -264,6 +274,7 @@ def check_file(
             timeouts=config.timeouts.as_mapping(),
             check_artifacts=config.validation.check_artifacts,
         )
+        findings.extend(trim_long_lists(loaded.doc))
         validation = validate(loaded.doc, ctx, now, options, project.probe)
         findings.extend(validation.findings)
     if project.state.exists and not project.state.usable:
@@ -282,7 +293,7 @@ def check_file(
         root=project.root,
         path=ref.path,
         task=number,
-        findings=kept,
+        findings=cap_findings(kept),
         valid=usable and not policy.fails(kept),
         loaded=loaded,
         validation=validation,
@@ -292,6 +303,43 @@ def check_file(
         # an explicit `--ignore PF602` (the pre-commit hook's) means "do not judge by the clock".
         stuck=bool(validation and validation.stuck) and "PF602" not in policy.ignore,
     )
+
+
+#: Longer arrays are cut before validation (SPEC 7.1: cost stays in proportion to the file).
+MAX_LIST_ITEMS = 1000
+
+
+def trim_long_lists(doc: object, limit: int = MAX_LIST_ITEMS) -> list[Finding]:
+    """Cut every array of ``doc`` longer than ``limit`` in place; a PF201 finding for each.
+
+    A 1 MiB file can hold 350,000 empty ``errors`` entries: validating each one (pydantic,
+    then a finding per missing field) cost seconds and a gigabyte. No agent's metadata needs
+    a thousand entries in one array, so such a file is invalid for that alone, and the rest
+    of it is checked as far as the cut, at a cost bounded by ``limit``. The walk is iterative:
+    a deeply nested document must not overflow the stack here.
+    """
+    if not isinstance(doc, dict | list):
+        return []
+    found: list[Finding] = []
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(doc, ())]
+    while stack:
+        value, loc = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, (*loc, k)) for k, v in value.items() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            if len(value) > limit:
+                where = json_location(loc) or "the document"
+                found.append(
+                    finding(
+                        "PF201",
+                        json_location(loc),
+                        f"{where} holds {len(value):,} entries, more than the {limit:,} "
+                        "postflightd checks; only the first ones were validated: shorten it",
+                    )
+                )
+                del value[limit:]
+            stack.extend((v, (*loc, i)) for i, v in enumerate(value) if isinstance(v, dict | list))
+    return found
 
 
 #: ``scan FILE ...``: per root, the only metadata files to look at (a root not listed: all)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from postflightd.config import Config
-from postflightd.daemon import lock_holder
+from postflightd.daemon import daemon_note, lock_holder
 from postflightd.durations import format_duration
 from postflightd.findings import Policy
 from postflightd.inert import inert, json_text
@@ -80,6 +80,7 @@ def collect_status(
     for root in roots:
         project = Project.open(root, config)
         entry = RootStatus(root, lock_holder(project.specs_dir))
+        entry.note = daemon_note(root, entry.daemon_pid)
         out.append(entry)
         if not project.specs_dir.is_dir():
             entry.note = f"no {config.specs_dir}/ directory"

@@ -13,6 +13,7 @@ import contextlib
 import errno
 import logging
 import os
+import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,13 +29,14 @@ from watchdog.events import (
     FileSystemEventHandler,
 )
 
+from postflightd import inotify
 from postflightd.loader import META_NAME
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver
 
 ObserverMode = Literal["auto", "inotify", "polling"]
-ObserverKind = Literal["native", "polling"]
+ObserverKind = Literal["inotify", "native", "polling"]
 
 #: Events that cannot change what a metadata file holds.
 _IGNORED_EVENTS: Final = frozenset(
@@ -72,6 +74,9 @@ class Pending:
     """What the handlers and the supervisor collected since the loop last looked."""
 
     paths: dict[str, Path] = field(default_factory=dict)
+    #: paths whose last event says a writer may still have them open (modified or created,
+    #: not yet closed): complete once closed, or after ``settle_ms`` of quiet.
+    writing: set[str] = field(default_factory=set)
     #: roots to rescan (None: every root), with the reason.
     rescans: dict[Path | None, str] = field(default_factory=dict)
     #: roots whose watch must be checked now (the specs directory itself changed).
@@ -90,9 +95,14 @@ class DirtySet:
         self.event = threading.Event()
         self._wake = wake if wake is not None else self.event.set
 
-    def mark(self, root: Path, path: str) -> None:
+    def mark(self, root: Path, path: str, *, complete: bool = True) -> None:
+        """``path`` changed; ``complete=False`` when its writer may still be writing it."""
         with self._lock:
             self._pending.paths[path] = root
+            if complete:
+                self._pending.writing.discard(path)
+            else:
+                self._pending.writing.add(path)
         self._wake()
 
     def request_rescan(self, root: Path | None, reason: str) -> None:
@@ -185,6 +195,271 @@ def install_overflow_trap(sink: DirtySet) -> OverflowTrap:
     return trap
 
 
+# --- inotify: specs/ and each task directory, one level down ----------------------------------
+
+#: specs/: task directories coming and going, state.json replaced or rewritten, itself moved.
+SPECS_MASK: Final = (
+    inotify.IN_CREATE
+    | inotify.IN_MOVED_FROM
+    | inotify.IN_MOVED_TO
+    | inotify.IN_DELETE
+    | inotify.IN_CLOSE_WRITE
+    | inotify.IN_DELETE_SELF
+    | inotify.IN_MOVE_SELF
+    | inotify.IN_ONLYDIR
+    | inotify.IN_DONT_FOLLOW
+    | inotify.IN_EXCL_UNLINK
+)
+#: A task directory: its metadata file written, closed, renamed in or out, deleted. No
+#: open/close-nowrite/access/attrib: reading a tree (our own rescans included) sends nothing.
+TASK_MASK: Final = (
+    inotify.IN_CREATE
+    | inotify.IN_MODIFY
+    | inotify.IN_CLOSE_WRITE
+    | inotify.IN_MOVED_FROM
+    | inotify.IN_MOVED_TO
+    | inotify.IN_DELETE
+    | inotify.IN_ONLYDIR
+    | inotify.IN_DONT_FOLLOW
+    | inotify.IN_EXCL_UNLINK
+)
+_META_B: Final = os.fsencode(META_NAME)
+_ARRIVED: Final = inotify.IN_CREATE | inotify.IN_MOVED_TO
+_LEFT: Final = inotify.IN_DELETE | inotify.IN_MOVED_FROM
+
+
+class SpecsTree:
+    """One root's inotify instance: a watch on specs/ and one on each task directory.
+
+    Never recursive: what an agent leaves inside a task directory (a ``node_modules``, a build
+    tree) adds no watch and no event. The event reader thread calls ``dispatch``; the
+    daemon's loop calls ``ensure`` after each rescan (a task directory created while events
+    were lost); both under ``_lock``.
+    """
+
+    def __init__(self, root: Path, specs_dir: Path, state_file: str, sink: DirtySet) -> None:
+        self.root = root
+        self._specs = os.fsencode(specs_dir)
+        self._specs_str = str(specs_dir)
+        self._state_b = os.fsencode(state_file)
+        self._sink = sink
+        self._lock = threading.Lock()
+        self._ino: inotify.Inotify | None = None
+        self._specs_wd = -1
+        #: wd -> task directory name (bytes), and back.
+        self._dirs: dict[int, bytes] = {}
+        self._wds: dict[bytes, int] = {}
+        #: set when a watch could not be added while running (the watch limit): the
+        #: supervisor falls back to polling for this root.
+        self.failed: str | None = None
+
+    @property
+    def fd(self) -> int:
+        return self._ino.fd if self._ino is not None else -1
+
+    @property
+    def watch_count(self) -> int:
+        return len(self._dirs) + (1 if self._specs_wd >= 0 else 0)
+
+    def start(self) -> None:
+        """Watch specs/ and every task directory in it; OSError (ENOSPC ...) leaves none."""
+        ino = inotify.Inotify()
+        try:
+            self._ino = ino
+            self._specs_wd = ino.add_watch(self._specs, SPECS_MASK)
+            with os.scandir(self._specs) as it:
+                names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
+            with self._lock:
+                for name in names:
+                    self._add(name)
+        except BaseException:
+            self.close()
+            raise
+
+    def _add(self, name: bytes) -> None:
+        """Watch task directory ``name`` (under the lock); a vanished one is skipped."""
+        assert self._ino is not None
+        if name in self._wds or name.startswith(b"."):
+            return
+        try:
+            wd = self._ino.add_watch(self._specs + b"/" + name, TASK_MASK)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
+                return  # gone, a file, unreadable or a link: nothing to watch there
+            raise
+        old = self._dirs.get(wd)
+        if old is not None:
+            self._wds.pop(old, None)  # the same inode under a new name (moved within specs)
+        self._dirs[wd] = name
+        self._wds[name] = wd
+
+    def _drop(self, name: bytes) -> None:
+        wd = self._wds.pop(name, None)
+        if wd is not None:
+            self._dirs.pop(wd, None)
+            if self._ino is not None:
+                # A directory moved out keeps its watch (inotify follows the inode): drop it,
+                # or its events would be reported under the old path.
+                self._ino.rm_watch(wd)
+
+    def ensure(self, names: list[str]) -> int:
+        """Watch the task directories in ``names`` not watched yet; how many were added."""
+        added = 0
+        with self._lock:
+            if self._ino is None:
+                return 0
+            for raw in names:
+                name = os.fsencode(raw)
+                if name in self._wds:
+                    continue
+                try:
+                    self._add(name)
+                except OSError as exc:
+                    self.failed = str(exc.strerror or exc)
+                    self._sink.request_check(self.root)
+                    return added
+                added += name in self._wds
+        return added
+
+    def read(self) -> None:
+        """Read every queued event and dispatch it (the event reader thread)."""
+        ino = self._ino
+        if ino is None:
+            return
+        try:
+            events = ino.read()
+        except OSError:
+            return  # closed under us by stop()
+        for event in events:
+            self.dispatch(*event)
+
+    def dispatch(self, wd: int, mask: int, _cookie: int, name: bytes) -> None:
+        """Turn one inotify event into dirty paths, a rescan or a check. Nothing slow."""
+        if mask & inotify.IN_Q_OVERFLOW:
+            # Events were lost: one rescan of this root (no watch is rebuilt, so the rescan
+            # itself sends no events and cannot overflow the queue again).
+            self._sink.request_rescan(self.root, "event queue overflow")
+            return
+        if wd == self._specs_wd:
+            self._specs_event(mask, name)
+            return
+        with self._lock:
+            task = self._dirs.get(wd)
+            if mask & inotify.IN_IGNORED:
+                if task is not None:
+                    self._dirs.pop(wd, None)
+                    if self._wds.get(task) == wd:
+                        del self._wds[task]
+                return
+        if task is None or name != _META_B:
+            return
+        path = os.fsdecode(self._specs + b"/" + task + b"/" + name)
+        # Modified or created: a writer has it open. Closed, renamed in, or gone: complete.
+        writing = bool(mask & (inotify.IN_MODIFY | inotify.IN_CREATE))
+        self._sink.mark(self.root, path, complete=not writing)
+
+    def _specs_event(self, mask: int, name: bytes) -> None:
+        if mask & (inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_IGNORED):
+            self._sink.request_check(self.root)
+            return
+        if not name:
+            return
+        if name == self._state_b:
+            if mask & (inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO | inotify.IN_CREATE):
+                self._sink.state_changed(self.root)
+            return
+        if name.startswith(b"."):
+            return  # our own temporary files, the pid and lock files: never a task directory
+        meta = f"{self._specs_str}{os.sep}{os.fsdecode(name)}{os.sep}{META_NAME}"
+        if mask & _ARRIVED:
+            if mask & inotify.IN_ISDIR:
+                with self._lock:
+                    if self._ino is None:
+                        return
+                    try:
+                        # Watch first, then look: a file written before the watch existed is
+                        # found by the look, one written after sends its event.
+                        self._add(name)
+                    except OSError as exc:
+                        self.failed = str(exc.strerror or exc)
+                        self._sink.request_check(self.root)
+            # A symlink to a directory arrives as a file (no IN_ISDIR): marked too, so that
+            # the pipeline refuses it with PF100.
+            self._sink.mark(self.root, meta)
+        elif mask & _LEFT and mask & inotify.IN_ISDIR:
+            with self._lock:
+                self._drop(name)
+            self._sink.mark(self.root, meta)
+
+    def close(self) -> None:
+        with self._lock:
+            ino, self._ino = self._ino, None
+            self._dirs.clear()
+            self._wds.clear()
+            self._specs_wd = -1
+        if ino is not None:
+            ino.close()  # closing the instance frees every watch at once
+
+
+class EventReader(threading.Thread):
+    """The one thread reading every root's inotify instance (poll(2); no timeout when idle)."""
+
+    def __init__(self) -> None:
+        super().__init__(name="postflightd-inotify", daemon=True)
+        self._lock = threading.Lock()
+        self._trees: dict[int, SpecsTree] = {}
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._poller = select.poll()
+        self._poller.register(self._wake_r, select.POLLIN)
+
+    def add(self, tree: SpecsTree) -> None:
+        with self._lock:
+            self._trees[tree.fd] = tree
+            self._poller.register(tree.fd, select.POLLIN)
+        self._wake()
+
+    def remove(self, tree: SpecsTree) -> None:
+        with self._lock:
+            for fd, known in list(self._trees.items()):
+                if known is tree:
+                    del self._trees[fd]
+                    with contextlib.suppress(KeyError, ValueError):
+                        self._poller.unregister(fd)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+
+    def run(self) -> None:
+        while True:
+            ready = self._poller.poll()
+            for fd, _ in ready:
+                if fd == self._wake_r:
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(self._wake_r, 4096):
+                            continue
+                    continue
+                with self._lock:
+                    tree = self._trees.get(fd)
+                if tree is not None:
+                    tree.read()
+
+
+_reader_lock = threading.Lock()
+_reader: EventReader | None = None
+
+
+def event_reader() -> EventReader:
+    """The running event reader thread, started on first use (again if it died)."""
+    global _reader  # noqa: PLW0603 - one reader thread per process, shared by every root
+    with _reader_lock:
+        if _reader is None or not _reader.is_alive():
+            _reader = EventReader()
+            _reader.start()
+        return _reader
+
+
 def filesystem_type(path: Path) -> str | None:
     """The filesystem type of the mount holding ``path`` (Linux /proc/self/mountinfo)."""
     try:
@@ -206,11 +481,8 @@ def filesystem_type(path: Path) -> str | None:
     return best_type
 
 
-def _observer(kind: ObserverKind) -> BaseObserver:
-    if kind == "polling":
-        from watchdog.observers.polling import PollingObserver
-
-        return PollingObserver(timeout=POLL_INTERVAL_S)
+def _observer() -> BaseObserver:
+    """watchdog's native observer (FSEvents, kqueue, ReadDirectoryChangesW): not on Linux."""
     from watchdog.observers import Observer
 
     _shorten_move_pairing()
@@ -241,13 +513,15 @@ def _shorten_move_pairing() -> None:
 
 
 def choose_kind(mode: ObserverMode, specs_dir: Path) -> tuple[ObserverKind, str]:
-    """Which observer to try first, and why."""
+    """Which kind of watch to try first, and why."""
     if mode == "polling":
         return "polling", 'observer = "polling" in the configuration'
     fstype = filesystem_type(specs_dir)
     if mode == "auto" and fstype in NETWORK_FILESYSTEMS:
         return "polling", f"{fstype} is a network filesystem: inotify sees no remote changes"
-    return "native", "inotify" if mode == "inotify" else "native events"
+    if inotify.available():
+        return "inotify", "inotify on specs/ and each task directory (not recursive)"
+    return "native", "native events (watchdog)"
 
 
 #: An identity of a directory: (st_dev, st_ino).
@@ -262,8 +536,17 @@ def dir_identity(path: Path) -> DirId | None:
     return (st.st_dev, st.st_ino)
 
 
+#: errno values of inotify_init1/inotify_add_watch that polling works around.
+_FALLBACK_ERRNOS: Final = frozenset({errno.ENOSPC, errno.EMFILE, errno.ENOSYS})
+
+
 class RootWatch:
-    """One root's observer over its specs directory, and the checks that it still works."""
+    """One root's watch over its specs directory, and the checks that it still works.
+
+    ``kind`` is ``inotify`` (Linux: specs/ and each task directory), ``native`` (watchdog's
+    observer elsewhere) or ``polling``: no events at all, the daemon rescans the root on a
+    timer (configured, a network filesystem, or the inotify limits reached).
+    """
 
     def __init__(
         self,
@@ -278,16 +561,27 @@ class RootWatch:
         self.specs_dir = specs_dir
         self.mode = mode
         self.kind: ObserverKind | None = None
-        #: why this kind of observer was chosen (for the log).
+        #: why this kind of watch was chosen (for the log).
         self.why = ""
+        #: set once inotify failed for this root (its limits): polling until a reload.
+        self.fallback: str | None = None
         self.identity: DirId | None = None
+        self._state_file = state_file
+        self._sink = sink
         self._observer: BaseObserver | None = None
+        self._tree: SpecsTree | None = None
+        self._reader: EventReader | None = None
         self._handler = SpecsEventHandler(root, specs_dir, state_file, sink)
         self._on_fallback = on_fallback
 
     @property
     def watching(self) -> bool:
-        return self._observer is not None
+        return self.kind is not None
+
+    @property
+    def watch_count(self) -> int:
+        """inotify watches this root holds (0 when polling)."""
+        return self._tree.watch_count if self._tree is not None else 0
 
     def start(self) -> bool:
         """Start watching; False when the specs directory does not exist (yet)."""
@@ -296,25 +590,36 @@ class RootWatch:
         if identity is None:
             return False
         kind, why = choose_kind(self.mode, self.specs_dir)
+        if self.fallback is not None and kind != "polling":
+            kind, why = "polling", self.fallback
         try:
-            self._observer = self._started(kind)
+            self._begin(kind)
         except OSError as exc:
-            if kind == "polling" or exc.errno not in (errno.ENOSPC, errno.EMFILE, errno.ENOSYS):
+            if kind == "polling" or exc.errno not in _FALLBACK_ERRNOS:
                 raise
             # The inotify watch or instance limit is reached: polling still sees everything.
+            self.fallback = f"{exc.strerror or exc}; polling instead"
             if self._on_fallback is not None:
-                self._on_fallback(f"{exc.strerror or exc}; falling back to polling")
-            kind = "polling"
-            self._observer = self._started(kind)
-            why = "inotify unavailable"
+                self._on_fallback(self.fallback)
+            kind, why = "polling", self.fallback
+            self._begin(kind)
         self.kind = kind
         self.why = why
-        # The observer watches whatever inode the path named when it was scheduled.
+        # inotify watches whatever inode the path named when the watch was added.
         self.identity = identity
         return True
 
-    def _started(self, kind: ObserverKind) -> BaseObserver:
-        observer = _observer(kind)
+    def _begin(self, kind: ObserverKind) -> None:
+        if kind == "polling":
+            return
+        if kind == "inotify":
+            tree = SpecsTree(self.root, self.specs_dir, self._state_file, self._sink)
+            tree.start()
+            self._tree = tree
+            self._reader = event_reader()
+            self._reader.add(tree)
+            return
+        observer = _observer()
         observer.daemon = True
         observer.schedule(self._handler, str(self.specs_dir), recursive=True)
         try:
@@ -322,16 +627,29 @@ class RootWatch:
         except BaseException:
             observer.unschedule_all()
             raise
-        return observer
+        self._observer = observer
+
+    def ensure(self, task_dirs: list[str]) -> int:
+        """After a rescan: watch task directories created while events were lost."""
+        return self._tree.ensure(task_dirs) if self._tree is not None else 0
 
     def problem(self) -> str | None:
         """Why the watch no longer sees the specs directory's changes, or None."""
-        if self._observer is None:
+        if self.kind is None:
             return "not watching"
-        if not self._observer.is_alive():
-            return "the observer thread died"
-        if not all(e.is_alive() for e in self._observer.emitters):
-            return "the event emitter stopped"
+        if self._tree is not None:
+            if self._tree.failed is not None:
+                self.fallback = f"{self._tree.failed}; polling instead"
+                if self._on_fallback is not None:
+                    self._on_fallback(self.fallback)
+                return self._tree.failed
+            if self._reader is None or not self._reader.is_alive():
+                return "the event reader thread died"
+        if self._observer is not None:
+            if not self._observer.is_alive():
+                return "the observer thread died"
+            if not all(e.is_alive() for e in self._observer.emitters):
+                return "the event emitter stopped"
         identity = dir_identity(self.specs_dir)
         if identity is None:
             return "the specs directory is gone"
@@ -341,6 +659,13 @@ class RootWatch:
         return None
 
     def stop(self, timeout: float = 1.0) -> None:
+        self.kind = None
+        tree, self._tree = self._tree, None
+        reader, self._reader = self._reader, None
+        if tree is not None:
+            if reader is not None:
+                reader.remove(tree)
+            tree.close()
         observer, self._observer = self._observer, None
         if observer is None:
             return
