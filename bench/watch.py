@@ -4,7 +4,8 @@
 
 On a project with a 1,000-task state.json and TODO.md:
 1. latency: an agent-like writer renames 200 final files into place one at a time; time from
-   the rename to state.json updated and the file deleted (p50, p95, p99);
+   the rename to state.json updated and the file deleted (p50, p95, p99); then 200 more
+   written directly (open, write, close), timed from the close;
 2. burst: 1,000 final files renamed into place at once; time until all are applied;
 3. idle: CPU seconds and RSS of the daemon over 60 s, 1,000 task directories watched.
 The same latency and burst runs are made with ``watchmedo shell-command`` running a bash + jq
@@ -140,6 +141,22 @@ def measure_latency(root: Path, count: int) -> list[float]:
     return times
 
 
+def measure_direct(root: Path, first: int, count: int) -> list[float]:
+    """Direct writes (open, write, close in the metadata file's place, as a heredoc does):
+    seconds from the writer's close to applied. Complete at the close (IN_CLOSE_WRITE)."""
+    times = []
+    for n in range(first, first + count):
+        meta = root / "specs" / f"{n}_task{n}" / META
+        with meta.open("w", encoding="utf-8") as fh:
+            fh.write(researched(n))
+        t0 = time.perf_counter()
+        if not wait_for(lambda meta=meta: not meta.exists(), 10):
+            raise SystemExit(f"task {n}: not applied within 10 s")
+        times.append(time.perf_counter() - t0)
+        time.sleep(0.005)
+    return times
+
+
 def measure_burst(root: Path, count: int, timeout: float = 120) -> float | None:
     staged = [(stage(root, n), root / "specs" / f"{n}_task{n}" / META) for n in range(1, count + 1)]
     t0 = time.perf_counter()
@@ -191,6 +208,8 @@ def bench_postflightd(work: Path, args: argparse.Namespace, env: dict[str, str])
     make_project(root, args.tasks)
     log = work / "postflightd.log"
     argv = [sys.executable, "-m", "postflightd", "watch", str(root), "--log-format", "json"]
+    if args.src:
+        env = {**env, "PYTHONPATH": args.src}
     proc = start(argv, log, env)
     try:
         if not wait_for(lambda: b"daemon_started" in log.read_bytes(), 30, poll=0.01):
@@ -198,6 +217,10 @@ def bench_postflightd(work: Path, args: argparse.Namespace, env: dict[str, str])
         out: dict[str, Any] = {}
         lat = measure_latency(root, args.latency)
         out["latency"] = percentiles(lat)
+        direct = measure_direct(
+            root, args.latency + 1, min(args.latency, args.tasks - args.latency)
+        )
+        out["direct"] = percentiles(direct) if len(direct) > 1 else None
         out["burst_s"] = measure_burst(root, args.burst)
         statuses = task_statuses(root)
         out["applied"] = sum(1 for s in statuses.values() if s == "researched")
@@ -255,6 +278,13 @@ def report(name: str, r: dict[str, Any], burst: int) -> None:
         f"  rename -> applied:  p50 {lat['p50'] * 1000:7.1f} ms   p95 {lat['p95'] * 1000:7.1f} ms"
         f"   p99 {lat['p99'] * 1000:7.1f} ms   max {lat['max'] * 1000:7.1f} ms"
     )
+    direct = r.get("direct")
+    if direct:
+        print(
+            f"  write -> applied:   p50 {direct['p50'] * 1000:7.1f} ms   p95 "
+            f"{direct['p95'] * 1000:7.1f} ms   p99 {direct['p99'] * 1000:7.1f} ms   max "
+            f"{direct['max'] * 1000:7.1f} ms   (open, write, close in place; from the close)"
+        )
     burst_s = r["burst_s"]
     shown = f"{burst_s:.2f} s" if burst_s is not None else "did not drain in time"
     print(f"  burst of {burst}:     {shown}   (tasks with status researched: {r['applied']})")
@@ -273,6 +303,9 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=60, help="seconds of idle measurement")
     parser.add_argument("--burst-timeout", type=float, default=180, help="for watchmedo")
     parser.add_argument("--no-compare", action="store_true", help="skip watchmedo + jq")
+    parser.add_argument(
+        "--src", default=None, metavar="DIR", help="run the daemon of this source tree (before)"
+    )
     args = parser.parse_args()
     args.burst = min(args.burst, args.tasks)
     args.latency = min(args.latency, args.tasks)

@@ -587,17 +587,36 @@ def cmd_history(
         if not journal.enabled:
             raise UsageError(f"the journal cannot be opened: {journal.error}")
         rows = journal.history(task=task, session=session, limit=limit, root=root_s, since=since_at)
+        pruned = journal.pruned_before()
     finally:
         journal.close()
+    # Showing everything that is left (fewer rows than the limit) of a journal whose older
+    # rows were pruned: say so, or a missing run would look like it never happened.
+    note = None
+    if since_at is not None and pruned is not None:
+        from postflightd.journal import format_ts
+
+        if format_ts(since_at) >= pruned:
+            pruned = None  # the range asked for starts after the pruned edge
+    if pruned is not None and len(rows) < max(limit, 0):
+        note = (
+            f"note: observations before {pruned} were pruned ([journal] keep_days = "
+            f"{config.journal.keep_days:g}); older runs are not shown"
+        )
     if fmt == "json":
         # The JSON rows always carry `content` (a fixed shape); --show is for the text form.
         sys.stdout.write(json_text([asdict(r) for r in rows], indent=2) + "\n")
+        if note:
+            print(note, file=sys.stderr)
         return 0
+    if note:
+        print(note)
     for r in rows:
         task_s = "-" if r.task is None else str(r.task)
+        pruned_content = " (content pruned)" if r.kind == "postflighted" and not r.content else ""
         print(
             f"{inert(r.ts)}  {inert(r.kind):<13} task {task_s:<5} {inert(r.status or '-'):<12} "
-            f"{inert(r.session or '-')}  {inert(r.root)}/{inert(r.file)}"
+            f"{inert(r.session or '-')}  {inert(r.root)}/{inert(r.file)}{pruned_content}"
         )
         if show and r.content is not None:
             # The recorded file, one output line per line of it (splitlines also splits on

@@ -94,6 +94,10 @@ class PostflightConfig(_Section):
 
 class JournalConfig(_Section):
     path: str = ""
+    #: rows older than this are pruned by the daemon (in the background).
+    keep_days: float = Field(default=90, gt=0)
+    #: applied files' content kept in the journal, at most (the oldest goes first).
+    max_content_mb: float = Field(default=200, gt=0)
 
 
 class LogConfig(_Section):

@@ -73,6 +73,9 @@ BATCH_MAX: Final = 250
 #: A polling root is rescanned every POLL_INTERVAL_S, or this many times its last rescan's cost
 #: if that is longer: polling 100,000 task directories must not take a core.
 POLL_COST_FACTOR: Final = 50.0
+#: Journal pruning: the first run this long after start, then every PRUNE_EVERY_S.
+PRUNE_FIRST_S: Final = 5.0
+PRUNE_EVERY_S: Final = 6 * 3600.0
 #: A stuck timer fires this long after the deadline, so ``now > deadline`` holds when it does.
 DEADLINE_SLACK_S: Final = 0.005
 #: How long a batch waits for the project lock held by another writer (a commit takes
@@ -326,6 +329,7 @@ class Daemon:
         self._journal: Journal | None = None
         # Re-applies outcomes a writer that ignored the lock reverted (issue 10).
         self.healer = Healer()
+        self._pruner: JournalPruner | None = None
         self._stop = False
         self._reload = False
         self._next_supervise = 0.0
@@ -406,6 +410,7 @@ class Daemon:
         threading.excepthook = self._on_thread_death
         trap = install_overflow_trap(self.dirty)
         self._journal = Journal.open(journal_path(self.config.journal.path))
+        self._start_pruner()
         try:
             # Start every observer first, then scan what is there: a file written between the
             # scan and the observer's start would otherwise be seen by neither.
@@ -431,6 +436,8 @@ class Daemon:
         finally:
             for rs in self._roots.values():
                 rs.watch.stop()
+            if self._pruner is not None:
+                self._pruner.stop()
             import logging
 
             logging.getLogger("watchdog").removeHandler(trap)
@@ -442,6 +449,17 @@ class Daemon:
             remove_daemon_notes()
         log.info("daemon_stopped", pid=os.getpid())
         return 0
+
+    def _start_pruner(self) -> None:
+        if self._pruner is not None:
+            self._pruner.stop()
+            self._pruner = None
+        journal = self._journal
+        if journal is None or not journal.enabled or journal.path is None:
+            return
+        cfg = self.config.journal
+        self._pruner = JournalPruner(journal.path, cfg.keep_days, cfg.max_content_mb)
+        self._pruner.start()
 
     def _start_watch(self, rs: RootState) -> None:
         try:
@@ -1016,6 +1034,7 @@ class Daemon:
         if new.journal != old.journal and self._journal is not None:
             self._journal.close()
             self._journal = Journal.open(journal_path(new.journal.path))
+            self._start_pruner()
         # A root that fell back to polling tries inotify again (the limit may be raised).
         fell_back = any(rs.watch.fallback for rs in self._roots.values())
         if fell_back:
@@ -1051,6 +1070,52 @@ class Daemon:
             # Timeouts or rules may have changed: re-read everything once.
             self._rescan(self._roots[root], "configuration reloaded", force=True)
         self._next_rescan = time.monotonic() + new.watch.rescan_interval_s
+
+
+# --- journal retention ------------------------------------------------------------------------
+
+
+class JournalPruner(threading.Thread):
+    """Prunes the journal in the background (``[journal] keep_days``, ``max_content_mb``).
+
+    Its own connection, chunked transactions (``Journal.prune``): the loop's commits never
+    wait for more than one chunk. First run shortly after start, then every PRUNE_EVERY_S.
+    """
+
+    def __init__(self, path: Path, keep_days: float, max_content_mb: float) -> None:
+        super().__init__(name="postflightd-journal-pruner", daemon=True)
+        self._path = path
+        self._keep_days = keep_days
+        self._max_bytes = int(max_content_mb * 1024 * 1024)
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        delay = PRUNE_FIRST_S
+        while not self.stopped.wait(delay):
+            delay = PRUNE_EVERY_S
+            journal = Journal.open(self._path)
+            try:
+                if not journal.enabled:
+                    continue
+                result = journal.prune(
+                    keep_days=self._keep_days,
+                    max_content_bytes=self._max_bytes,
+                    stop=self.stopped,
+                )
+            finally:
+                journal.close()
+            if result.rows or result.contents:
+                log.info(
+                    "journal_pruned",
+                    path=str(self._path),
+                    rows=result.rows,
+                    contents=result.contents,
+                    keep_days=self._keep_days,
+                )
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(2.0)
 
 
 # --- notes for ``status`` ---------------------------------------------------------------------

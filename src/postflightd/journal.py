@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -48,6 +48,9 @@ KINDS: Final = frozenset(
 )
 #: Rows that must survive a power loss once ``record`` returns: the caller deletes the file next.
 DURABLE_KINDS: Final = frozenset({"postflighted"})
+#: Rows deleted (or contents dropped) per pruning transaction, and the pause between two.
+PRUNE_CHUNK: Final = 500
+PRUNE_PAUSE_S: Final = 0.01
 
 _SCHEMA_V1: Final = """
 CREATE TABLE IF NOT EXISTS observations (
@@ -106,6 +109,15 @@ class Batch:
     """The outcome of ``Journal.batch``: whether its rows were committed to stable storage."""
 
     committed: bool = False
+
+
+@dataclass(slots=True)
+class PruneResult:
+    """What one ``Journal.prune`` removed."""
+
+    rows: int = 0
+    contents: int = 0
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -496,6 +508,100 @@ class Journal:
         except (UnicodeEncodeError, OverflowError):
             return None  # a value no row can hold was never recorded
         return _observation(rows[0]) if rows else None
+
+    def prune(
+        self,
+        *,
+        keep_days: float,
+        max_content_bytes: int,
+        now: datetime | None = None,
+        chunk: int = PRUNE_CHUNK,
+        stop: threading.Event | None = None,
+    ) -> PruneResult:
+        """Delete rows older than ``keep_days``; drop the oldest file contents past the budget.
+
+        Meant for a background thread with its own ``Journal``: each chunk is one short
+        transaction, so a postflight's commit waits at most for one chunk (a few ms) on the
+        busy timeout, never for the whole pruning. ``stop`` ends it between chunks.
+        A dropped content leaves its ``postflighted`` row (what was applied, when) with
+        ``content`` NULL, which ``history`` shows as pruned.
+        """
+        result = PruneResult()
+        conn = self._conn
+        if conn is None:
+            return result
+        cutoff = format_ts((now or datetime.now(UTC)) - timedelta(days=keep_days))
+        try:
+            # The one piece of DDL: an index, so that finding old rows is not a table scan.
+            with self._lock:
+                conn.execute("CREATE INDEX IF NOT EXISTS observations_ts ON observations (ts)")
+            while not (stop is not None and stop.is_set()):
+                with self._lock, self._transaction(durable=False):
+                    n = conn.execute(
+                        "DELETE FROM observations WHERE id IN (SELECT id FROM observations "
+                        "WHERE ts < ? ORDER BY ts LIMIT ?)",
+                        (cutoff, chunk),
+                    ).rowcount
+                result.rows += n
+                if n < chunk:
+                    break
+                time.sleep(PRUNE_PAUSE_S)
+            with self._lock:
+                total = conn.execute(
+                    "SELECT coalesce(sum(length(content)), 0) FROM observations "
+                    "WHERE content IS NOT NULL"
+                ).fetchone()[0]
+            excess = int(total) - max_content_bytes
+            while excess > 0 and not (stop is not None and stop.is_set()):
+                with self._lock:
+                    rows = conn.execute(
+                        "SELECT id, length(content) FROM observations WHERE content IS NOT NULL "
+                        "ORDER BY id LIMIT ?",
+                        (chunk,),
+                    ).fetchall()
+                if not rows:
+                    break
+                ids: list[int] = []
+                for row_id, size in rows:
+                    ids.append(int(row_id))
+                    excess -= int(size or 0)
+                    if excess <= 0:
+                        break
+                marks = ",".join("?" * len(ids))
+                with self._lock, self._transaction(durable=False):
+                    conn.execute(
+                        f"UPDATE observations SET content = NULL WHERE id IN ({marks})",  # noqa: S608 - placeholders only
+                        ids,
+                    )
+                result.contents += len(ids)
+                time.sleep(PRUNE_PAUSE_S)
+        except sqlite3.Error as exc:
+            self._warn("journal pruning failed", exc)
+            result.error = _explain(exc)
+        return result
+
+    def pruned_before(self) -> str | None:
+        """The time of the oldest row kept, when older rows were pruned; else None."""
+        with self._lock:
+            conn = self._conn
+            if conn is None:
+                return None
+            try:
+                seq = conn.execute(
+                    "SELECT seq FROM sqlite_sequence WHERE name = 'observations'"
+                ).fetchone()
+                first = conn.execute(
+                    "SELECT id, ts FROM observations ORDER BY id LIMIT 1"
+                ).fetchone()
+            except sqlite3.Error:
+                return None
+        if seq is None or not seq[0]:
+            return None  # nothing was ever written
+        if first is None:
+            return format_ts(datetime.now(UTC))  # everything was pruned
+        # AUTOINCREMENT never reuses an id, and only pruning deletes rows: a gap at the
+        # start is what was pruned.
+        return str(first[1]) if int(first[0]) > 1 else None
 
     def close(self) -> None:
         with self._lock:
