@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,13 @@ from watchdog.events import (
     FileSystemEvent,
 )
 
+from postflightd import inotify
 from postflightd.watcher import (
     DirtySet,
+    Pending,
     RootWatch,
     SpecsEventHandler,
+    SpecsTree,
     choose_kind,
     filesystem_type,
     install_overflow_trap,
@@ -191,3 +195,97 @@ def test_root_watch_delivers_real_events(specs: Path) -> None:
         assert os.path.exists(meta)
     finally:
         watch.stop()
+
+
+# --- inotify: specs/ and each task directory -------------------------------------------------
+
+
+def _collect(sink: DirtySet, want: Callable[[Pending], bool], timeout: float = 5.0) -> Pending:
+    """Merge what the sink hands over until ``want`` holds (or fail at the deadline)."""
+    merged = Pending()
+    deadline = time.monotonic() + timeout
+    while not want(merged):
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"timed out; got {merged}"
+        sink.event.wait(min(remaining, 0.1))
+        sink.event.clear()
+        got = sink.take()
+        merged.paths.update(got.paths)
+        merged.writing -= set(got.paths)
+        merged.writing |= got.writing
+        merged.rescans.update(got.rescans)
+        merged.checks |= got.checks
+        merged.state_changed |= got.state_changed
+    return merged
+
+
+@pytest.fixture
+def inotify_watch(specs: Path) -> Iterator[tuple[RootWatch, DirtySet]]:
+    if not inotify.available():
+        pytest.skip("no inotify on this system")
+    (specs / "259_x").mkdir()
+    sink = DirtySet()
+    watch = RootWatch(specs.parent, specs, "state.json", "auto", sink)
+    try:
+        assert watch.start()
+        assert watch.kind == "inotify"
+        assert watch.watch_count == 2
+        yield watch, sink
+    finally:
+        watch.stop()
+
+
+def test_a_file_still_open_for_writing_is_complete_only_when_closed(
+    specs: Path, inotify_watch: tuple[RootWatch, DirtySet]
+) -> None:
+    _, sink = inotify_watch
+    meta = str(specs / "259_x" / ".return-meta.json")
+    with open(meta, "w", encoding="utf-8") as fh:
+        fh.write("{}")
+        fh.flush()
+        pending = _collect(sink, lambda p: meta in p.paths)
+        assert meta in pending.writing, "modified, not closed: maybe still being written"
+    pending = _collect(sink, lambda p: meta in p.paths and meta not in p.writing)
+    assert pending.paths[meta] == specs.parent
+
+
+def test_a_file_renamed_into_place_is_complete_at_once(
+    specs: Path, inotify_watch: tuple[RootWatch, DirtySet]
+) -> None:
+    _, sink = inotify_watch
+    tmp = specs / "259_x" / ".meta.tmp"
+    tmp.write_text("{}", encoding="utf-8")
+    meta = specs / "259_x" / ".return-meta.json"
+    tmp.rename(meta)
+    pending = _collect(sink, lambda p: str(meta) in p.paths)
+    assert str(meta) not in pending.writing
+    assert list(pending.paths) == [str(meta)], "the temp file's own events are not marks"
+
+
+def test_task_directories_come_and_go_with_their_watches(
+    specs: Path, inotify_watch: tuple[RootWatch, DirtySet], tmp_path: Path
+) -> None:
+    watch, sink = inotify_watch
+    (specs / "260_y").mkdir()
+    _collect(sink, lambda p: str(specs / "260_y" / ".return-meta.json") in p.paths)
+    assert watch.watch_count == 3
+    (specs / "260_y" / "node_modules" / "a" / "b").mkdir(parents=True)
+    assert watch.watch_count == 3, "nothing below a task directory is watched"
+    # Moved out of the project: its watch goes, and its events no longer count.
+    (specs / "260_y").rename(tmp_path / "elsewhere")
+    _collect(sink, lambda p: str(specs / "260_y" / ".return-meta.json") in p.paths)
+    assert watch.watch_count == 2
+    (tmp_path / "elsewhere" / ".return-meta.json").write_text("{}", encoding="utf-8")
+    (specs / "state.json").write_text("{}", encoding="utf-8")
+    pending = _collect(sink, lambda p: bool(p.state_changed))
+    assert pending.paths == {}
+
+
+def test_an_overflow_is_one_rescan_of_that_root_only(
+    specs: Path, inotify_watch: tuple[RootWatch, DirtySet]
+) -> None:
+    watch, sink = inotify_watch
+    tree = SpecsTree(specs.parent, specs, "state.json", sink)
+    tree.dispatch(-1, 0x4000, 0, b"")  # IN_Q_OVERFLOW, as the kernel queues it
+    assert sink.take().rescans == {specs.parent: "event queue overflow"}
+    assert watch.ensure(["259_x", "missing_dir"]) == 0, "known or gone: nothing added"
