@@ -232,7 +232,10 @@ def hostile_run(d: Daemon, bad_root: Path, good_root: Path, n_bad: int, n_good: 
     bad = bad_root / "specs" / f"{n_bad}_task{n_bad}" / META
     good = good_root / "specs" / f"{n_good}_task{n_good}" / META
     invalid0 = d.count("invalid")
-    cpu0, _, _ = cpu_rss(d.proc.pid)
+    # Reset the peak RSS (VmHWM) to the current RSS, so the peak is this file's (proc(5)).
+    with contextlib.suppress(OSError):
+        Path(f"/proc/{d.proc.pid}/clear_refs").write_text("5")
+    cpu0, rss0, _ = cpu_rss(d.proc.pid)
     data = hostile()
     tmp_bad = bad.with_name(".hostile.tmp")
     tmp_bad.write_bytes(data)
@@ -252,6 +255,7 @@ def hostile_run(d: Daemon, bad_root: Path, good_root: Path, n_bad: int, n_good: 
         "bytes": len(data),
         "cpu_s": cpu1 - cpu0,
         "hwm_mb": hwm,
+        "rss_before_mb": rss0,
         "reported_s": bad_s,
         "other_file_s": good_s if ok else float("nan"),
     }
@@ -303,7 +307,8 @@ def show(name: str, dirs: int, r: dict[str, Any]) -> None:
         h = r["hostile"]
         print(
             f"  hostile {h['bytes']:,}-byte file: {h['cpu_s']:.2f} CPU s, reported after "
-            f"{h['reported_s']:.2f} s, peak RSS {h['hwm_mb']:.1f} MB; a valid file renamed in "
+            f"{h['reported_s']:.2f} s, peak RSS {h['hwm_mb']:.1f} MB (RSS before it "
+            f"{h['rss_before_mb']:.1f} MB); a valid file renamed in "
             f"right behind it applied after {h['other_file_s'] * 1000:.0f} ms"
         )
 
