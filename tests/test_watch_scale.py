@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -235,3 +238,50 @@ def test_a_damaged_note_file_is_ignored(tmp_path: Path) -> None:
         path.write_text(text, encoding="utf-8")
         assert daemon_note(Path("/x"), os.getpid()) is None
     path.unlink()
+
+
+def _userns_limit_prefix(watches: int) -> list[str]:
+    """Run the daemon in a user namespace whose inotify watch limit is ``watches``.
+
+    Since Linux 5.11 the limit is counted per user namespace (``/proc/sys/user/
+    max_inotify_watches``), writable by the namespace's owner: a real ENOSPC for this daemon
+    only, without touching the machine-wide sysctl other processes share.
+    """
+    script = f'echo {watches} > /proc/sys/user/max_inotify_watches && exec "$0" "$@"'
+    probe = subprocess.run(
+        ["unshare", "-U", "-r", "sh", "-c", script, "true"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"no per-user-namespace inotify limit here: {probe.stderr.decode()[:200]}")
+    return ["unshare", "-U", "-r", "sh", "-c", script, sys.executable, "-m", "postflightd"]
+
+
+def test_the_watch_limit_reached_falls_back_to_polling_with_a_note(
+    tmp_path: Path, run_daemon: DaemonFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare(1) is not installed")
+    root = project(tmp_path / "proj", 6)
+    for n in (4, 5, 6):  # come later, past the limit
+        (root / "specs" / f"{n}_task{n}").rename(tmp_path / f"{n}_task{n}")
+    daemon = run_daemon(root, argv_prefix=_userns_limit_prefix(5))
+    (watching,) = daemon.events("watching")
+    assert watching["observer"] == "inotify"  # specs/ and 3 task directories: 4 of 5
+    meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
+    wait_until("task 1 applied (inotify)", lambda: applied(root, 1))
+    for n in (4, 5, 6):
+        (tmp_path / f"{n}_task{n}").rename(root / "specs" / f"{n}_task{n}")
+    (fallback,) = daemon.wait_event("observer_fallback")
+    assert "watch limit" in fallback["reason"]
+    assert "max_user_watches" in fallback["hint"]
+    wait_until(
+        "the root watched by polling",
+        lambda: any(e.get("observer") == "polling" for e in daemon.events("watching")),
+    )
+    # Polling still applies what agents write, in the new directories too.
+    meta_path(root, 6).write_text(final_text(6), encoding="utf-8")
+    wait_until("task 6 applied (polling)", lambda: applied(root, 6), 30)
+    assert main(["status", str(root), "--format", "json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["roots"]
+    assert entry["note"].startswith("polling:") and "watch limit" in entry["note"]
+    assert daemon.stop() == 0
