@@ -285,3 +285,28 @@ def test_the_watch_limit_reached_falls_back_to_polling_with_a_note(
     (entry,) = json.loads(capsys.readouterr().out)["roots"]
     assert entry["note"].startswith("polling:") and "watch limit" in entry["note"]
     assert daemon.stop() == 0
+
+
+def test_one_roots_broken_state_and_hostile_file_do_not_hold_up_another_root(
+    tmp_path: Path, run_daemon: DaemonFactory
+) -> None:
+    broken = project(tmp_path / "a", 2)
+    healthy = project(tmp_path / "b", 1)
+    state = broken / "specs" / "state.json"
+    good_state = state.read_text(encoding="utf-8")
+    state.write_text("{ not json", encoding="utf-8")
+    daemon = run_daemon(broken, healthy)
+    hostile = '{"status": "partial", "errors": [' + ",".join(["{}"] * 300_000) + "]}"
+    meta_path(broken, 2).write_text(hostile, encoding="utf-8")
+    meta_path(broken, 1).write_text(final_text(1), encoding="utf-8")
+    meta_path(healthy, 1).write_text(final_text(1), encoding="utf-8")
+    wait_until("the healthy root's file applied", lambda: applied(healthy, 1))
+    daemon.wait_event("state_unusable")
+    assert meta_path(broken, 1).exists(), "kept while its state.json is unusable"
+    # Repaired: the held file is applied at the state.json change.
+    tmp = state.with_name(".state.json.fix")
+    tmp.write_text(good_state, encoding="utf-8")
+    tmp.rename(state)
+    wait_until("the held file applied once state.json is fixed", lambda: applied(broken, 1))
+    assert meta_path(broken, 2).exists(), "the hostile file is invalid, kept"
+    assert daemon.stop() == 0
