@@ -323,13 +323,15 @@ class SpecsTree:
 
     def read(self) -> None:
         """Read every queued event and dispatch it (the event reader thread)."""
-        ino = self._ino
-        if ino is None:
-            return
-        try:
-            events = ino.read()
-        except OSError:
-            return  # closed under us by stop()
+        # Under the lock: close() takes it too, so the descriptor cannot be closed (and its
+        # number reused by another file) while it is being read.
+        with self._lock:
+            if self._ino is None:
+                return
+            try:
+                events = self._ino.read()
+            except OSError:
+                return
         for event in events:
             self.dispatch(*event)
 
@@ -397,8 +399,8 @@ class SpecsTree:
             self._dirs.clear()
             self._wds.clear()
             self._specs_wd = -1
-        if ino is not None:
-            ino.close()  # closing the instance frees every watch at once
+            if ino is not None:
+                ino.close()  # closing the instance frees every watch at once
 
 
 class EventReader(threading.Thread):
