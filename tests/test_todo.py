@@ -521,3 +521,23 @@ def test_plain_item_with_a_bracketed_summary_is_still_read_as_linked() -> None:
     once = _add(lines, ("Research", "specs/7_t/reports/b.md"), summary="see [x]")
     assert once == lines + "  - reports/b.md \u2014 see \\[x\\]\n"
     assert _add(once, ("Research", "specs/7_t/reports/b.md"), summary="see [x]") == once
+
+
+def test_an_outer_section_never_edits_a_nested_tasks_lines() -> None:
+    """`## 3.` holding `### 1.` and `### 2.`: task 3's marker goes on a Status line of its own,
+    never onto task 2's; and the same edits applied twice change nothing (a hypothesis find)."""
+    text = "## 3. Task\n### 1. Task\n### 2. Task"
+    edits = [
+        TodoEdit(task=2, marker="PLANNED"),
+        TodoEdit(task=3, marker="COMPLETED"),
+        TodoEdit(task=1, marker="COMPLETED"),
+    ]
+    once, missing = apply_todo_edits(text, edits)
+    assert missing == []
+    assert once == (
+        "## 3. Task\n- **Status**: [COMPLETED]\n"
+        "### 1. Task\n- **Status**: [COMPLETED]\n"
+        "### 2. Task\n- **Status**: [PLANNED]"
+    )
+    assert (once, []) == one_by_one(text, edits)
+    assert apply_todo_edits(once, edits)[0] == once

@@ -118,34 +118,49 @@ def _headings(lines: list[str]) -> Iterator[tuple[int, int, int | None]]:
             yield index, len(heading.group(1)), None if number is None else int(number)
 
 
-def _section(lines: list[str], task: int) -> tuple[int, int] | None:
-    """``(heading index, end index)`` of the task's section, or None."""
+def _section(lines: list[str], task: int) -> tuple[int, int, int] | None:
+    """``(heading index, end index, own end)`` of the task's section, or None.
+
+    The section runs to the next heading of the same or a higher level; its *own* lines stop
+    earlier, at the first task heading nested in it: a postflight of task 3 must never edit
+    the Status line of a task 1 listed under ``## 3.``.
+    """
     start: int | None = None
     level = 0
+    own = len(lines)
     for index, depth, number in _headings(lines):
         if start is not None and depth <= level:
-            return start, index
+            return start, index, min(own, index)
         if start is None and number == task and depth >= 2:
             start, level = index, depth
-    return None if start is None else (start, len(lines))
+        elif start is not None and number is not None and depth >= 2:
+            own = min(own, index)
+    return None if start is None else (start, len(lines), own)
 
 
 def _index(lines: list[str]) -> dict[int, list[int]]:
-    """Task number -> ``[heading index, end index]`` of its section, every task in one pass.
+    """Task number -> ``[heading index, end index, own end]`` of its section, every task in
+    one pass.
 
     The same rules as ``_section``: the first ``##``-or-deeper heading with the number wins,
-    and its section ends at the next heading of the same or a higher level.
+    its section ends at the next heading of the same or a higher level, and its own lines at
+    the first task heading nested in it.
     """
     found: dict[int, list[int]] = {}
     #: sections still open, their levels strictly increasing from bottom to top
     open_: list[tuple[list[int], int]] = []
     for index, depth, number in _headings(lines):
         while open_ and open_[-1][1] >= depth:
-            open_.pop()[0][1] = index
-        if number is not None and depth >= 2 and number not in found:
-            span = [index, len(lines)]
-            found[number] = span
-            open_.append((span, depth))
+            span = open_.pop()[0]
+            span[1] = index
+            span[2] = min(span[2], index)
+        if number is not None and depth >= 2:
+            for span, _ in open_:
+                span[2] = min(span[2], index)
+            if number not in found:
+                span = [index, len(lines), len(lines)]
+                found[number] = span
+                open_.append((span, depth))
     return found
 
 
@@ -519,7 +534,8 @@ def _apply_one_by_one(text: str, edits: Sequence[TodoEdit]) -> tuple[str, list[i
         if found is None:
             missing.append(edit.task)
             continue
-        _edit_section(_Section(lines, *found, cr="\r" if "\r\n" in text else ""), edit)
+        start, _, own = found
+        _edit_section(_Section(lines, start, own, cr="\r" if "\r\n" in text else ""), edit)
         text = "\n".join(lines)
     return text, missing
 
@@ -556,13 +572,16 @@ def apply_todo_edits(text: str, edits: Sequence[TodoEdit]) -> tuple[str, list[in
     parts: list[str] = []
     done = 0
     for tasks in chunks:
-        base, stop = spans[tasks[0]]
+        base, stop, own = spans[tasks[0]]
         chunk = lines[base:stop]
         at_eof = stop == len(lines)
         if len(tasks) == 1:
+            # The section's own lines end at a nested task heading; each inserted line (always
+            # among them) moves that end down by one.
+            own_end = own - base
             for edit in by_task[tasks[0]]:
-                section = _Section(chunk, 0, len(chunk), cr, at_eof=at_eof)
-                _edit_section(section, edit)
+                section = _Section(chunk, 0, own_end, cr, at_eof=at_eof)
+                own_end += len(_edit_section(section, edit))
         else:
             _edit_nested(chunk, base, tasks, spans, edits, cr, at_eof=at_eof)
         parts.append("\n".join(lines[done:base]) + "\n" if base > done else "")
@@ -587,19 +606,19 @@ def _edit_nested(
 ) -> None:
     """Edits to sections nested in one another, applied in their original order.
 
-    An outer section's fields may be lines of an inner one, so the order matters here; each
-    inserted line moves every heading (and section end) at or after it down by one.
+    Each edit works on its section's own lines (up to the first nested task heading); each
+    inserted line moves every heading, section end and own end at or after it down by one.
     """
-    local = {task: [spans[task][0] - base, spans[task][1] - base] for task in tasks}
+    local = {task: [bound - base for bound in spans[task]] for task in tasks}
     for edit in edits:
         span = local.get(edit.task)
         if span is None:
             continue
-        section = _Section(chunk, span[0], span[1], cr, at_eof=at_eof)
+        section = _Section(chunk, span[0], span[2], cr, at_eof=at_eof)
         for at in _edit_section(section, edit):
             for other in local.values():
-                other[0] += other[0] >= at
-                other[1] += other[1] >= at
+                for i in range(3):
+                    other[i] += other[i] >= at
 
 
 def section_links(text: str, task: int, task_dir: str | None = None) -> list[set[str]] | None:
@@ -609,6 +628,7 @@ def section_links(text: str, task: int, task_dir: str | None = None) -> list[set
     found = _section(lines, task)
     if found is None:
         return None
-    section = _Section(lines, *found, cr="")
+    start, _, own = found
+    section = _Section(lines, start, own, cr="")
     paths = _Paths(task_dir)
     return [paths.same(written.target) for written in section.written_links()]
