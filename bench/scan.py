@@ -13,12 +13,22 @@ whole processes and on a warm page cache:
 and prints the figures, the targets of SPEC 6 and the machine it ran on.
 
     .venv/bin/python bench/scan.py [--tasks 10000] [--runs 5] [--jq-runs 3] [--keep]
+
+``--vs-jsonschema 1000,10000`` instead runs issue 15's comparison: for each size, a project
+with that many task directories, 5 % invalid metadata files and a fat state.json (about
+1.6 KB a task: 16 MB at 10,000 tasks), then paired, alternating runs of
+`postflightd scan --format json ROOT` and
+`check-jsonschema --schemafile <postflightd schema> specs/*/.return-meta.json`, each as a
+whole process whose wall time, CPU time (user + system) and peak RSS (wait4's ru_maxrss) are
+recorded; medians are printed. check-jsonschema is looked for beside this interpreter, then
+on PATH (a bench-only `pip install check-jsonschema` into .venv; not a project dependency).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -154,6 +164,179 @@ def generate(root: Path, tasks: int) -> Counter[str]:
     return counts
 
 
+#: issue 15's tree: 5 % invalid, 5 % valid with unknown fields, nothing stuck (so that the
+#: output does not depend on the clock and can be compared byte for byte).
+LEAN_VARIANTS = (
+    ("implemented_no_completion", 0.01),
+    ("truncated", 0.01),
+    ("completed", 0.01),
+    ("missing_artifact", 0.01),
+    ("wrong_types", 0.01),
+    ("unknown_fields", 0.05),
+)
+
+
+def _lean_variant(n: int) -> str:
+    point = (n * 7919 % 1000) / 1000
+    edge = 0.0
+    for name, share in LEAN_VARIANTS:
+        edge += share
+        if point < edge:
+            return name
+    return "valid"
+
+
+def _fat_task(n: int, slug: str) -> dict[str, Any]:
+    """A state.json task entry of about 1.6 KB, as a long-lived project's entries are."""
+    return {
+        "project_number": n,
+        "project_name": slug,
+        "status": "researching",
+        "language": "general" if n % 5 else "meta",
+        "priority": "medium",
+        "effort": "2 hours",
+        "session_id": SESSION,
+        "created": "2026-01-08T14:30:00Z",
+        "last_updated": "2026-01-08T14:30:00Z",
+        "description": f"Task {n}: " + "prove the completeness theorem for the fragment; " * 6,
+        "artifacts": [
+            {
+                "type": kind,
+                "path": f"specs/{n}_{slug}/{kind}s/{kind}-00{i}.md",
+                "summary": f"{kind.title()} {i} for task {n}, kept for the record",
+            }
+            for i, kind in enumerate(("report", "plan", "summary", "report", "plan"), 1)
+        ],
+        "dependencies": [max(1, n - 1), max(1, n - 2)],
+        "completion_summary": None,
+    }
+
+
+def generate_lean(root: Path, tasks: int) -> Counter[str]:
+    """issue 15's tree: ``tasks`` task directories, 5 % invalid, a fat state.json."""
+    specs = root / "specs"
+    specs.mkdir(parents=True)
+    counts: Counter[str] = Counter()
+    projects = []
+    for n in range(1, tasks + 1):
+        slug = f"task_{n}"
+        task_dir = f"{n:03d}_{slug}" if n % 2 else f"{n}_{slug}"
+        variant = _lean_variant(n)
+        counts[variant] += 1
+        text, artifacts = _document(n, task_dir, variant)
+        directory = specs / task_dir
+        directory.mkdir()
+        (directory / ".return-meta.json").write_text(text, encoding="utf-8")
+        for rel in artifacts:
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"# Research for task {n}\n", encoding="utf-8")
+        projects.append(_fat_task(n, slug))
+    state = {"next_project_number": tasks + 1, "active_projects": projects}
+    (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    return counts
+
+
+def run_measured(
+    argv: list[str], ok_codes: tuple[int, ...], cwd: Path | None = None
+) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak RSS MB) of one whole process, from wait4's rusage."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, close_fds=True
+    )
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in ok_codes:
+        sys.exit(f"{argv[:3]}... exited {proc.returncode}: {err.decode()[-500:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def find_check_jsonschema() -> str | None:
+    beside = Path(sys.executable).with_name("check-jsonschema")
+    return str(beside) if beside.exists() else shutil.which("check-jsonschema")
+
+
+def _med(rows: list[tuple[float, float, float]], i: int) -> float:
+    return statistics.median(r[i] for r in rows)
+
+
+def compare_jsonschema(sizes: list[int], runs: int, keep: bool, cpus: str | None) -> int:
+    """issue 15: paired, alternating runs against check-jsonschema, per size."""
+    print(f"machine: {describe()}")
+    checker = find_check_jsonschema()
+    cmd = postflightd_command()
+    if cpus:
+        cmd = ["taskset", "-c", cpus, *cmd]
+        print(f"postflightd pinned to CPUs {cpus} (taskset -c {cpus})")
+    if checker is not None:
+        version = subprocess.run(
+            [checker, "--version"], capture_output=True, text=True, check=False
+        )
+        print(f"checker: {version.stdout.strip()}")
+    else:
+        print("check-jsonschema: not installed (pip install check-jsonschema); postflightd only")
+    for size in sizes:
+        tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-"))
+        try:
+            root = tmp / "project"
+            counts = generate_lean(root, size)
+            state_mb = (root / "specs" / "state.json").stat().st_size / 1e6
+            schema = tmp / "schema.json"
+            schema.write_bytes(
+                subprocess.run(
+                    [*postflightd_command(), "schema"], capture_output=True, check=True
+                ).stdout
+            )
+            print()
+            print(
+                f"{size} task directories, state.json {state_mb:.1f} MB, variants: "
+                + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+            )
+            scan_argv = [*cmd, "scan", "--format", "json", str(root)]
+            done = subprocess.run(scan_argv, capture_output=True, check=False)
+            summary = json.loads(done.stdout)["summary"]
+            print(f"scan summary: {summary}")
+            files = sorted(
+                str(p.relative_to(root)) for p in (root / "specs").glob("*/.return-meta.json")
+            )
+            check_argv = (
+                [checker, "--schemafile", str(schema), *files] if checker is not None else None
+            )
+            if check_argv is not None and len("".join(files)) + 4 * len(files) > 1_500_000:
+                print("check-jsonschema: skipped (the file list exceeds the argument limit)")
+                check_argv = None
+            ours: list[tuple[float, float, float]] = []
+            theirs: list[tuple[float, float, float]] = []
+            if check_argv is not None:  # warm its caches too, untimed
+                run_measured(check_argv, (0, 1), cwd=root)
+            for _ in range(runs):
+                ours.append(run_measured(scan_argv, (1,)))
+                if check_argv is not None:
+                    theirs.append(run_measured(check_argv, (0, 1), cwd=root))
+            for name, rows in (
+                ("postflightd scan --format json", ours),
+                ("check-jsonschema", theirs),
+            ):
+                if rows:
+                    print(
+                        f"  {name:<32} wall {_fmt(_med(rows, 0))}  CPU {_fmt(_med(rows, 1))}  "
+                        f"peak {_med(rows, 2):.0f} MB  (median of {len(rows)}; wall "
+                        f"min {_fmt(min(r[0] for r in rows))} max {_fmt(max(r[0] for r in rows))})"
+                    )
+            if theirs:
+                print(f"  speed-up (wall): {_med(theirs, 0) / _med(ours, 0):.1f}x")
+        finally:
+            if keep:
+                print(f"kept: {tmp}")
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
 def postflightd_command() -> list[str]:
     """The installed console script beside this interpreter, else ``python -m postflightd``."""
     script = Path(sys.executable).with_name("postflightd")
@@ -187,7 +370,16 @@ def main() -> int:
         "--jq-runs", type=int, default=1, help="timed jq loops (median; 0 skips; ~9 min each here)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the generated project")
+    parser.add_argument(
+        "--vs-jsonschema",
+        metavar="SIZES",
+        help="issue 15's comparison instead: e.g. 1000,10000 (paired runs vs check-jsonschema)",
+    )
+    parser.add_argument("--cpus", help="with --vs-jsonschema: taskset -c CPUS for postflightd")
     args = parser.parse_args()
+    if args.vs_jsonschema:
+        sizes = [int(x) for x in args.vs_jsonschema.split(",")]
+        return compare_jsonschema(sizes, args.runs, args.keep, args.cpus)
 
     tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-"))
     try:

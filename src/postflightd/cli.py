@@ -230,8 +230,8 @@ def cmd_scan(
 
     from postflightd.errors import ExitCode, UsageError
     from postflightd.inert import inert
-    from postflightd.pipeline import apply_all, scan
-    from postflightd.reporters import REPORTERS, Options, report_statistics, use_color
+    from postflightd.pipeline import Tally, apply_all, scan, scan_files
+    from postflightd.reporters import WRITERS, Options, report_statistics, use_color
 
     out = output or ScanOutput()
     if out.dry_run and not apply:
@@ -244,26 +244,41 @@ def cmd_scan(
     config = _load_config(config_path, resolved)
     policy = _policy(config, select, ignore, strict)
     now = datetime.now(UTC)
-    if apply and not out.dry_run:
-        report = apply_all(resolved, config, policy, _open_journal(config), now, only)
-    else:
-        report = scan(resolved, config, policy, now, only, positions=fmt in ("github", "sarif"))
-    if not out.quiet:
-        for note in report.notes:
-            print(f"postflightd: {inert(note)}", file=sys.stderr)
+    positions = fmt in ("github", "sarif")
+
+    def note(text: str) -> None:
+        if not out.quiet:
+            print(f"postflightd: {inert(text)}", file=sys.stderr)
+
     options = Options(
         color=use_color(out.color, sys.stdout, os.environ),
         quiet=out.quiet,
         verbose=out.verbose,
         cwd=str(Path.cwd()),
     )
-    if out.statistics:
-        report_statistics(report, sys.stdout, fmt, options)
+    report: ScanReport | None = None
+    if apply:
+        # Postflight works on the batch as a whole (and --dry-run previews it): in memory.
+        if out.dry_run:
+            report = scan(resolved, config, policy, now, only, positions=positions)
+        else:
+            report = apply_all(resolved, config, policy, _open_journal(config), now, only)
+        for text in report.notes:
+            note(text)
+        tally = report.tally()
+        scanned, files = report.roots, iter(report.files)
     else:
-        REPORTERS[fmt](report, sys.stdout, options)
-    if out.dry_run:
+        # A plain scan streams: each file is checked, reported and forgotten (flat memory).
+        stream = scan_files(resolved, config, policy, now, only, positions=positions)
+        tally = Tally(strict=policy.strict)
+        scanned, files = stream.roots, map(tally.add, stream.reports(note))
+    if out.statistics:
+        report_statistics(files, sys.stdout, fmt, options)
+    else:
+        WRITERS[fmt](scanned, files, tally, sys.stdout, options)
+    if report is not None and out.dry_run:
         _print_dry_run(report, config, now, options.cwd)
-    code = report.exit_code
+    code = tally.exit_code
     if out.exit_zero and code is ExitCode.FINDINGS:
         return int(ExitCode.OK)
     return int(code)

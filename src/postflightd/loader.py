@@ -264,16 +264,23 @@ def remember_state(path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
     return view
 
 
-def load_state(path: Path) -> StateView:
-    """Read state.json; any problem is described, never raised."""
+def read_state_bytes(path: Path) -> bytes | StateView:
+    """state.json's bytes, or the StateView that says why they cannot be read."""
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         return StateView(path, exists=False, problem=f"{path.name} does not exist")
     except IsADirectoryError:
         return StateView(path, exists=True, problem=f"{path.name} is a directory")
     except OSError as exc:
         return StateView(path, exists=True, problem=f"cannot read {path.name}: {exc.strerror}")
+
+
+def load_state(path: Path) -> StateView:
+    """Read state.json; any problem is described, never raised."""
+    raw = read_state_bytes(path)
+    if isinstance(raw, StateView):
+        return raw
     cached = cached_state(path, raw)
     if cached is not None:
         return cached

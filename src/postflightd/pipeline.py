@@ -159,7 +159,65 @@ class FileReport:
 
 
 @dataclass(slots=True)
+class Tally:
+    """What a scan's summary and exit code need, counted as the files go by.
+
+    A streamed scan keeps this, not the files: its memory does not grow with them.
+    """
+
+    strict: bool = False
+    files: int = 0
+    valid: int = 0
+    errors: int = 0
+    warnings: int = 0
+    stuck: int = 0
+    #: some file has an outcome (``scan --apply``): the text summary says how many applied
+    postflighted: bool = False
+    applied: int = 0
+    #: a project file could not be read or written (Outcome in _PROJECT_FILE_PROBLEMS)
+    project_problem: bool = False
+
+    def add(self, file: FileReport) -> FileReport:
+        self.files += 1
+        self.valid += file.valid
+        self.stuck += file.stuck
+        for f in file.findings:
+            if f.severity is Severity.ERROR:
+                self.errors += 1
+            else:
+                self.warnings += 1
+        if file.outcome is not None:
+            self.postflighted = True
+            self.applied += file.outcome is Outcome.APPLIED
+            self.project_problem |= file.outcome in _PROJECT_FILE_PROBLEMS
+        return file
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "files": self.files,
+            "valid": self.valid,
+            "invalid": self.files - self.valid,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "stuck": self.stuck,
+        }
+
+    @property
+    def exit_code(self) -> ExitCode:
+        # A project file that cannot be read or written (state.json, TODO.md, errors.json):
+        # the metadata is fine, the files are kept, a run after the fix completes the job.
+        if self.project_problem:
+            return ExitCode.STATE_UNUSABLE
+        failing = self.errors or (self.strict and self.warnings)
+        if failing or self.stuck:
+            return ExitCode.FINDINGS
+        return ExitCode.OK
+
+
+@dataclass(slots=True)
 class ScanReport:
+    """Every file of a scan, in memory: ``scan --apply`` and the library's callers."""
+
     roots: list[Path]
     files: list[FileReport] = field(default_factory=list)
     #: notes about a root as a whole (no specs directory, unusable state.json), for stderr.
@@ -169,27 +227,18 @@ class ScanReport:
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.files for x in f.findings if x.severity is severity)
 
+    def tally(self) -> Tally:
+        tally = Tally(strict=self.strict)
+        for file in self.files:
+            tally.add(file)
+        return tally
+
     def summary(self) -> dict[str, int]:
-        valid = sum(1 for f in self.files if f.valid)
-        return {
-            "files": len(self.files),
-            "valid": valid,
-            "invalid": len(self.files) - valid,
-            "errors": self.count(Severity.ERROR),
-            "warnings": self.count(Severity.WARNING),
-            "stuck": sum(1 for f in self.files if f.stuck),
-        }
+        return self.tally().summary()
 
     @property
     def exit_code(self) -> ExitCode:
-        # A project file that cannot be read or written (state.json, TODO.md, errors.json):
-        # the metadata is fine, the files are kept, a run after the fix completes the job.
-        if any(f.outcome in _PROJECT_FILE_PROBLEMS for f in self.files):
-            return ExitCode.STATE_UNUSABLE
-        failing = self.count(Severity.ERROR) or (self.strict and self.count(Severity.WARNING))
-        if failing or any(f.stuck for f in self.files):
-            return ExitCode.FINDINGS
-        return ExitCode.OK
+        return self.tally().exit_code
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -226,9 +275,16 @@ class Project:
     probe: ArtifactProbe
 
     @classmethod
-    def open(cls, root: Path, config: Config) -> Project:
+    def open(cls, root: Path, config: Config, *, read_only: bool = False) -> Project:
+        """``read_only``: a scan, which reads of state.json only what the rules need."""
         specs = root / config.specs_dir
-        state = load_state(specs / config.postflight.state_file)
+        path = specs / config.postflight.state_file
+        if read_only:
+            from postflightd.scanstate import load_state_for_scan
+
+            state = load_state_for_scan(path)
+        else:
+            state = load_state(path)
         return cls(root, specs, state, artifact_probe(root))
 
 
@@ -355,36 +411,81 @@ def scan(
     *,
     positions: bool = False,
 ) -> ScanReport:
-    """Validate every metadata file under each root (SPEC 4, ``scan``).
+    """Validate every metadata file under each root (SPEC 4, ``scan``), all in memory.
 
     ``positions``: the output needs findings' lines and columns (github, sarif). Reporters
     find them from the bytes each report keeps; only the files checked in a forked process
     (whose bytes are not sent back) get them here.
     """
     report = ScanReport(roots=list(roots), strict=policy.strict)
-    for project, refs in _projects(report, config, only):
-        if project.state.exists and not project.state.usable:
-            report.notes.append(f"{project.root}: {project.state.problem} (PF604)")
-        report.files.extend(_check_all(project, refs, config, policy, now, positions))
+    files = scan_files(report.roots, config, policy, now, only, positions=positions)
+    report.files.extend(files.reports(report.notes.append))
     return report
+
+
+@dataclass(frozen=True, slots=True)
+class ScanFiles:
+    """A plain scan's files, checked one at a time as they are asked for.
+
+    The command streams them to its reporter (check, report, forget): memory stays flat in
+    the number of files. ``reports`` gives each root's notes to ``note`` as it reaches them.
+    """
+
+    roots: list[Path]
+    config: Config
+    policy: Policy
+    now: datetime
+    only: Only = None
+    positions: bool = False
+
+    def reports(self, note: Callable[[str], None]) -> Iterator[FileReport]:
+        config = self.config
+        for root in self.roots:
+            project = Project.open(root, config, read_only=True)
+            if not project.specs_dir.is_dir():
+                note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
+                continue
+            if project.state.exists and not project.state.usable:
+                note(f"{project.root}: {project.state.problem} (PF604)")
+            refs = _refs(project, self.only)
+            yield from _check_all(project, refs, config, self.policy, self.now, self.positions)
+
+
+def scan_files(
+    roots: Sequence[Path],
+    config: Config,
+    policy: Policy,
+    now: datetime,
+    only: Only = None,
+    *,
+    positions: bool = False,
+) -> ScanFiles:
+    """``scan``'s files as a stream; a configured specs_dir that is missing raises here, before
+    anything is checked or printed (ConfigError)."""
+    for root in roots:
+        _check_specs_dir(root, config)
+    return ScanFiles(list(roots), config, policy, now, only, positions)
+
+
+def _check_specs_dir(root: Path, config: Config) -> None:
+    """A ``specs_dir`` a configuration file sets that does not exist is a configuration error:
+    "nothing to scan" would turn a typo into a green CI run."""
+    specs = root / config.specs_dir
+    if "specs_dir" in config.model_fields_set and not specs.is_dir():
+        raise ConfigError(
+            f"{config.source or 'configuration'}: specs_dir = {config.specs_dir!r}, "
+            f"but {specs} is not a directory"
+        )
 
 
 def _projects(
     report: ScanReport, config: Config, only: Only = None
 ) -> Iterator[tuple[Project, list[MetaFileRef]]]:
-    """Each root of ``report`` with its metadata files; a root without specs/ is a note.
-
-    A ``specs_dir`` a configuration file sets that does not exist is a configuration error:
-    "nothing to scan" would turn a typo into a green CI run.
-    """
+    """Each root of ``report`` with its metadata files; a root without specs/ is a note."""
     for root in report.roots:
         project = Project.open(root, config)
         if not project.specs_dir.is_dir():
-            if "specs_dir" in config.model_fields_set:
-                raise ConfigError(
-                    f"{config.source or 'configuration'}: specs_dir = {config.specs_dir!r}, "
-                    f"but {project.specs_dir} is not a directory"
-                )
+            _check_specs_dir(root, config)
             report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
             continue
         yield project, _refs(project, only)
@@ -405,8 +506,18 @@ def _task_order(ref: MetaFileRef) -> tuple[int, int, str]:
     return (0, parsed[0], ref.task_dir) if parsed else (1, 0, ref.task_dir)
 
 
-#: Below this many files a second process costs more than it saves.
+#: Each worker process beyond the first needs this many files to pay for itself.
 PARALLEL_MIN_FILES = 2000
+#: Files a worker checks and sends back in one piece: what the parent holds of its output.
+CHUNK_FILES = 256
+
+
+def worker_count(files: int) -> int:
+    """Processes for checking ``files`` files: one per core this process may run on, and no
+    more than the files pay for (a fork plus its rows cost about what 1,000 checks do)."""
+    if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), 1 + files // PARALLEL_MIN_FILES))
 
 
 def _check_all(
@@ -416,46 +527,98 @@ def _check_all(
     policy: Policy,
     now: datetime,
     positions: bool = False,
-) -> list[FileReport]:
-    """check_file for every ref; a large read-only scan uses a forked second process.
+) -> Iterator[FileReport]:
+    """check_file for every ref, in order; a large scan shares the chunks with forked workers.
 
-    Validation is CPU-bound Python (about 0.2 ms a file): on the 2-core machines this runs on,
-    splitting 10,000 files across two processes is what keeps a scan under 2 s (SPEC 6). The
-    child only reads; any failure in it falls back to checking its half here.
+    Validation is CPU-bound Python: with W workers, chunk i is checked by worker i mod W
+    (worker 0 is this process) and read back in order, so output streams as it is produced
+    and memory holds at most a chunk per worker, not the whole result. Workers only read; a
+    worker that fails has its chunks checked here.
     """
-    if len(refs) < PARALLEL_MIN_FILES or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
-        return [check_file(project, ref, config, policy, now) for ref in refs]
-    half = len(refs) // 2
-    mine, theirs = refs[:half], refs[half:]
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
+    workers = worker_count(len(refs))
+    if workers < 2:
+        for ref in refs:
+            yield check_file(project, ref, config, policy, now)
+        return
+    chunks = [refs[i : i + CHUNK_FILES] for i in range(0, len(refs), CHUNK_FILES)]
+    helpers: dict[int, _Worker | None] = {}
+    try:
+        for w in range(1, workers):
+            helpers[w] = _Worker.start(
+                chunks[w::workers],
+                lambda ref: _row(check_file(project, ref, config, policy, now), positions),
+                [h.pipe.fileno() for h in helpers.values() if h is not None],
+            )
+        for i, chunk in enumerate(chunks):
+            helper = helpers.get(i % workers)
+            rows = helper.next_rows(len(chunk)) if helper is not None else None
+            if rows is None:
+                if helper is not None:
+                    helper.stop()
+                    helpers[i % workers] = None
+                for ref in chunk:
+                    yield check_file(project, ref, config, policy, now)
+            else:
+                for ref, row in zip(chunk, rows, strict=True):
+                    yield _from_row(project.root, ref, row)
+    finally:
+        for helper in helpers.values():
+            if helper is not None:
+                helper.stop()
+
+
+@dataclass(slots=True)
+class _Worker:
+    """A forked process checking its share of the chunks, sending rows back through a pipe."""
+
+    pid: int
+    pipe: Any  # BufferedReader
+
+    @classmethod
+    def start(
+        cls,
+        chunks: list[list[MetaFileRef]],
+        check: Callable[[MetaFileRef], _Row],
+        inherited: list[int],
+    ) -> _Worker | None:
         try:
-            os.close(read_fd)
-            rows = [
-                _row(check_file(project, ref, config, policy, now), positions) for ref in theirs
-            ]
-            with os.fdopen(write_fd, "wb") as out:
-                pickle.dump(rows, out, protocol=pickle.HIGHEST_PROTOCOL)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    checked = [check_file(project, ref, config, policy, now) for ref in mine]
-    with os.fdopen(read_fd, "rb") as pipe:
-        data = pipe.read()
-    _, status = os.waitpid(pid, 0)
-    rest: list[FileReport] | None = None
-    if os.waitstatus_to_exitcode(status) == 0:
-        with contextlib.suppress(pickle.UnpicklingError, EOFError, ValueError, TypeError):
-            rows = pickle.loads(data)  # noqa: S301 - our own child's output
-            rest = [
-                _from_row(project.root, ref, row) for ref, row in zip(theirs, rows, strict=True)
-            ]
-    if rest is None:
-        rest = [check_file(project, ref, config, policy, now) for ref in theirs]
-    return checked + rest
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+        except OSError:
+            return None  # no process to spare: this one checks those chunks
+        if pid == 0:  # pragma: no cover - runs in the child
+            code = 1
+            try:
+                os.close(read_fd)
+                for fd in inherited:  # other workers' pipes: their reader alone holds them
+                    os.close(fd)
+                with os.fdopen(write_fd, "wb") as out:
+                    for chunk in chunks:
+                        pickle.dump([check(ref) for ref in chunk], out, pickle.HIGHEST_PROTOCOL)
+                        out.flush()
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        return cls(pid, os.fdopen(read_fd, "rb"))
+
+    def next_rows(self, count: int) -> list[_Row] | None:
+        """The rows of this worker's next chunk, or None when it failed."""
+        try:
+            rows = pickle.load(self.pipe)  # noqa: S301 - our own child's output
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, OSError):
+            return None
+        if not isinstance(rows, list) or len(rows) != count:
+            return None
+        return rows
+
+    def stop(self) -> None:
+        """Close the pipe (a worker still writing gets EPIPE and exits) and reap it."""
+        if self.pipe.closed:
+            return
+        self.pipe.close()
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
 
 _FindingRow = tuple[str, str, str, str, int | None, int | None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from postflightd.findings import Finding
-    from postflightd.pipeline import FileReport, ScanReport
+    from postflightd.pipeline import FileReport, ScanReport, Tally
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,29 +75,43 @@ def display_path(file: Path | str, cwd: str) -> str:
 
 def report_text(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
     """``path:CODE severity: message`` per finding, then a summary line (not with -q)."""
+    write_text(report.roots, report.files, report.tally(), out, options)
+
+
+def write_text(
+    roots: list[Path],
+    files: Iterable[FileReport],
+    tally: Tally,
+    out: TextIO,
+    options: Options | None = None,
+) -> None:
+    """report_text for files as they come; ``tally`` is complete once they are consumed."""
+    del roots  # paths are shown from the current directory
     o = options or Options()
-    for file in report.files:
-        path = paint(inert(display_path(file.path, o.cwd)), "bold", o.color)
-        for f in file.findings:
-            sev = f.severity.value
-            out.write(
-                f"{path}:{paint(f.code, sev, o.color)} {paint(sev, sev, o.color)}: "
-                f"{inert(f.message)}\n"
-            )
+    applied: list[tuple[str, int | None]] = []
+    for file in files:
+        if file.findings:
+            path = paint(inert(display_path(file.path, o.cwd)), "bold", o.color)
+            for f in file.findings:
+                sev = f.severity.value
+                out.write(
+                    f"{path}:{paint(f.code, sev, o.color)} {paint(sev, sev, o.color)}: "
+                    f"{inert(f.message)}\n"
+                )
+        if o.verbose and file.outcome is not None and file.outcome.value == "applied":
+            applied.append((display_path(file.path, o.cwd), file.task))
     if o.quiet:
         return
-    applied = [f for f in report.files if f.outcome is not None and f.outcome.value == "applied"]
-    if o.verbose:
-        for file in applied:
-            out.write(f"applied {inert(display_path(file.path, o.cwd))} (task {file.task})\n")
-    s = report.summary()
+    for shown, task in applied:
+        out.write(f"applied {inert(shown)} (task {task})\n")
+    s = tally.summary()
     stuck = f", {s['stuck']} stuck" if s["stuck"] else ""
     out.write(
         f"{s['files']} file(s): {s['valid']} valid, {s['invalid']} invalid; "
         f"{s['errors']} error(s), {s['warnings']} warning(s){stuck}\n"
     )
-    if any(f.outcome is not None for f in report.files):
-        out.write(f"{len(applied)} file(s) applied\n")
+    if tally.postflighted:
+        out.write(f"{tally.applied} file(s) applied\n")
 
 
 # --- json -------------------------------------------------------------------------------------
@@ -105,12 +119,43 @@ def report_text(report: ScanReport, out: TextIO, options: Options | None = None)
 
 def report_json(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
     """The object of SPEC 4: roots, files (valid ones included, each with its root), summary."""
+    write_json(report.roots, report.files, report.tally(), out, options)
+
+
+def write_json(
+    roots: list[Path],
+    files: Iterable[FileReport],
+    tally: Tally,
+    out: TextIO,
+    options: Options | None = None,
+) -> None:
+    """report_json written as the files come, byte for byte what ``json.dumps`` of the whole
+    object gives (one file's entry at a time, so memory does not grow with the files)."""
     del options  # one shape whatever the options
-    # One dumps and one write: json.dump streams hundreds of thousands of tiny writes, which
-    # took over a second of a 10,000-file scan. Indented only for a person at a terminal:
-    # with indent, json falls back from its C encoder to pure Python (0.5 s for 10,000 files).
-    indent = 2 if out.isatty() else None
-    out.write(json_text(report.to_json(), indent=indent) + "\n")
+    # Indented only for a person at a terminal: with indent, json falls back from its C
+    # encoder to pure Python (0.5 s for 10,000 files). Each entry is one dumps and one write:
+    # json.dump streams tiny writes, which took over a second of a 10,000-file scan.
+    if out.isatty():
+        out.write('{\n  "roots": ' + _nested([str(r) for r in roots], 1) + ',\n  "files": [')
+        count = 0
+        for file in files:
+            out.write(("," if count else "") + "\n    " + _nested(file.to_json(), 2))
+            count += 1
+        out.write("\n  ]" if count else "]")
+        out.write(',\n  "summary": ' + _nested(tally.summary(), 1) + "\n}\n")
+        return
+    out.write('{"roots": ' + json_text([str(r) for r in roots]) + ', "files": [')
+    first = True
+    for file in files:
+        out.write(("" if first else ", ") + json_text(file.to_json()))
+        first = False
+    out.write('], "summary": ' + json_text(tally.summary()) + "}\n")
+
+
+def _nested(value: object, level: int) -> str:
+    """``value`` indented by 2 as it appears ``level`` levels deep in an indented document
+    (JSON text holds no raw line break but those indent puts there)."""
+    return json_text(value, indent=2).replace("\n", "\n" + "  " * level)
 
 
 # --- github -----------------------------------------------------------------------------------
@@ -155,8 +200,19 @@ def positioned(file: FileReport) -> list[Finding]:
 
 def report_github(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
     """One workflow command per finding, with line and column where the finding has them."""
+    write_github(report.roots, report.files, report.tally(), out, options)
+
+
+def write_github(
+    roots: list[Path],
+    files: Iterable[FileReport],
+    tally: Tally,
+    out: TextIO,
+    options: Options | None = None,
+) -> None:
+    del roots, tally  # no summary: annotations only
     o = options or Options()
-    for file in report.files:
+    for file in files:
         path = display_path(file.path, o.cwd)
         for f in positioned(file):
             out.write(github_annotation(f, path) + "\n")
@@ -169,11 +225,23 @@ SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
 def sarif_log(report: ScanReport, cwd: str) -> dict[str, Any]:
     """A SARIF 2.1.0 log of the scan, for GitHub code scanning (``upload-sarif``)."""
+    return _sarif_log(report.files, cwd)
+
+
+def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
+    """The log of ``files``: it holds their results, not the files (their bytes, documents)."""
     from postflightd import __version__
     from postflightd.findings import RULES
 
-    codes = sorted({f.code for file in report.files for f in file.findings})
+    results: list[dict[str, Any]] = []
+    codes_seen: set[str] = set()
+    for file in files:
+        _sarif_results(file, cwd, results)
+        codes_seen.update(f.code for f in file.findings)
+    codes = sorted(codes_seen)
     index = {code: i for i, code in enumerate(codes)}
+    for result in results:  # the rules' order is known only once every file is seen
+        result["ruleIndex"] = index[result["ruleId"]]
     rules = [
         {
             "id": code,
@@ -187,37 +255,6 @@ def sarif_log(report: ScanReport, cwd: str) -> dict[str, Any]:
     from urllib.parse import quote
 
     base = "file://" + quote(cwd.rstrip("/")) + "/"
-    results: list[dict[str, Any]] = []
-    for file in report.files:
-        shown = display_path(file.path, cwd)
-        # Relative to the checkout (code scanning's %SRCROOT%), or an absolute file: URI.
-        artifact: dict[str, Any] = (
-            {"uri": "file://" + quote(shown)}
-            if shown.startswith("/")
-            else {"uri": quote(shown), "uriBaseId": "%SRCROOT%"}
-        )
-        for f in positioned(file):
-            region = {"startLine": f.line or 1}
-            if f.col is not None:
-                region["startColumn"] = f.col
-            results.append(
-                {
-                    "ruleId": f.code,
-                    "ruleIndex": index[f.code],
-                    "level": f.severity.value,
-                    "message": {"text": f.message},
-                    "locations": [
-                        {
-                            "physicalLocation": {"artifactLocation": artifact, "region": region},
-                            **(
-                                {"logicalLocations": [{"fullyQualifiedName": f.location}]}
-                                if f.location
-                                else {}
-                            ),
-                        }
-                    ],
-                }
-            )
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -238,19 +275,68 @@ def sarif_log(report: ScanReport, cwd: str) -> dict[str, Any]:
     }
 
 
+def _sarif_results(file: FileReport, cwd: str, results: list[dict[str, Any]]) -> None:
+    """Append one result per finding of ``file`` (ruleIndex filled in by the caller)."""
+    from urllib.parse import quote
+
+    shown = display_path(file.path, cwd)
+    # Relative to the checkout (code scanning's %SRCROOT%), or an absolute file: URI.
+    artifact: dict[str, Any] = (
+        {"uri": "file://" + quote(shown)}
+        if shown.startswith("/")
+        else {"uri": quote(shown), "uriBaseId": "%SRCROOT%"}
+    )
+    for f in positioned(file):
+        region = {"startLine": f.line or 1}
+        if f.col is not None:
+            region["startColumn"] = f.col
+        results.append(
+            {
+                "ruleId": f.code,
+                "ruleIndex": -1,
+                "level": f.severity.value,
+                "message": {"text": f.message},
+                "locations": [
+                    {
+                        "physicalLocation": {"artifactLocation": artifact, "region": region},
+                        **(
+                            {"logicalLocations": [{"fullyQualifiedName": f.location}]}
+                            if f.location
+                            else {}
+                        ),
+                    }
+                ],
+            }
+        )
+
+
 def report_sarif(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
+    write_sarif(report.roots, report.files, report.tally(), out, options)
+
+
+def write_sarif(
+    roots: list[Path],
+    files: Iterable[FileReport],
+    tally: Tally,
+    out: TextIO,
+    options: Options | None = None,
+) -> None:
+    """The SARIF log; written at the end (its rules come before its results), holding the
+    results of the files as they go, not the files."""
+    del roots, tally
     o = options or Options()
-    out.write(json_text(sarif_log(report, o.cwd), indent=2) + "\n")
+    out.write(json_text(_sarif_log(files, o.cwd), indent=2) + "\n")
 
 
 # --- --statistics -----------------------------------------------------------------------------
 
 
-def statistics(report: ScanReport) -> list[dict[str, Any]]:
+def statistics(report: ScanReport | Iterable[FileReport]) -> list[dict[str, Any]]:
     """Findings counted per code, most frequent first (as ``ruff --statistics``)."""
     from postflightd.findings import RULES
 
-    counts = Counter((f.code, f.severity.value) for file in report.files for f in file.findings)
+    files = report.files if hasattr(report, "files") else report
+    counts = Counter((f.code, f.severity.value) for file in files for f in file.findings)
     rows = sorted(counts.items(), key=lambda item: (-item[1], item[0][0]))
     return [
         {"code": code, "severity": sev, "count": n, "summary": RULES[code].summary}
@@ -258,7 +344,9 @@ def statistics(report: ScanReport) -> list[dict[str, Any]]:
     ]
 
 
-def report_statistics(report: ScanReport, out: TextIO, fmt: str, options: Options) -> None:
+def report_statistics(
+    report: ScanReport | Iterable[FileReport], out: TextIO, fmt: str, options: Options
+) -> None:
     rows = statistics(report)
     if fmt == "json":
         out.write(json_text(rows, indent=2) + "\n")
@@ -279,4 +367,15 @@ REPORTERS: dict[str, Reporter] = {
     "json": report_json,
     "github": report_github,
     "sarif": report_sarif,
+}
+
+#: The same formats for files as they come (``scan`` streams them): (roots, files, the tally
+#: that is complete once the files are consumed, out, options).
+Writer = Callable[[list["Path"], Iterable["FileReport"], "Tally", TextIO, Options | None], None]
+
+WRITERS: dict[str, Writer] = {
+    "text": write_text,
+    "json": write_json,
+    "github": write_github,
+    "sarif": write_sarif,
 }
