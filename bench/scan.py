@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -238,20 +239,35 @@ def generate_lean(root: Path, tasks: int) -> Counter[str]:
 
 
 def run_measured(
-    argv: list[str], ok_codes: tuple[int, ...], cwd: Path | None = None
+    argv: list[str],
+    ok_codes: tuple[int, ...],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[float, float, float]:
-    """(wall s, CPU s, peak RSS MB) of one whole process, from wait4's rusage."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd, close_fds=True
-    )
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in ok_codes:
-        sys.exit(f"{argv[:3]}... exited {proc.returncode}: {err.decode()[-500:]}")
+    """(wall s, CPU s, peak RSS MB) of one whole process.
+
+    Through GNU time when it is installed: a child forked from this (large) process starts
+    with this process's peak RSS on Linux, so wait4's ru_maxrss would report ours, not its.
+    """
+    gnu_time = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile("r", prefix="postflightd-bench-time-") as report:
+        full = [str(gnu_time), "-f", "%U %S %M", "-o", report.name, *argv]
+        start = time.perf_counter()
+        done = subprocess.run(
+            full if gnu_time.exists() else argv,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            check=False,
+        )
+        wall = time.perf_counter() - start
+        if done.returncode not in ok_codes:
+            sys.exit(f"{argv[:3]}... exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        if gnu_time.exists():
+            user, system, rss_kb = report.read().split()[-3:]
+            return wall, float(user) + float(system), int(rss_kb) / 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # cumulative: a rough fallback
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
@@ -264,7 +280,9 @@ def _med(rows: list[tuple[float, float, float]], i: int) -> float:
     return statistics.median(r[i] for r in rows)
 
 
-def compare_jsonschema(sizes: list[int], runs: int, keep: bool, cpus: str | None) -> int:
+def compare_jsonschema(
+    sizes: list[int], runs: int, keep: bool, cpus: str | None, baseline: str | None = None
+) -> int:
     """issue 15: paired, alternating runs against check-jsonschema, per size."""
     print(f"machine: {describe()}")
     checker = find_check_jsonschema()
@@ -311,14 +329,23 @@ def compare_jsonschema(sizes: list[int], runs: int, keep: bool, cpus: str | None
                 check_argv = None
             ours: list[tuple[float, float, float]] = []
             theirs: list[tuple[float, float, float]] = []
+            before: list[tuple[float, float, float]] = []
+            # --baseline SRC: the same scan by another checkout's src/ (e.g. main's), paired.
+            base_env = {**os.environ, "PYTHONPATH": baseline} if baseline else None
+            base_argv = [sys.executable, "-m", "postflightd", "scan", "--format", "json", str(root)]
+            if cpus:
+                base_argv = ["taskset", "-c", cpus, *base_argv]
             if check_argv is not None:  # warm its caches too, untimed
                 run_measured(check_argv, (0, 1), cwd=root)
             for _ in range(runs):
                 ours.append(run_measured(scan_argv, (1,)))
+                if base_env is not None:
+                    before.append(run_measured(base_argv, (1,), env=base_env))
                 if check_argv is not None:
                     theirs.append(run_measured(check_argv, (0, 1), cwd=root))
             for name, rows in (
                 ("postflightd scan --format json", ours),
+                ("  the same, --baseline src", before),
                 ("check-jsonschema", theirs),
             ):
                 if rows:
@@ -329,6 +356,11 @@ def compare_jsonschema(sizes: list[int], runs: int, keep: bool, cpus: str | None
                     )
             if theirs:
                 print(f"  speed-up (wall): {_med(theirs, 0) / _med(ours, 0):.1f}x")
+            if before:
+                print(
+                    f"  vs --baseline: wall {_med(before, 0) / _med(ours, 0):.2f}x faster, "
+                    f"peak {_med(ours, 2) - _med(before, 2):+.0f} MB"
+                )
         finally:
             if keep:
                 print(f"kept: {tmp}")
@@ -376,10 +408,13 @@ def main() -> int:
         help="issue 15's comparison instead: e.g. 1000,10000 (paired runs vs check-jsonschema)",
     )
     parser.add_argument("--cpus", help="with --vs-jsonschema: taskset -c CPUS for postflightd")
+    parser.add_argument(
+        "--baseline", metavar="SRC", help="with --vs-jsonschema: also time this src/ (paired)"
+    )
     args = parser.parse_args()
     if args.vs_jsonschema:
         sizes = [int(x) for x in args.vs_jsonschema.split(",")]
-        return compare_jsonschema(sizes, args.runs, args.keep, args.cpus)
+        return compare_jsonschema(sizes, args.runs, args.keep, args.cpus, args.baseline)
 
     tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-"))
     try:
