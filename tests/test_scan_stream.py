@@ -111,10 +111,11 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     assert github.getvalue() == ""
 
 
-def test_lean_state_has_the_scan_fields_of_the_full_state(tmp_path: Path) -> None:
+@pytest.mark.parametrize("chunk", [5, 4096, 1 << 20])
+def test_lean_state_has_the_scan_fields_of_the_full_state(tmp_path: Path, chunk: int) -> None:
     root = _mixed_project(tmp_path / "p")
     path = root / "specs" / "state.json"
-    lean, full = load_state_for_scan(path), load_state(path)
+    lean, full = load_state_for_scan(path, chunk), load_state(path)
     assert lean.usable and lean.problem is None
     assert set(lean.tasks) == set(full.tasks)
     for number, task in full.tasks.items():
@@ -144,35 +145,48 @@ BAD_STATES: list[bytes] = [
     b'{"active_projects": [{"project_number": 1, "x": "a\x01b"}]}',
     b'{"active_projects": [{"project_number": 1, "x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
     b'{"active_projects": [',
+    b'{"active_projects": [{"project_number": 1}], "active_projects": 5}',
+    b'{"active_projects": [{"project_number": 1}]}}',
+    b'{"active_projects": [{"project_number": 1}} ]}',
+    b'{"active_projects": [{"project_number": 1}, ]}',
+    b'{"a": Infinity, "active_projects": []}',
+    b"{}",
+    b"{,}",
 ]
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 @pytest.mark.parametrize("raw", BAD_STATES, ids=range(len(BAD_STATES)))
 def test_lean_state_calls_unusable_what_load_state_calls_unusable(
-    tmp_path: Path, raw: bytes
+    tmp_path: Path, raw: bytes, chunk: int
 ) -> None:
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path), load_state(path)
+    lean, full = load_state_for_scan(path, chunk), load_state(path)
     assert not full.usable
     assert (lean.usable, lean.exists, lean.problem) == (False, True, full.problem)
 
 
 ODD_BUT_USABLE: list[bytes] = [
-    # What the standard library reads and msgspec refuses: the fallback reads it.
     b'{"active_projects": [{"project_number": 1, "project_name": "\\ud800"}]}',
     b'{"active_projects": [{"project_number": 1, "x": 123456789012345678901234567890}]}',
     b'{"active_projects": [{"project_number": 123456789012345678901234567890}]}',
     b'{"active_projects": [{"project_number": 1, "project_number": 2}]}',
     '{"active_projects": [{"project_number": 1, "project_name": "né"}]}'.encode(),
+    b' {"x": {"active_projects": 1}, "active_projects": [{"project_number": 12345}] ,"y":-1.5e3}',
+    b'{"active_projects": [{"project_number": 1}], "active_projects": [{"project_number": 2}]}',
+    b'{"active_projects": [\n\t{"project_number": 10, "status": "x", "session_id": 1}\r\n]}\n',
+    b'{"active_projects": []}',
 ]
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 7, 1 << 20])
 @pytest.mark.parametrize("raw", ODD_BUT_USABLE, ids=range(len(ODD_BUT_USABLE)))
-def test_lean_state_reads_what_load_state_reads(tmp_path: Path, raw: bytes) -> None:
+def test_lean_state_reads_what_load_state_reads(tmp_path: Path, raw: bytes, chunk: int) -> None:
+    """Every value cut at every chunk boundary (numbers included) reads as json.loads does."""
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path), load_state(path)
+    lean, full = load_state_for_scan(path, chunk), load_state(path)
     assert full.usable and lean.usable
     assert lean.tasks == {
         n: {k: t[k] for k in SCAN_FIELDS if k in t} for n, t in full.tasks.items()
@@ -237,3 +251,13 @@ def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
         assert scan.wait(timeout=120) == 0
     assert b"PF102 error: invalid JSON" in first
     assert b"Traceback" not in err
+
+
+def test_lean_state_reads_a_value_far_longer_than_a_chunk(tmp_path: Path) -> None:
+    """A 4 MB value read 1 KB at a time: the window doubles, so this stays quick."""
+    path = tmp_path / "state.json"
+    notes = "x" * (4 << 20)
+    task = {"project_number": 7, "project_name": "seven", "notes": notes}
+    path.write_text(json.dumps({"log": notes, "active_projects": [task]}))
+    lean = load_state_for_scan(path, 1024)
+    assert lean.tasks == {7: {"project_number": 7, "project_name": "seven"}}

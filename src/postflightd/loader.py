@@ -16,7 +16,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 from postflightd.errors import UsageError
 from postflightd.findings import Finding, finding
@@ -264,16 +264,32 @@ def remember_state(path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
     return view
 
 
-def read_state_bytes(path: Path) -> bytes | StateView:
-    """state.json's bytes, or the StateView that says why they cannot be read."""
+def open_state(path: Path) -> BinaryIO | StateView:
+    """state.json open for reading, or the StateView that says why it cannot be."""
     try:
-        return path.read_bytes()
+        return path.open("rb")
     except FileNotFoundError:
         return StateView(path, exists=False, problem=f"{path.name} does not exist")
     except IsADirectoryError:
         return StateView(path, exists=True, problem=f"{path.name} is a directory")
     except OSError as exc:
-        return StateView(path, exists=True, problem=f"cannot read {path.name}: {exc.strerror}")
+        return _unreadable_state(path, exc)
+
+
+def _unreadable_state(path: Path, exc: OSError) -> StateView:
+    return StateView(path, exists=True, problem=f"cannot read {path.name}: {exc.strerror}")
+
+
+def read_state_bytes(path: Path) -> bytes | StateView:
+    """state.json's bytes, or the StateView that says why they cannot be read."""
+    opened = open_state(path)
+    if isinstance(opened, StateView):
+        return opened
+    with opened:
+        try:
+            return opened.read()
+        except OSError as exc:
+            return _unreadable_state(path, exc)
 
 
 def load_state(path: Path) -> StateView:
