@@ -17,17 +17,45 @@ import pytest
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.loader import (
     META_NAME,
+    Loaded,
+    Marker,
+    MetaFileRef,
+    StateView,
     find_metadata_files,
     load_state,
     parse_json,
     parse_task_dir,
     read_marker,
-    read_metadata,
+    read_task,
     task_context,
 )
 from postflightd.rules import ArtifactState
+from postflightd.tree import Directory, open_specs
 
 LIMIT = 1024 * 1024
+
+
+def read_metadata(path: Path, limit: int = LIMIT) -> Loaded:
+    """``specs/<task>/<file>`` read as every command reads it: its task directory opened once."""
+    path.parent.parent.mkdir(parents=True, exist_ok=True)
+    with Directory.anchor(path.parent.parent) as specs:
+        loaded, _ = read_task(specs, MetaFileRef(path, path.parent.name), limit)
+    return loaded
+
+
+def find(specs_dir: Path) -> list[MetaFileRef]:
+    with Directory.anchor(specs_dir) as specs:
+        return list(find_metadata_files(specs))
+
+
+def state_at(path: Path) -> StateView:
+    with Directory.anchor(path.parent) as specs:
+        return load_state(specs, path.name)
+
+
+def marker_at(task: Path) -> Marker | None:
+    with Directory.anchor(task) as directory:
+        return read_marker(directory)
 
 
 def failure_code(path: Path, limit: int = LIMIT) -> str | None:
@@ -178,7 +206,7 @@ def test_padded_and_unpadded_task_dirs_are_found(tmp_path: Path) -> None:
     write_meta(root, "not_a_task", researched_doc())
     (root / "specs" / "15_no_meta").mkdir()
     (root / "specs" / "README.md").write_text("x", encoding="utf-8")
-    refs = list(find_metadata_files(root / "specs"))
+    refs = list(find(root / "specs"))
     assert [r.task_dir for r in refs] == ["014_padded", "14_unpadded", "not_a_task"]
     assert all(r.refused is None for r in refs)
     assert parse_task_dir("014_padded") == (14, "padded")
@@ -193,7 +221,7 @@ def test_symlinked_task_dir_is_refused_not_entered(tmp_path: Path) -> None:
     write_meta(tmp_path / "outside", "7_away", researched_doc())
     (root / "specs" / "7_away").symlink_to(outside, target_is_directory=True)
     (root / "specs" / "8_empty_link").symlink_to(tmp_path, target_is_directory=True)
-    refs = list(find_metadata_files(root / "specs"))
+    refs = list(find(root / "specs"))
     assert [r.task_dir for r in refs] == ["7_away"]
     assert refs[0].refused is not None
     assert refs[0].refused.code == "PF100"
@@ -204,11 +232,12 @@ def test_directory_named_like_the_metadata_file_is_found(tmp_path: Path) -> None
     """It is listed (and then refused by read_metadata), not silently skipped."""
     root = make_project(tmp_path)
     (root / "specs" / "1_x" / META_NAME).mkdir(parents=True)
-    assert [r.task_dir for r in find_metadata_files(root / "specs")] == ["1_x"]
+    assert [r.task_dir for r in find(root / "specs")] == ["1_x"]
 
 
-def test_missing_specs_dir_yields_nothing(tmp_path: Path) -> None:
-    assert list(find_metadata_files(tmp_path / "specs")) == []
+def test_missing_specs_dir_is_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        open_specs(tmp_path, "specs")
 
 
 # --- state.json -----------------------------------------------------------------------------
@@ -216,13 +245,13 @@ def test_missing_specs_dir_yields_nothing(tmp_path: Path) -> None:
 
 def test_state_json_is_read(tmp_path: Path) -> None:
     root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
-    state = load_state(root / "specs" / "state.json")
+    state = state_at(root / "specs" / "state.json")
     assert state.usable
     assert state.tasks[259]["project_name"] == "prove_completeness"
 
 
 def test_missing_state_json_is_not_usable_but_not_existing(tmp_path: Path) -> None:
-    state = load_state(tmp_path / "state.json")
+    state = state_at(tmp_path / "state.json")
     assert not state.exists
     assert not state.usable
 
@@ -245,7 +274,7 @@ def test_corrupt_state_json_describes_the_problem(
 ) -> None:
     path = tmp_path / "state.json"
     path.write_text(content, encoding="utf-8")
-    state = load_state(path)
+    state = state_at(path)
     assert state.exists
     assert not state.usable
     assert state.problem is not None
@@ -254,7 +283,7 @@ def test_corrupt_state_json_describes_the_problem(
 
 def test_state_json_that_is_a_directory(tmp_path: Path) -> None:
     (tmp_path / "state.json").mkdir()
-    state = load_state(tmp_path / "state.json")
+    state = state_at(tmp_path / "state.json")
     assert not state.usable
     assert state.problem is not None
     assert "directory" in state.problem
@@ -282,18 +311,18 @@ def test_marker_names_session_and_operation(tmp_path: Path) -> None:
         "stop_hook_active": False,
     }
     task = _marker(tmp_path, json.dumps(marker))
-    read = read_marker(task)
+    read = marker_at(task)
     assert read is not None
     assert (read.session_id, read.operation, read.problem) == ("sess_1_abcdef", "research", None)
 
 
 def test_absent_marker_is_none(tmp_path: Path) -> None:
     (tmp_path / "1_x").mkdir()
-    assert read_marker(tmp_path / "1_x") is None
+    assert marker_at(tmp_path / "1_x") is None
 
 
 def test_empty_marker_names_no_session_without_a_problem(tmp_path: Path) -> None:
-    read = read_marker(_marker(tmp_path, ""))
+    read = marker_at(_marker(tmp_path, ""))
     assert read is not None
     assert read.session_id is None
     assert read.problem is None
@@ -303,7 +332,7 @@ def test_empty_marker_names_no_session_without_a_problem(tmp_path: Path) -> None
 def test_invalid_marker_is_pf605_and_names_no_session(tmp_path: Path, content: str | bytes) -> None:
     root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
     task = _marker(root, content)
-    ctx = task_context(task, load_state(root / "specs" / "state.json"))
+    ctx = task_context(task.name, state_at(root / "specs" / "state.json"), marker_at(task))
     assert [f.code for f in ctx.marker_findings] == ["PF605"]
     assert ctx.marker_session is None
     # The state.json session is the expected one when the marker names none.
@@ -313,7 +342,7 @@ def test_invalid_marker_is_pf605_and_names_no_session(tmp_path: Path, content: s
 def test_task_context_marker_session_wins(tmp_path: Path) -> None:
     root = make_project(tmp_path, [task_entry(259, "prove_completeness", language="meta")])
     task = _marker(root, json.dumps({"session_id": "sess_2_bbbbbb"}))
-    ctx = task_context(task, load_state(root / "specs" / "state.json"))
+    ctx = task_context(task.name, state_at(root / "specs" / "state.json"), marker_at(task))
     assert ctx.number == 259
     assert ctx.slug == "prove_completeness"
     assert ctx.state_known
@@ -325,7 +354,7 @@ def test_task_context_without_state_json(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     task = root / "specs" / "014_padded"
     task.mkdir()
-    ctx = task_context(task, load_state(root / "specs" / "state.json"))
+    ctx = task_context(task.name, state_at(root / "specs" / "state.json"), marker_at(task))
     assert (ctx.number, ctx.slug, ctx.state_known, ctx.task) == (14, "padded", False, None)
     assert ctx.expected_session is None
 

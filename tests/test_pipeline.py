@@ -41,23 +41,27 @@ def test_parallel_scan_equals_sequential_scan(
 def test_state_cache_serves_only_the_file_it_was_read_from(tmp_path: Path) -> None:
     """A parsed state.json is reused while the file is unchanged, never after a rewrite."""
     from postflightd.loader import load_state
+    from postflightd.tree import Directory
 
     root = make_project(tmp_path, [task_entry(1, "a")])
     path = root / "specs" / "state.json"
-    first = load_state(path)
-    assert load_state(path) is first
+    specs = Directory.anchor(root / "specs")
+    first = load_state(specs, "state.json")
+    assert load_state(specs, "state.json") is first
     path.write_text(path.read_text("utf-8").replace('"a"', '"b"'), encoding="utf-8")
-    second = load_state(path)
+    second = load_state(specs, "state.json")
     assert second is not first
     assert second.tasks[1]["project_name"] == "b"
     path.write_text('{"active_projects": [', encoding="utf-8")
-    assert not load_state(path).usable
+    assert not load_state(specs, "state.json").usable
+    specs.close()
 
 
 def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     """After a commit the next read of state.json is the document written, not a re-parse."""
     from postflightd.journal import Journal, default_journal_path
     from postflightd.loader import find_metadata_files, load_state
+    from postflightd.tree import Directory
 
     root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
@@ -67,13 +71,14 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     with Journal.open(default_journal_path()) as journal:
         (report,) = pipeline.postflight(
             project,
-            list(find_metadata_files(project.specs_dir)),
+            list(find_metadata_files(project.require_specs())),
             config,
             pipeline.policy_from(config),
             journal,
             datetime.now(UTC),
         )
     assert report.outcome is pipeline.Outcome.APPLIED
-    state = load_state(root / "specs" / "state.json")
+    with Directory.anchor(root / "specs") as specs:
+        state = load_state(specs, "state.json")
     assert state.tasks[259]["status"] == "researched"
     assert state.doc == json.loads((root / "specs" / "state.json").read_text("utf-8"))

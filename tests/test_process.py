@@ -175,7 +175,8 @@ def test_process_outside_a_project_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A path that is not ROOT/specs/N_slug/file, or does not exist: exit 2, one line."""
-    loose = tmp_path / "loose.json"
+    loose = tmp_path / "loose" / ".return-meta.json"
+    loose.parent.mkdir()
     loose.write_text("{}", encoding="utf-8")
     assert main(["process", str(loose)]) == 2
     root = project_with_task(tmp_path)

@@ -17,9 +17,17 @@ from conftest import make_project, researched_doc, task_entry, write_artifact, w
 from postflightd import pipeline
 from postflightd.config import Config
 from postflightd.inert import json_text
-from postflightd.loader import load_state
+from postflightd.loader import StateView, load_state
 from postflightd.reporters import Options, report_github, report_text, write_json
 from postflightd.scanstate import SCAN_FIELDS, load_state_for_scan
+
+
+def full_state(path: Path) -> StateView:
+    """What postflight reads (``loader.load_state``, through the tree layer)."""
+    from postflightd.tree import Directory
+
+    with Directory.anchor(path.parent) as specs:
+        return load_state(specs, path.name)
 
 
 def _mixed_project(root: Path, n: int = 40) -> Path:
@@ -115,7 +123,7 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
 def test_lean_state_has_the_scan_fields_of_the_full_state(tmp_path: Path, chunk: int) -> None:
     root = _mixed_project(tmp_path / "p")
     path = root / "specs" / "state.json"
-    lean, full = load_state_for_scan(path, chunk), load_state(path)
+    lean, full = load_state_for_scan(path, chunk), full_state(path)
     assert lean.usable and lean.problem is None
     assert set(lean.tasks) == set(full.tasks)
     for number, task in full.tasks.items():
@@ -162,7 +170,7 @@ def test_lean_state_calls_unusable_what_load_state_calls_unusable(
 ) -> None:
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path, chunk), load_state(path)
+    lean, full = load_state_for_scan(path, chunk), full_state(path)
     assert not full.usable
     assert (lean.usable, lean.exists, lean.problem) == (False, True, full.problem)
 
@@ -186,7 +194,7 @@ def test_lean_state_reads_what_load_state_reads(tmp_path: Path, raw: bytes, chun
     """Every value cut at every chunk boundary (numbers included) reads as json.loads does."""
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path, chunk), load_state(path)
+    lean, full = load_state_for_scan(path, chunk), full_state(path)
     assert full.usable and lean.usable
     assert lean.tasks == {
         n: {k: t[k] for k in SCAN_FIELDS if k in t} for n, t in full.tasks.items()

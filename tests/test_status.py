@@ -13,6 +13,7 @@ from conftest import SESSION, make_project, researched_doc, task_entry, write_ar
 from postflightd.cli import main
 from postflightd.daemon import InstanceLock, lock_holder
 from postflightd.status import format_duration
+from postflightd.tree import Directory
 
 
 def in_progress(started: datetime, **progress: Any) -> dict[str, Any]:
@@ -89,7 +90,8 @@ def test_status_names_the_daemon_holding_the_root(
     lock = InstanceLock(root / "specs")
     lock.acquire(root)
     try:
-        assert lock_holder(root / "specs") is not None
+        with Directory.anchor(root / "specs") as specs:
+            assert lock_holder(specs) is not None
         assert main(["status", "--format", "json", str(root)]) == 0
         entry = json.loads(capsys.readouterr().out)["roots"][0]
         assert entry["daemon"]["running"] is True
@@ -98,7 +100,8 @@ def test_status_names_the_daemon_holding_the_root(
         assert "daemon pid" in capsys.readouterr().out
     finally:
         lock.release()
-    assert lock_holder(root / "specs") is None
+    with Directory.anchor(root / "specs") as specs:
+        assert lock_holder(specs) is None
 
 
 def test_status_of_a_root_without_specs_says_so(

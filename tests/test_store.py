@@ -28,6 +28,7 @@ from postflightd.store import (
     read_snapshot,
     unchanged,
 )
+from postflightd.tree import Directory, RefusedError
 
 DEADLINE_S = 10.0
 
@@ -38,6 +39,11 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = DEADLINE
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.005)
+
+
+def at(path: Path) -> tuple[Directory, str]:
+    """The open parent directory and the name: how the store names every file."""
+    return Directory.anchor(path.parent), path.name
 
 
 def leftovers(directory: Path, keep: set[str]) -> list[str]:
@@ -83,7 +89,7 @@ def test_atomic_write_creates_a_new_file_with_default_mode(tmp_path: Path) -> No
     target = tmp_path / "state.json"
     old = os.umask(0o022)
     try:
-        atomic_write(target, b"{}\n")
+        atomic_write(*at(target), b"{}\n")
     finally:
         os.umask(old)
     assert target.read_bytes() == b"{}\n"
@@ -96,11 +102,11 @@ def test_atomic_write_keeps_permission_bits(tmp_path: Path) -> None:
     target = tmp_path / "state.json"
     target.write_bytes(b"old")
     target.chmod(0o600)
-    atomic_write(target, b"new")
+    atomic_write(*at(target), b"new")
     assert target.read_bytes() == b"new"
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     target.chmod(0o664)
-    atomic_write(target, b"newer")
+    atomic_write(*at(target), b"newer")
     assert stat.S_IMODE(target.stat().st_mode) == 0o664
     assert leftovers(tmp_path, {"state.json"}) == []
 
@@ -110,29 +116,55 @@ def test_atomic_write_replaces_the_inode(tmp_path: Path) -> None:
     target = tmp_path / "state.json"
     target.write_bytes(b"old")
     before = target.stat().st_ino
-    atomic_write(target, b"new")
+    atomic_write(*at(target), b"new")
     assert target.stat().st_ino != before
 
 
-def test_atomic_write_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
-    """A symlinked state.json stays a link; its target gets the new content."""
+def test_atomic_write_refuses_a_symlink_and_writes_nothing(tmp_path: Path) -> None:
+    """A symlinked state.json is refused: its target is not written, the link stays."""
     real = tmp_path / "real.json"
     real.write_bytes(b"old")
     link = tmp_path / "state.json"
     link.symlink_to(real)
-    atomic_write(link, b"new")
+    with pytest.raises(StoreError, match="symbolic link"):
+        atomic_write(*at(link), b"new")
     assert link.is_symlink()
-    assert real.read_bytes() == b"new"
+    assert real.read_bytes() == b"old"
+    assert leftovers(tmp_path, {"state.json", "real.json"}) == []
+
+
+def test_atomic_write_through_a_dangling_link_creates_nothing(tmp_path: Path) -> None:
+    """A dangling link (errors.json -> anywhere) never creates its target."""
+    target = tmp_path / "elsewhere" / "created.json"
+    target.parent.mkdir()
+    link = tmp_path / "errors.json"
+    link.symlink_to(target)
+    with pytest.raises(StoreError, match="symbolic link"):
+        atomic_write(*at(link), b"[]")
+    assert not target.exists()
+    assert link.is_symlink()
+
+
+def test_read_snapshot_and_commit_refuse_a_symlink(tmp_path: Path) -> None:
+    """Nothing is read through a link either: the transform never runs."""
+    real = tmp_path / "real.json"
+    real.write_bytes(b"secret")
+    (tmp_path / "state.json").symlink_to(real)
+    with pytest.raises(StoreError, match="symbolic link"):
+        read_snapshot(*at(tmp_path / "state.json"))
+    with pytest.raises(StoreError, match="symbolic link"):
+        commit(*at(tmp_path / "state.json"), lambda _s: pytest.fail("read through a link"))
+    assert real.read_bytes() == b"secret"
 
 
 def test_atomic_write_error_when_parent_is_a_file(tmp_path: Path) -> None:
     """A path under a regular file is a clear StoreError, and nothing is created."""
     blocker = tmp_path / "specs"
     blocker.write_bytes(b"not a dir")
-    with pytest.raises(StoreError, match="cannot write: Not a directory") as info:
-        atomic_write(blocker / "state.json", b"{}")
-    assert isinstance(info.value, PostflightError)
-    assert str(blocker / "state.json") in str(info.value)
+    with pytest.raises(NotADirectoryError):
+        Directory.anchor(blocker)
+    with pytest.raises(RefusedError, match="not a directory"):
+        Directory.anchor(tmp_path).subdir("specs")
     assert leftovers(tmp_path, {"specs"}) == []
 
 
@@ -141,8 +173,8 @@ def test_atomic_write_error_removes_the_temp_file_and_keeps_the_original(tmp_pat
     target = tmp_path / "state.json"
     target.mkdir()
     (target / "inside").write_bytes(b"x")
-    with pytest.raises(StoreError, match="cannot write"):
-        atomic_write(target, b"{}")
+    with pytest.raises(StoreError, match="is a directory"):
+        atomic_write(*at(target), b"{}")
     assert target.is_dir()
     assert (target / "inside").read_bytes() == b"x"
     assert leftovers(tmp_path, {"state.json"}) == []
@@ -153,7 +185,7 @@ def test_readers_never_see_a_torn_file(tmp_path: Path, procs: list[subprocess.Po
     target = tmp_path / "state.json"
     size = 64 * 1024
     # Each version is one digit string repeated: a torn read mixes two versions or is short.
-    atomic_write(target, b"%08d" % 0 * (size // 8))
+    atomic_write(*at(target), b"%08d" % 0 * (size // 8))
     stop = tmp_path / "stop"
     reader = run_python(
         f"""
@@ -173,7 +205,7 @@ def test_readers_never_see_a_torn_file(tmp_path: Path, procs: list[subprocess.Po
     assert reader.stdout is not None
     assert reader.stdout.readline().strip() == "ready"
     for i in range(1, 201):
-        atomic_write(target, b"%08d" % i * (size // 8))
+        atomic_write(*at(target), b"%08d" % i * (size // 8))
     stop.touch()
     out, err = reader.communicate(timeout=DEADLINE_S)
     assert reader.returncode == 0, err
@@ -187,7 +219,10 @@ CRASH_WRITER = """
 import sys
 from pathlib import Path
 from postflightd.store import atomic_write
-atomic_write(Path(sys.argv[1]), sys.argv[2].encode(), crash_label="state")
+from postflightd.tree import Directory
+target = Path(sys.argv[1])
+data = sys.argv[2].encode()
+atomic_write(Directory.anchor(target.parent), target.name, data, crash_label="state")
 print("survived")
 """
 
@@ -239,8 +274,9 @@ LOCK_HOLDER = """
 import sys, time
 from pathlib import Path
 from postflightd.store import project_lock
+from postflightd.tree import Directory
 specs, released = Path(sys.argv[1]), Path(sys.argv[2])
-with project_lock(specs):
+with project_lock(Directory.anchor(specs)):
     print("locked", flush=True)
     sys.stdin.readline()
     released.touch()
@@ -269,7 +305,10 @@ def test_lock_timeout_names_the_lock_file(
     """While another process holds the lock, a short wait raises LockTimeoutError."""
     start_holder(tmp_path, tmp_path / "released", procs)
     began = time.monotonic()
-    with pytest.raises(LockTimeoutError) as info, project_lock(tmp_path, timeout_s=0.2):
+    with (
+        pytest.raises(LockTimeoutError) as info,
+        project_lock(Directory.anchor(tmp_path), timeout_s=0.2),
+    ):
         pytest.fail("acquired a lock another process holds")
     assert time.monotonic() - began >= 0.2
     assert str(tmp_path / LOCK_NAME) in str(info.value)
@@ -285,7 +324,8 @@ def test_lock_waits_for_the_holder(tmp_path: Path, procs: list[subprocess.Popen[
         f"""
         from pathlib import Path
         from postflightd.store import project_lock
-        with project_lock(Path({str(tmp_path)!r}), timeout_s=10):
+        from postflightd.tree import Directory
+        with project_lock(Directory.anchor(Path({str(tmp_path)!r})), timeout_s=10):
             print(Path({str(released)!r}).exists())
         """
     )
@@ -305,14 +345,16 @@ def test_lock_serialises_read_modify_write_across_processes(
 ) -> None:
     """Two processes incrementing a counter under the lock lose no increment."""
     counter = tmp_path / "counter"
-    atomic_write(counter, b"0")
+    atomic_write(*at(counter), b"0")
     code = f"""
         from pathlib import Path
         from postflightd.store import atomic_write, project_lock
-        specs, counter = Path({str(tmp_path)!r}), Path({str(tmp_path / "counter")!r})
+        from postflightd.tree import Directory
+        specs = Directory.anchor(Path({str(tmp_path)!r}))
+        counter = Path({str(tmp_path / "counter")!r})
         for _ in range(100):
             with project_lock(specs, timeout_s=20):
-                atomic_write(counter, str(int(counter.read_bytes()) + 1).encode())
+                atomic_write(specs, "counter", str(int(counter.read_bytes()) + 1).encode())
         """
     workers = [run_python(code) for _ in range(2)]
     procs.extend(workers)
@@ -337,11 +379,11 @@ def test_shell_flock_excludes_us_and_we_exclude_it(
     )
     procs.append(shell)
     wait_for(ready.exists, "the shell to take the lock")
-    with pytest.raises(LockTimeoutError), project_lock(tmp_path, timeout_s=0.2):
+    with pytest.raises(LockTimeoutError), project_lock(Directory.anchor(tmp_path), timeout_s=0.2):
         pytest.fail("acquired a lock the shell holds")
     os.killpg(shell.pid, signal.SIGKILL)
     shell.communicate(timeout=DEADLINE_S)
-    with project_lock(tmp_path, timeout_s=DEADLINE_S):
+    with project_lock(Directory.anchor(tmp_path), timeout_s=DEADLINE_S):
         busy = subprocess.run(["flock", "-n", str(lock), "true"], check=False)
         assert busy.returncode == 1
     free = subprocess.run(["flock", "-n", str(lock), "true"], check=False)
@@ -352,7 +394,7 @@ def test_lock_file_is_a_dedicated_file(tmp_path: Path) -> None:
     """The lock file is created 0o644 (less umask) and stays after the lock is released."""
     old = os.umask(0o022)
     try:
-        with project_lock(tmp_path):
+        with project_lock(Directory.anchor(tmp_path)):
             pass
     finally:
         os.umask(old)
@@ -362,15 +404,41 @@ def test_lock_file_is_a_dedicated_file(tmp_path: Path) -> None:
     assert leftovers(tmp_path, {LOCK_NAME}) == []
 
 
-def test_lock_on_a_missing_specs_dir_is_a_clear_error(tmp_path: Path) -> None:
-    """No specs directory: a StoreError naming the lock file, not a traceback."""
-    with pytest.raises(StoreError, match=r"\.state\.lock"), project_lock(tmp_path / "nope"):
+def test_lock_on_a_removed_specs_dir_is_a_clear_error(tmp_path: Path) -> None:
+    """A specs directory removed after it was opened: a StoreError naming the lock file."""
+    gone = tmp_path / "nope"
+    gone.mkdir()
+    specs = Directory.anchor(gone)
+    gone.rmdir()
+    with pytest.raises(StoreError, match=r"\.state\.lock"), project_lock(specs):
         pytest.fail("locked a file in a missing directory")
+
+
+@pytest.mark.parametrize("kind", ["link", "dangling", "fifo"])
+def test_lock_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    """.state.lock as a link (to a file or nowhere) or a FIFO: refused, nothing created."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "victim"
+    if kind == "link":
+        target.write_bytes(b"keep")
+    lock = tmp_path / LOCK_NAME
+    if kind == "fifo":
+        os.mkfifo(lock)
+    else:
+        lock.symlink_to(target)
+    specs = Directory.anchor(tmp_path)
+    with pytest.raises(StoreError, match="lock file is a"), project_lock(specs, timeout_s=0.2):
+        pytest.fail("locked through a link")
+    if kind == "link":
+        assert target.read_bytes() == b"keep"
+    else:
+        assert not target.exists()
 
 
 def test_lock_is_released_on_exception(tmp_path: Path) -> None:
     """An exception inside the block releases the lock for the next writer."""
-    with pytest.raises(RuntimeError), project_lock(tmp_path):
+    with pytest.raises(RuntimeError), project_lock(Directory.anchor(tmp_path)):
         raise RuntimeError("boom")
     free = subprocess.run(["flock", "-n", str(tmp_path / LOCK_NAME), "true"], check=False)
     assert free.returncode == 0
@@ -381,7 +449,7 @@ def test_lock_is_released_on_exception(tmp_path: Path) -> None:
 
 def test_snapshot_of_a_missing_file(tmp_path: Path) -> None:
     """A missing file is a snapshot with no bytes, unchanged until it appears."""
-    snap = read_snapshot(tmp_path / "state.json")
+    snap = read_snapshot(*at(tmp_path / "state.json"))
     assert snap.raw is None
     assert snap.identity is None
     assert unchanged(snap)
@@ -393,7 +461,7 @@ def test_unchanged_detects_replace_and_in_place_rewrites(tmp_path: Path) -> None
     """A replace, a same-size rewrite in place, or a deletion all count as changed."""
     target = tmp_path / "state.json"
     target.write_bytes(b"aaaa")
-    snap = read_snapshot(target)
+    snap = read_snapshot(*at(target))
     assert snap.raw == b"aaaa"
     assert unchanged(snap)
     # Same inode, same size, mtime forced back: only the content comparison can tell.
@@ -401,10 +469,10 @@ def test_unchanged_detects_replace_and_in_place_rewrites(tmp_path: Path) -> None
     target.write_bytes(b"bbbb")
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert not unchanged(snap)
-    snap = read_snapshot(target)
-    atomic_write(target, b"bbbb")
+    snap = read_snapshot(*at(target))
+    atomic_write(*at(target), b"bbbb")
     assert not unchanged(snap)
-    snap = read_snapshot(target)
+    snap = read_snapshot(*at(target))
     target.unlink()
     assert not unchanged(snap)
 
@@ -413,14 +481,14 @@ def test_read_snapshot_refuses_a_directory(tmp_path: Path) -> None:
     """A directory in place of the file is a StoreError that says so."""
     (tmp_path / "state.json").mkdir()
     with pytest.raises(StoreError, match="is a directory"):
-        read_snapshot(tmp_path / "state.json")
+        read_snapshot(*at(tmp_path / "state.json"))
 
 
 def test_read_snapshot_does_not_hang_on_a_fifo(tmp_path: Path) -> None:
     """A FIFO planted at the path is refused at once."""
     os.mkfifo(tmp_path / "state.json")
     with pytest.raises(StoreError, match="not a regular file"):
-        read_snapshot(tmp_path / "state.json")
+        read_snapshot(*at(tmp_path / "state.json"))
 
 
 def append_line(line: bytes) -> Callable[[Snapshot], bytes]:
@@ -434,7 +502,7 @@ def test_commit_applies_the_transform(tmp_path: Path) -> None:
     """commit writes what the transform returns and gives back what it wrote over."""
     target = tmp_path / "state.json"
     target.write_bytes(b"a\n")
-    written_over = commit(target, append_line(b"b\n"))
+    written_over = commit(*at(target), append_line(b"b\n"))
     assert written_over is not None
     assert written_over.raw == b"a\n"
     assert target.read_bytes() == b"a\nb\n"
@@ -446,7 +514,7 @@ def test_commit_nothing_to_write(tmp_path: Path) -> None:
     target = tmp_path / "state.json"
     target.write_bytes(b"a\n")
     ino = target.stat().st_ino
-    assert commit(target, lambda _snap: None) is None
+    assert commit(*at(target), lambda _snap: None) is None
     assert target.stat().st_ino == ino
 
 
@@ -465,7 +533,7 @@ def test_commit_reapplies_over_a_concurrent_update(tmp_path: Path) -> None:
             other.replace(target)
         return (snap.raw or b"") + b"ours\n"
 
-    written_over = commit(target, transform)
+    written_over = commit(*at(target), transform)
     assert calls == [b"a\n", b"a\njq\n"]
     assert target.read_bytes() == b"a\njq\nours\n"
     assert written_over is not None
@@ -485,7 +553,7 @@ def test_commit_notices_a_file_created_meanwhile(tmp_path: Path) -> None:
             target.write_bytes(b"theirs\n")
         return (snap.raw or b"") + b"ours\n"
 
-    commit(target, transform)
+    commit(*at(target), transform)
     assert target.read_bytes() == b"theirs\nours\n"
 
 
@@ -504,7 +572,7 @@ def test_commit_gives_up_when_the_file_keeps_changing(tmp_path: Path) -> None:
         return b"ours"
 
     with pytest.raises(StoreError, match="keeps changing") as info:
-        commit(target, transform, attempts=3)
+        commit(*at(target), transform, attempts=3)
     assert calls == 3
     assert "state.json" in str(info.value)
     assert target.read_bytes() == b"theirs 3"
@@ -518,7 +586,9 @@ def test_commit_crash_after_temp_write_keeps_old(tmp_path: Path) -> None:
     code = f"""
         from pathlib import Path
         from postflightd.store import commit
-        commit(Path({str(target)!r}), lambda s: b"new", crash_label="state")
+        from postflightd.tree import Directory
+        specs = Directory.anchor(Path({str(tmp_path)!r}))
+        commit(specs, "state.json", lambda s: b"new", crash_label="state")
         """
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
@@ -542,7 +612,7 @@ def test_delete_unchanged_file(tmp_path: Path) -> None:
     """The file processed is deleted, and nothing is left aside."""
     meta = tmp_path / ".return-meta.json"
     meta.write_bytes(b"{}")
-    assert delete_if_unchanged(meta, identity_of(meta))
+    assert delete_if_unchanged(*at(meta), identity_of(meta))
     assert list(tmp_path.iterdir()) == []
 
 
@@ -555,7 +625,7 @@ def test_delete_keeps_a_file_replaced_meanwhile(tmp_path: Path) -> None:
     other.write_bytes(b'{"status": "implemented"}')
     other.replace(meta)
     after = identity_of(meta)
-    assert not delete_if_unchanged(meta, seen)
+    assert not delete_if_unchanged(*at(meta), seen)
     assert meta.read_bytes() == b'{"status": "implemented"}'
     assert identity_of(meta) == after
     assert leftovers(tmp_path, {".return-meta.json"}) == []
@@ -568,13 +638,13 @@ def test_delete_keeps_a_file_rewritten_in_place(tmp_path: Path) -> None:
     seen = identity_of(meta)
     meta.write_bytes(b"aaaaaa")
     assert identity_of(meta).ino == seen.ino
-    assert not delete_if_unchanged(meta, seen)
+    assert not delete_if_unchanged(*at(meta), seen)
     assert meta.read_bytes() == b"aaaaaa"
 
     seen = identity_of(meta)
     meta.write_bytes(b"bbbbbb")
     os.utime(meta, ns=(seen.mtime_ns, seen.mtime_ns + 1_000_000))
-    assert not delete_if_unchanged(meta, seen)
+    assert not delete_if_unchanged(*at(meta), seen)
     assert meta.read_bytes() == b"bbbbbb"
     assert leftovers(tmp_path, {".return-meta.json"}) == []
 
@@ -585,4 +655,4 @@ def test_delete_missing_file(tmp_path: Path) -> None:
     meta.write_bytes(b"{}")
     seen = identity_of(meta)
     meta.unlink()
-    assert not delete_if_unchanged(meta, seen)
+    assert not delete_if_unchanged(*at(meta), seen)

@@ -469,8 +469,10 @@ def test_an_unavailable_journal_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = make_project(tmp_path / "p", [task_entry(1, "one")])
-    (root / ".postflightd.toml").write_text(f'[journal]\npath = "{tmp_path}"\n', encoding="utf-8")
-    assert main(["verify", str(root)]) == 2
+    # The journal path is the user's to set (a project's own configuration may not).
+    config = tmp_path / "config.toml"
+    config.write_text(f'[journal]\npath = "{tmp_path}"\n', encoding="utf-8")
+    assert main(["verify", "--config", str(config), str(root)]) == 2
     assert "journal cannot be opened" in capsys.readouterr().err
 
 
@@ -608,13 +610,14 @@ def test_the_healer_does_not_wait_on_a_busy_lock_and_heals_on_the_next_check(
 
     from postflightd.config import Config
     from postflightd.store import project_lock
+    from postflightd.tree import Directory
     from postflightd.verify import HEAL_LOCK_TIMEOUT_S, Healer
 
     root, before, after = applied
     put_back(root, before)
     healer = Healer()
     with Journal.open(default_journal_path()) as j:
-        with project_lock(root / "specs"), capture_logs() as logs:
+        with project_lock(Directory.anchor(root / "specs")), capture_logs() as logs:
             stats = healer.check(root, Config(), j)
         assert stats is not None and stats.reapplied == 0
         assert stats.seconds < HEAL_LOCK_TIMEOUT_S * 5

@@ -7,6 +7,7 @@ Imports of the pipeline are deferred into the command functions so that ``--vers
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -376,12 +377,15 @@ def cmd_process(
 
     from postflightd.errors import ExitCode, UsageError
     from postflightd.inert import inert, json_text
-    from postflightd.loader import MetaFileRef
+    from postflightd.loader import META_NAME, MetaFileRef
     from postflightd.pipeline import Outcome, Project, clean_litter, postflight, root_of
 
-    path = Path(file)
-    if not path.is_absolute():
-        path = Path.cwd() / path
+    if Path(file).name != META_NAME:
+        # Postflight deletes what it applies: only ever a file of that one name (SPEC 7.1).
+        raise UsageError(f"{file}: not a metadata file; `process` takes a {META_NAME} file")
+    # Lexically normalised: a `..` component must not name a different task directory than
+    # the one the file is then opened in (relative to the specs directory, without links).
+    path = Path(os.path.abspath(file))  # noqa: PTH100 - lexical; resolve() follows links
     exists = path.exists() or path.is_symlink()
     if not exists and not path.parent.is_dir():
         raise UsageError(f"{file}: no such file")
@@ -409,11 +413,14 @@ def cmd_process(
             return int(ExitCode.OK)
         # A file the agent rewrites while it is being applied is read and applied again.
         for _ in range(3):
-            project = Project.open(root, config)
-            ref = MetaFileRef(path, path.parent.name)
-            (report,) = postflight(
-                project, [ref], config, policy, journal, datetime.now(UTC), interrupted=True
-            )
+            with Project.open(root, config) as project:
+                project.require_specs()
+                ref = MetaFileRef(
+                    project.specs_dir / path.parent.name / META_NAME, path.parent.name
+                )
+                (report,) = postflight(
+                    project, [ref], config, policy, journal, datetime.now(UTC), interrupted=True
+                )
             if report.outcome is not Outcome.REWRITTEN:
                 break
         done = None

@@ -16,10 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from postflightd.errors import ConfigError
 from postflightd.findings import Severity, UnknownCodeError, expand_codes
+from postflightd.tree import Directory
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
 ROOT_CONFIG_NAME = ".postflightd.toml"
+#: A project's own configuration is read bounded: it is in the tree agents write.
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class _Section(BaseModel):
@@ -91,6 +94,18 @@ class PostflightConfig(_Section):
     errors_file: str = "errors.json"
     status_map: StatusMap = Field(default_factory=StatusMap)
 
+    @field_validator("state_file", "todo_file", "errors_file")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        # These are written: a path would let a project's own configuration (which agents
+        # can write) send the writes out of the specs directory (SPEC 7.1).
+        if not value.strip() or value in {".", ".."} or "/" in value or "\0" in value:
+            raise ValueError(
+                "must be a plain file name inside the specs directory (no '/', not '..'), "
+                "e.g. 'state.json'"
+            )
+        return value
+
 
 class JournalConfig(_Section):
     path: str = ""
@@ -119,7 +134,14 @@ class Config(_Section):
     @field_validator("specs_dir")
     @classmethod
     def _relative(cls, value: str) -> str:
-        if not value.strip() or Path(value).is_absolute() or ".." in Path(value).parts:
+        parts = Path(value).parts
+        if (
+            not value.strip()
+            or "\0" in value
+            or Path(value).is_absolute()
+            or ".." in parts
+            or not parts
+        ):
             raise ValueError("must be a relative path inside the project root, e.g. 'specs'")
         return value
 
@@ -156,13 +178,47 @@ def _is_file(path: Path) -> bool:
 
 
 def load_config(explicit: str | None = None, roots: list[Path] | None = None) -> Config:
-    """Load the configuration; a bad file raises ConfigError naming the file and the key."""
+    """Load the configuration; a bad file raises ConfigError naming the file and the key.
+
+    A project's own ``ROOT/.postflightd.toml`` may not set ``[journal] path`` (agents can
+    write that file; the journal is the user's): it is an error naming the key, and the
+    journal path then comes from the user configuration file, else the default (SPEC 7.1).
+    """
     path = find_config_file(explicit, roots or [])
     if path is None:
         return Config()
+    chosen = explicit or os.environ.get(ENV_CONFIG)
+    if not chosen and path.name == ROOT_CONFIG_NAME and path.parent in (roots or []):
+        return _without_project_journal(_read_config(path, in_project=True), path)
+    return _read_config(path)
+
+
+def _without_project_journal(config: Config, path: Path) -> Config:
+    if config.journal.path:
+        raise ConfigError(
+            f"{path}: bad configuration: key 'journal.path': not allowed in a project's own "
+            f"{ROOT_CONFIG_NAME} (anything in the project can rewrite it); set it in "
+            f"{user_config_path()}, with --config or with ${ENV_CONFIG}"
+        )
+    user = user_config_path()
+    if _is_file(user):
+        journal = _read_config(user).journal
+        return config.model_copy(update={"journal": journal})
+    return config
+
+
+def _read_config(path: Path, *, in_project: bool = False) -> Config:
     try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
+        if in_project:
+            # Read like every file of the project tree: not through a link, not from a FIFO.
+            with Directory.anchor(path.parent) as root:
+                raw, _ = root.read(path.name, MAX_CONFIG_BYTES)
+            if len(raw) > MAX_CONFIG_BYTES:
+                raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
+            data = tomllib.loads(raw.decode("utf-8"))
+        else:
+            with path.open("rb") as fh:
+                data = tomllib.load(fh)
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
     except OSError as exc:

@@ -17,6 +17,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,16 +30,16 @@ from typing import Any, Final
 import structlog
 
 from postflightd.config import Config
-from postflightd.errors import PostflightError, UsageError
-from postflightd.findings import Severity, finding
+from postflightd.errors import PostflightError, StateUnusableError, UsageError
+from postflightd.findings import Severity
 from postflightd.journal import Journal, journal_path
 from postflightd.lifecycle import Change, RunTable, Sighting, Transition
 from postflightd.loader import (
     META_NAME,
     FileIdentity,
     MetaFileRef,
+    StateView,
     artifact_probe,
-    load_state,
 )
 from postflightd.logs import configure_logging
 from postflightd.pipeline import (
@@ -52,6 +53,7 @@ from postflightd.pipeline import (
     record_stuck,
 )
 from postflightd.store import LockTimeoutError, project_lock
+from postflightd.tree import Directory, RefusedError, open_specs
 from postflightd.verify import Healer
 from postflightd.watcher import (
     POLL_INTERVAL_S,
@@ -88,7 +90,11 @@ LOCK_WAIT_S: Final = 0.5
 LOCK_RETRY_S: Final = 1.0
 
 
-class AlreadyRunningError(UsageError):
+class InstanceLockError(UsageError):
+    """The instance lock cannot be taken (exit 2): another daemon, or a refused pid file."""
+
+
+class AlreadyRunningError(InstanceLockError):
     """A second daemon on a root: exit 2, naming the first one's pid."""
 
 
@@ -107,7 +113,17 @@ class InstanceLock:
         self._fd: int | None = None
 
     def acquire(self, root: Path) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        # The pid file is opened relative to the specs directory, itself opened without links,
+        # and must be a regular file: a link planted at it is refused, never truncated (a
+        # daemon running as root would otherwise empty whatever file it points to), and a
+        # FIFO neither blocks the open nor is written.
+        try:
+            with open_specs(root, str(self.path.parent.relative_to(root))) as specs:
+                fd, _ = specs.open_regular(PID_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except RefusedError as exc:
+            raise InstanceLockError(
+                f"{exc}: the daemon's pid file must be a plain file; remove it and retry"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -143,10 +159,15 @@ def _read_pid(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
-def lock_holder(specs_dir: Path) -> int | None:
-    """The pid of the daemon watching ``specs_dir`` (0 if unknown), or None when there is none."""
+def lock_holder(specs: Directory | None) -> int | None:
+    """The pid of the daemon watching ``specs`` (0 if unknown), or None when there is none.
+
+    A pid file that is a link or a FIFO is never opened through (no daemon can hold it).
+    """
+    if specs is None:
+        return None
     try:
-        fd = os.open(specs_dir / PID_FILE_NAME, os.O_RDONLY | os.O_CLOEXEC)
+        fd, _ = specs.open_regular(PID_FILE_NAME)
     except OSError:
         return None
     try:
@@ -265,6 +286,14 @@ class RootState:
     #: polling (no events): when the next poll is due, and state.json's identity at the last.
     next_poll: float = 0.0
     state_identity: FileIdentity | None = None
+
+
+def _plain_dir(path: Path) -> bool:
+    """A directory, not a link to one: a specs directory swapped for a link counts as gone."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _identity(path: str) -> FileIdentity | None:
@@ -393,11 +422,18 @@ class Daemon:
         """Run until SIGTERM/SIGINT; return the exit code."""
         self._install_signals()
         for rs in self._roots.values():
-            if not rs.specs_dir.is_dir():
+            try:
+                open_specs(rs.root, self.config.specs_dir).close()
+            except RefusedError as exc:
+                raise StateUnusableError(
+                    f"{rs.specs_dir}: the specs directory {exc.strerror} (PF604); nothing is "
+                    "watched through it: make it a plain directory inside the root"
+                ) from None
+            except OSError:
                 raise UsageError(
                     f"{rs.root}: no {self.config.specs_dir}/ directory to watch "
                     "(give a project root holding one, or set specs_dir)"
-                )
+                ) from None
         acquired: list[RootState] = []
         try:
             for rs in self._roots.values():
@@ -646,7 +682,7 @@ class Daemon:
             problem = rs.watch.problem()
             if problem is None:
                 continue
-            if not rs.specs_dir.is_dir():
+            if not _plain_dir(rs.specs_dir):
                 if not rs.missing:
                     rs.watch.stop()
                     rs.missing = True
@@ -676,7 +712,7 @@ class Daemon:
         fresh = InstanceLock(rs.specs_dir)
         try:
             fresh.acquire(rs.root)
-        except (AlreadyRunningError, OSError) as exc:
+        except (InstanceLockError, OSError) as exc:
             log.error(  # noqa: TRY400 - expected; no traceback
                 "instance_lock_lost", root=str(rs.root), error=str(exc)
             )
@@ -748,39 +784,38 @@ class Daemon:
                 self._gone(rs, path)
                 continue
             rs.checked[path] = mono
-            refused = None
-            if task_dir.is_symlink():
-                # Never followed (it may lead out of the root): refused as scan refuses it.
-                refused = finding(
-                    "PF100",
-                    "",
-                    f"task directory {task_dir.name!r} is a symbolic link; it is not followed: "
-                    "move the task directory into the specs directory",
-                )
-            refs.append(MetaFileRef(meta, task_dir.name, refused))
+            # No symlink check here: the file is read (later) relative to its task directory,
+            # opened then without following links, so a link is refused whenever it appears.
+            refs.append(MetaFileRef(meta, task_dir.name))
         for n, chunk in enumerate(_chunks(refs, BATCH_MAX)):
             if self._stop:
                 return  # the files stay on disk; the next start picks them up
             now = datetime.now(UTC)
-            project = self._project(rs)
-            assert self._journal is not None
-            try:
-                reports = postflight(
-                    project,
-                    chunk,
-                    self.config,
-                    self.policy,
-                    self._journal,
-                    now,
-                    report_unparsed=report_unparsed,
-                    lock_timeout_s=LOCK_WAIT_S,
-                )
-            except LockTimeoutError as exc:
-                self._lock_busy(rs, [str(r.path) for r in refs[n * BATCH_MAX :]], exc)
-                return
-            except Exception as exc:  # one bad batch must not stop the daemon
-                log.exception("postflight_failed", root=str(rs.root), error=str(exc))
-                continue
+            with self._project(rs) as project:
+                if project.specs is None:
+                    if project.specs_problem is not None:
+                        log.error(
+                            "specs_dir_refused", root=str(rs.root), problem=project.specs_problem
+                        )
+                    return  # kept; the supervisor follows the specs directory
+                assert self._journal is not None
+                try:
+                    reports = postflight(
+                        project,
+                        chunk,
+                        self.config,
+                        self.policy,
+                        self._journal,
+                        now,
+                        report_unparsed=report_unparsed,
+                        lock_timeout_s=LOCK_WAIT_S,
+                    )
+                except LockTimeoutError as exc:
+                    self._lock_busy(rs, [str(r.path) for r in refs[n * BATCH_MAX :]], exc)
+                    return
+                except Exception as exc:  # one bad batch must not stop the daemon
+                    log.exception("postflight_failed", root=str(rs.root), error=str(exc))
+                    continue
             if rs.lock_busy_since is not None and not rs.lock_busy:
                 log.info(
                     "lock_free",
@@ -813,7 +848,7 @@ class Daemon:
             try:
                 # A probe first: validating (and journaling) every held file again each
                 # second while another writer keeps the lock would only add noise.
-                with project_lock(rs.specs_dir, 0):
+                with self._project(rs) as project, project_lock(project.require_specs(), 0):
                     pass
             except LockTimeoutError:
                 rs.lock_retry_at = time.monotonic() + LOCK_RETRY_S
@@ -825,9 +860,18 @@ class Daemon:
             self._process(rs, paths, report_unparsed=False)
 
     def _project(self, rs: RootState) -> Project:
-        """``Project.open`` for this root (load_state reuses the parse of unchanged bytes)."""
-        state = load_state(rs.specs_dir / self.config.postflight.state_file)
-        return Project(rs.root, rs.specs_dir, state, artifact_probe(rs.root))
+        """``Project.open`` for this root: the specs directory opened for this batch only, so a
+        specs directory replaced meanwhile is never written through (load_state reuses the
+        parse of unchanged bytes)."""
+        try:
+            return Project.open(rs.root, self.config)
+        except PostflightError as exc:
+            # The specs directory became unreadable under the daemon (its permissions): the
+            # files are kept and the daemon carries on, as for any other unusable project.
+            state = StateView(
+                rs.specs_dir / self.config.postflight.state_file, True, None, str(exc)
+            )
+            return Project(rs.root, rs.specs_dir, state, artifact_probe(rs.root), None, str(exc))
 
     def _gone(self, rs: RootState, path: str) -> None:
         rs.identities.pop(path, None)
@@ -996,6 +1040,7 @@ class Daemon:
             if rs is None or self._stop:
                 continue
             path = rs.specs_dir / run.sighting.task_dir / META_NAME
+            # Closed when it goes out of scope (the tree closes a forgotten Directory).
             project = self._project(rs)
             report = check_file(
                 project, MetaFileRef(path, run.sighting.task_dir), self.config, self.policy, now
@@ -1065,7 +1110,7 @@ class Daemon:
                 if fresh.specs_dir != rs.specs_dir:
                     try:
                         fresh.lock.acquire(root)
-                    except (AlreadyRunningError, OSError) as exc:
+                    except (InstanceLockError, OSError) as exc:
                         log.error(  # noqa: TRY400 - expected; no traceback
                             "instance_lock_lost", root=str(root), error=str(exc)
                         )

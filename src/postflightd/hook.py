@@ -309,7 +309,7 @@ def answer(
     config = load_config(root)
     project = Project.open(root, config)
     settled, young = settled_split(
-        list(find_metadata_files(project.specs_dir)), config.watch.settle_ms / 1000
+        list(find_metadata_files(project.require_specs())), config.watch.settle_ms / 1000
     )
     policy = policy_from(config)
     problems: list[str] = []

@@ -21,11 +21,13 @@ from typing import Any, BinaryIO, Final
 from postflightd.errors import UsageError
 from postflightd.findings import Finding, finding
 from postflightd.rules import ArtifactProbe, ArtifactState, TaskContext
+from postflightd.tree import FILE_FLAGS, Directory, DirIdentity, RefusedError, kind_of
 
 META_NAME: Final = ".return-meta.json"
 MARKER_NAME: Final = ".postflight-pending"
 LOOP_GUARD_NAME: Final = ".postflight-loop-guard"
-TASK_DIR_RE: Final = re.compile(r"(\d+)_(\S+)")
+#: ASCII digits only: ``int()`` reads any Unicode digit, so "٢٦٤_x" would otherwise be task 264.
+TASK_DIR_RE: Final = re.compile(r"([0-9]+)_(\S+)")
 MAX_MARKER_BYTES: Final = 64 * 1024
 
 
@@ -52,6 +54,8 @@ class Loaded:
     raw: bytes | None = None
     doc: Any = None
     failure: Finding | None = None
+    #: the task directory it was read from: clean-up works only in that very directory.
+    dir_identity: DirIdentity | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,43 +76,46 @@ def parse_task_dir(name: str) -> tuple[int, str] | None:
     return int(match.group(1)), match.group(2)
 
 
-def find_metadata_files(specs_dir: Path) -> Iterator[MetaFileRef]:
+def _task_link_refused(name: str) -> Finding:
+    return finding(
+        "PF100",
+        "",
+        f"task directory {name!r} is a symbolic link; it is not followed: move the task "
+        "directory into the specs directory",
+    )
+
+
+def find_metadata_files(specs: Directory) -> Iterator[MetaFileRef]:
     """Every ``specs/*/.return-meta.json`` one level down, never entering a symlinked dir."""
     try:
-        entries = sorted(os.scandir(specs_dir), key=lambda e: e.name)
-    except (FileNotFoundError, NotADirectoryError):
-        return
+        entries = sorted(specs.names(), key=lambda e: e.name)
     except OSError as exc:
         # Not a per-file finding: an unlistable specs directory would look empty, and an
         # empty scan passes CI.
         raise UsageError(
-            f"{specs_dir}: cannot list the specs directory: {exc.strerror}; check its permissions"
+            f"{specs.path}: cannot list the specs directory: {exc.strerror}; check its permissions"
         ) from None
+    base = str(specs.path)
     for entry in entries:
-        # One Path per file, built from a string: pathlib's parsing was a fifth of a scan.
-        meta_str = os.path.join(entry.path, META_NAME)
+        name = entry.name
+        # Relative to the specs directory's descriptor; ``name`` is known not to be a link
+        # (d_type) and the read that follows opens it with O_NOFOLLOW whatever it is by then.
+        rel = name + os.sep + META_NAME
         try:
             if entry.is_symlink():
                 # Never follow a task directory link (it may lead out of the root), but say so
-                # when it would have held a metadata file.
-                if os.path.lexists(meta_str):
-                    yield MetaFileRef(
-                        Path(meta_str),
-                        entry.name,
-                        finding(
-                            "PF100",
-                            "",
-                            f"task directory {entry.name!r} is a symbolic link; it is not "
-                            "followed: move the task directory into the specs directory",
-                        ),
-                    )
+                # when it would have held a metadata file (an lstat: nothing is read).
+                os.stat(rel, dir_fd=specs.fd, follow_symlinks=False)
+                refused: Finding | None = _task_link_refused(name)
+            elif entry.is_dir(follow_symlinks=False):
+                os.stat(rel, dir_fd=specs.fd, follow_symlinks=False)
+                refused = None
+            else:
                 continue
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            os.lstat(meta_str)
         except OSError:
             continue
-        yield MetaFileRef(Path(meta_str), entry.name)
+        # One Path per file, built from a string: pathlib's parsing was a fifth of a scan.
+        yield MetaFileRef(Path(base + os.sep + rel), name, refused)
 
 
 def _reject_constant(name: str) -> Any:
@@ -137,58 +144,61 @@ def parse_json(raw: bytes) -> tuple[Any, str | None]:
         return None, "JSON nested too deeply to read"
 
 
-def read_metadata(path: Path, max_bytes: int) -> Loaded:
-    """Read one metadata file safely: no symlinks, no FIFOs, bounded size."""
+def read_task(specs: Directory, ref: MetaFileRef, max_bytes: int) -> tuple[Loaded, Marker | None]:
+    """Open the task directory of ``ref`` once and read its metadata file and its marker.
+
+    Both are read relative to the one descriptor, so a task directory swapped for a link at
+    any moment is either refused (PF100) or not seen at all: nothing outside is ever read.
+    """
+    if ref.refused is not None:
+        return Loaded(ref.path, failure=ref.refused), None
     try:
-        # O_NOFOLLOW refuses a symlink (ELOOP) and O_NONBLOCK keeps a FIFO from blocking the
-        # open; fstat then tells a directory or FIFO from a regular file, with no lstat race.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        task = specs.subdir(ref.task_dir)
     except FileNotFoundError:
-        return Loaded(path, failure=finding("PF105", "", "the file vanished before it was read"))
+        return Loaded(ref.path, failure=_vanished()), None
+    except RefusedError as exc:
+        if exc.kind == "a symbolic link":
+            return Loaded(ref.path, failure=_task_link_refused(ref.task_dir)), None
+        return Loaded(ref.path, failure=finding("PF100", "", _not_regular_dir(exc.kind))), None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return Loaded(path, failure=finding("PF100", "", _not_regular(stat.S_IFLNK)))
-        return Loaded(path, failure=_unreadable(exc))
+        return Loaded(ref.path, failure=_unreadable(exc)), None
+    with task:
+        loaded = read_metadata(task, ref.path, max_bytes)
+        return loaded, read_marker(task)
+
+
+def read_metadata(task: Directory, path: Path, max_bytes: int) -> Loaded:
+    """Read the metadata file of the open task directory: no symlinks, no FIFOs, bounded size."""
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return Loaded(path, failure=finding("PF100", "", _not_regular(st.st_mode)))
-        if st.st_size > max_bytes:
-            too_big = _too_big(st.st_size, max_bytes)
-            return Loaded(path, identity=FileIdentity.of(st), failure=too_big)
-        chunks = []
-        remaining = max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        raw = b"".join(chunks)
+        raw, st = task.read(META_NAME, max_bytes)
+    except FileNotFoundError:
+        return Loaded(path, failure=_vanished())
+    except RefusedError as exc:
+        return Loaded(path, failure=finding("PF100", "", _not_regular_kind(exc.kind)))
     except OSError as exc:
         return Loaded(path, failure=_unreadable(exc))
-    finally:
-        os.close(fd)
     identity = FileIdentity.of(st)
-    if len(raw) > max_bytes:
-        return Loaded(path, identity=identity, failure=_too_big(len(raw), max_bytes))
+    where = task.identity
+    if st.st_size > max_bytes or len(raw) > max_bytes:
+        too_big = _too_big(max(st.st_size, len(raw)), max_bytes)
+        return Loaded(path, identity=identity, failure=too_big, dir_identity=where)
     doc, problem = parse_json(raw)
     if problem is not None:
-        return Loaded(path, identity, raw, failure=finding("PF102", "", problem))
-    return Loaded(path, identity, raw, doc)
+        failure = finding("PF102", "", problem)
+        return Loaded(path, identity, raw, failure=failure, dir_identity=where)
+    return Loaded(path, identity, raw, doc, dir_identity=where)
 
 
-def _not_regular(mode: int) -> str:
-    kind = (
-        "a symbolic link"
-        if stat.S_ISLNK(mode)
-        else "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO"
-        if stat.S_ISFIFO(mode)
-        else "not a regular file"
-    )
+def _vanished() -> Finding:
+    return finding("PF105", "", "the file vanished before it was read")
+
+
+def _not_regular_kind(kind: str) -> str:
     return f"the path is {kind}; it is refused and never followed: write a regular file"
+
+
+def _not_regular_dir(kind: str) -> str:
+    return f"the task directory is {kind}; it is refused: make it a plain directory"
 
 
 def _too_big(size: int, limit: int) -> Finding:
@@ -265,15 +275,36 @@ def remember_state(path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
 
 
 def open_state(path: Path) -> BinaryIO | StateView:
-    """state.json open for reading, or the StateView that says why it cannot be."""
+    """state.json open for reading, or the StateView that says why it cannot be.
+
+    For ``scan``'s streaming read (``scanstate``): never through a link at the name, never a
+    FIFO (O_NOFOLLOW | O_NONBLOCK, then fstat), like every file of the tree.
+    """
     try:
-        return path.open("rb")
+        fd = os.open(path, os.O_RDONLY | FILE_FLAGS)
     except FileNotFoundError:
         return StateView(path, exists=False, problem=f"{path.name} does not exist")
-    except IsADirectoryError:
-        return StateView(path, exists=True, problem=f"{path.name} is a directory")
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return StateView(
+                path, exists=True, problem=f"{path.name} {_refused_text('a symbolic link')}"
+            )
+        if exc.errno == errno.EISDIR:
+            return StateView(path, exists=True, problem=f"{path.name} is a directory")
         return _unreadable_state(path, exc)
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            return StateView(path, exists=True, problem=f"{path.name} is a directory")
+        return StateView(
+            path, exists=True, problem=f"{path.name} {_refused_text(kind_of(st.st_mode))}"
+        )
+    return os.fdopen(fd, "rb")
+
+
+def _refused_text(kind: str) -> str:
+    return f"is {kind}, not a regular file; refused and never followed"
 
 
 def _unreadable_state(path: Path, exc: OSError) -> StateView:
@@ -292,11 +323,27 @@ def read_state_bytes(path: Path) -> bytes | StateView:
             return _unreadable_state(path, exc)
 
 
-def load_state(path: Path) -> StateView:
-    """Read state.json; any problem is described, never raised."""
-    raw = read_state_bytes(path)
-    if isinstance(raw, StateView):
-        return raw
+def load_state(specs: Directory, name: str, others: tuple[str, ...] = ()) -> StateView:
+    """Read state.json (``name`` in the open specs directory); problems are described.
+
+    ``others`` are the project files postflight writes besides it (TODO.md, errors.json, the
+    lock): one that is a link or not a regular file makes the project unusable too (PF604),
+    so nothing is written at all rather than state.json alone.
+    """
+    path = specs.child(name)
+    try:
+        raw, _ = specs.read(name)
+    except FileNotFoundError:
+        return StateView(path, exists=False, problem=f"{name} does not exist")
+    except RefusedError as exc:
+        if exc.kind == "a directory":
+            return StateView(path, exists=True, problem=f"{name} is a directory")
+        return StateView(path, exists=True, problem=f"{name} {exc.strerror}")
+    except OSError as exc:
+        return StateView(path, exists=True, problem=f"cannot read {name}: {exc.strerror}")
+    refused = _refused_among(specs, others)
+    if refused is not None:
+        return StateView(path, exists=True, problem=refused)
     cached = cached_state(path, raw)
     if cached is not None:
         return cached
@@ -304,8 +351,22 @@ def load_state(path: Path) -> StateView:
     if problem is None:
         problem = state_shape_problem(doc)
     if problem is not None:
-        return StateView(path, exists=True, problem=f"{path.name}: {problem}")
+        return StateView(path, exists=True, problem=f"{name}: {problem}")
     return remember_state(path, raw, doc)
+
+
+def _refused_among(specs: Directory, names: tuple[str, ...]) -> str | None:
+    for other in names:
+        try:
+            st = specs.lstat(other)
+        except OSError as exc:
+            return f"cannot check {other}: {exc.strerror}"
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            return (
+                f"{other} is {kind_of(st.st_mode)}, not a regular file; refused and never "
+                "followed (postflight writes it): replace it with a regular file"
+            )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,19 +378,18 @@ class Marker:
     problem: str | None = None
 
 
-def read_marker(task_dir: str | Path) -> Marker | None:
-    marker = os.path.join(task_dir, MARKER_NAME)
+def read_marker(task: Directory) -> Marker | None:
+    """The marker of the open task directory; None when there is none."""
     try:
-        st = os.lstat(marker)
-    except OSError:
+        raw, st = task.read(MARKER_NAME, MAX_MARKER_BYTES)
+    except FileNotFoundError:
         return None
-    path = Path(marker)
-    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MARKER_BYTES:
+    except RefusedError:
         return Marker(problem="not a regular file of reasonable size")
-    try:
-        raw = path.read_bytes()
     except OSError as exc:
         return Marker(problem=f"cannot be read: {exc.strerror}")
+    if max(st.st_size, len(raw)) > MAX_MARKER_BYTES:
+        return Marker(problem="not a regular file of reasonable size")
     if not raw.strip():
         # Some workflows `touch` the marker: it exists but names nothing.
         return Marker()
@@ -343,12 +403,10 @@ def read_marker(task_dir: str | Path) -> Marker | None:
     )
 
 
-def task_context(task_dir: str | Path, state: StateView) -> TaskContext:
-    """What is known of the task a metadata file in ``task_dir`` belongs to."""
-    name = os.path.basename(task_dir)
+def task_context(name: str, state: StateView, marker: Marker | None) -> TaskContext:
+    """What is known of the task a metadata file in task directory ``name`` belongs to."""
     parsed = parse_task_dir(name)
     number, slug = parsed if parsed else (None, None)
-    marker = read_marker(task_dir)
     marker_findings: tuple[Finding, ...] = ()
     if marker is not None and marker.problem is not None:
         marker_findings = (

@@ -43,7 +43,7 @@ from postflightd.loader import (
     parse_json,
     parse_task_dir,
     read_marker,
-    read_metadata,
+    read_task,
     remember_state,
     state_shape_problem,
     task_context,
@@ -73,6 +73,7 @@ from postflightd.rules import (
     location as json_location,
 )
 from postflightd.store import (
+    LOCK_NAME,
     Leftover,
     LockTimeoutError,
     Snapshot,
@@ -89,6 +90,7 @@ from postflightd.store import (
     settle_leftover,
 )
 from postflightd.todo import apply_todo_edits
+from postflightd.tree import Directory, RefusedError, open_specs
 
 
 class Outcome(StrEnum):
@@ -223,6 +225,8 @@ class ScanReport:
     #: notes about a root as a whole (no specs directory, unusable state.json), for stderr.
     notes: list[str] = field(default_factory=list)
     strict: bool = False
+    #: a root whose specs directory was refused (a link, not a directory): exit 4.
+    refused: bool = False
 
     def count(self, severity: Severity) -> int:
         return sum(1 for f in self.files for x in f.findings if x.severity is severity)
@@ -238,6 +242,8 @@ class ScanReport:
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.refused:
+            return ExitCode.STATE_UNUSABLE
         return self.tally().exit_code
 
     def to_json(self) -> dict[str, Any]:
@@ -267,25 +273,71 @@ def policy_from(
 
 @dataclass(frozen=True, slots=True)
 class Project:
-    """One project root, with what the pipeline needs to read it."""
+    """One project root, with what the pipeline needs to read it.
+
+    ``specs`` is the specs directory opened once, without following links (``tree``): every
+    read, write and delete of the project goes through it. None when there is no specs
+    directory, or when it was refused (``specs_problem`` says why).
+    """
 
     root: Path
     specs_dir: Path
     state: StateView
     probe: ArtifactProbe
+    specs: Directory | None = None
+    specs_problem: str | None = None
 
     @classmethod
     def open(cls, root: Path, config: Config, *, read_only: bool = False) -> Project:
         """``read_only``: a scan, which reads of state.json only what the rules need."""
-        specs = root / config.specs_dir
-        path = specs / config.postflight.state_file
-        if read_only:
+        path = root / config.specs_dir
+        problem = None
+        try:
+            specs: Directory | None = open_specs(root, config.specs_dir)
+        except FileNotFoundError:
+            specs = None
+        except RefusedError as exc:
+            specs = None
+            problem = (
+                f"{path}: the specs directory {exc.strerror} (PF604): nothing is read or "
+                "written through it; make it a plain directory inside the root"
+            )
+        except OSError as exc:
+            raise UsageError(
+                f"{path}: cannot list the specs directory: {exc.strerror}; check its permissions"
+            ) from None
+        pf = config.postflight
+        if specs is None:
+            missing = f"{config.specs_dir}/ does not exist"
+            state = StateView(path / pf.state_file, exists=False, problem=problem or missing)
+        elif read_only:
             from postflightd.scanstate import load_state_for_scan
 
-            state = load_state_for_scan(path)
+            # Streamed by name (O_NOFOLLOW | O_NONBLOCK) in the specs directory just opened
+            # without links; a scan writes nothing.
+            state = load_state_for_scan(specs.child(pf.state_file))
         else:
-            state = load_state(path)
-        return cls(root, specs, state, artifact_probe(root))
+            others = (pf.todo_file, pf.errors_file, LOCK_NAME)
+            state = load_state(specs, pf.state_file, others)
+        return cls(root, path, state, artifact_probe(root), specs, problem)
+
+    def require_specs(self) -> Directory:
+        """The open specs directory; a refused one is PF604 (exit 4), a missing one exit 2."""
+        if self.specs is not None:
+            return self.specs
+        if self.specs_problem is not None:
+            raise StateUnusableError(self.specs_problem)
+        raise UsageError(f"{self.specs_dir}: no such directory")
+
+    def close(self) -> None:
+        if self.specs is not None:
+            self.specs.close()
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
 
 def resolve_root(raw: str | Path) -> Path:
@@ -307,10 +359,11 @@ def check_file(
     """Read and validate one metadata file of ``project``."""
     parsed = parse_task_dir(ref.task_dir)
     number = parsed[0] if parsed else None
-    if ref.refused is not None:
-        loaded = Loaded(ref.path, failure=ref.refused)
+    marker = None
+    if ref.refused is not None or project.specs is None:
+        loaded = Loaded(ref.path, failure=ref.refused or _no_specs(project))
     else:
-        loaded = read_metadata(ref.path, config.validation.max_file_bytes)
+        loaded, marker = read_task(project.specs, ref, config.validation.max_file_bytes)
     findings: list[Finding] = []
     validation: Validation | None = None
     if parsed is None:
@@ -325,7 +378,7 @@ def check_file(
     if loaded.failure is not None:
         findings.append(loaded.failure)
     else:
-        ctx = task_context(os.path.dirname(ref.path), project.state)  # noqa: PTH120 - hot loop
+        ctx = task_context(ref.task_dir, project.state, marker)
         options = RuleOptions(
             timeouts=config.timeouts.as_mapping(),
             check_artifacts=config.validation.check_artifacts,
@@ -398,6 +451,10 @@ def trim_long_lists(doc: object, limit: int = MAX_LIST_ITEMS) -> list[Finding]:
     return found
 
 
+def _no_specs(project: Project) -> Finding:
+    return finding("PF100", "", project.specs_problem or f"{project.specs_dir} does not exist")
+
+
 #: ``scan FILE ...``: per root, the only metadata files to look at (a root not listed: all)
 Only = Mapping[Path, frozenset[str]] | None
 
@@ -442,7 +499,9 @@ class ScanFiles:
         config = self.config
         for root in self.roots:
             project = Project.open(root, config, read_only=True)
-            if not project.specs_dir.is_dir():
+            if project.specs is None:
+                if project.specs_problem is not None:
+                    raise StateUnusableError(project.specs_problem)
                 note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
                 continue
             if project.state.exists and not project.state.usable:
@@ -483,18 +542,22 @@ def _projects(
 ) -> Iterator[tuple[Project, list[MetaFileRef]]]:
     """Each root of ``report`` with its metadata files; a root without specs/ is a note."""
     for root in report.roots:
-        project = Project.open(root, config)
-        if not project.specs_dir.is_dir():
-            _check_specs_dir(root, config)
-            report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
-            continue
-        yield project, _refs(project, only)
+        with Project.open(root, config) as project:
+            if project.specs is None:
+                if project.specs_problem is not None:
+                    report.refused = True
+                    report.notes.append(project.specs_problem)
+                    continue
+                _check_specs_dir(root, config)
+                report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
+                continue
+            yield project, _refs(project, only)
 
 
 def _refs(project: Project, only: Only = None) -> list[MetaFileRef]:
     """The metadata files of ``project`` (those of ``only``, when it names its root)."""
     # Tasks in numerical order (the directory listing puts 100_x before 14_x).
-    refs = sorted(find_metadata_files(project.specs_dir), key=_task_order)
+    refs = sorted(find_metadata_files(project.require_specs()), key=_task_order)
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:
         refs = [r for r in refs if str(r.path) in wanted]
@@ -762,7 +825,7 @@ def postflight(
     if not ready and not records:
         return reports
     try:
-        with project_lock(project.specs_dir, lock_timeout_s):
+        with project_lock(project.require_specs(), lock_timeout_s):
             applied = _commit(project, ready, config, journal, now)
             # Files the commit found invalid (PF600, PF106) are logged as the others were.
             records += [
@@ -777,7 +840,7 @@ def postflight(
                 for report in reports:
                     report.notes.append(problem)
                 _incomplete(applied.erroring, problem)
-            deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(r)]
+            deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(project, r)]
             with journal.batch(durable=False):
                 for report in deleted:
                     _journal(journal, "deleted", report)
@@ -799,7 +862,7 @@ def postflight(
 
 def _classify(report: FileReport, report_unparsed: bool, policy: Policy) -> Outcome:
     failure = report.loaded.failure
-    if failure is not None and failure.code == "PF105" and not report.path.exists():
+    if failure is not None and failure.code == "PF105" and _vanished(report):
         return Outcome.GONE
     if failure is not None and failure.code == "PF102" and not report_unparsed:
         return Outcome.DEFERRED
@@ -809,6 +872,12 @@ def _classify(report: FileReport, report_unparsed: bool, policy: Policy) -> Outc
     if report.valid or _valid_but_for_state(report, policy):
         return Outcome.APPLIED
     return Outcome.INVALID
+
+
+def _vanished(report: FileReport) -> bool:
+    # Only the message says it: PF105 is also "permission denied", which is not gone.
+    failure = report.loaded.failure
+    return failure is not None and "vanished" in failure.message
 
 
 def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
@@ -980,8 +1049,9 @@ def _commit(
     # Under the lock: a file another postflight took or an agent rewrote since it was read is
     # not applied from the stale copy.
     for report in ready:
-        if not _same_file(report):
-            report.outcome = Outcome.GONE if not report.path.exists() else Outcome.REWRITTEN
+        current = _current_identity(project, report)
+        if current != report.loaded.identity:
+            report.outcome = Outcome.GONE if current is None else Outcome.REWRITTEN
     todo_edits: list[tuple[FileReport, TodoEdit]] = []
     # The last state.json the transform made: its bytes and its document.
     written_bytes: bytes | None = None
@@ -1079,7 +1149,8 @@ def _commit(
         return out
     crash_point("before-state-write")
     try:
-        commit(project.state.path, transform, crash_label="state")
+        specs, name = project.require_specs(), config.postflight.state_file
+        commit(specs, name, transform, crash_label="state")
     except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
         # state.json went bad between the first read and the lock: never overwrite it.
         problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"
@@ -1169,11 +1240,25 @@ def _journal_applied(
 _NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"
 
 
-def _same_file(report: FileReport) -> bool:
+def _task_dir(project: Project, report: FileReport) -> Directory:
+    """The task directory ``report`` was read from, opened again: the very same directory.
+
+    One put in its place since (a link: refused; another directory: gone) is never entered,
+    so nothing is applied from, or deleted in, a directory other than the one read.
+    """
+    return project.require_specs().subdir(
+        report.path.parent.name, expect=report.loaded.dir_identity
+    )
+
+
+def _current_identity(project: Project, report: FileReport) -> FileIdentity | None:
+    """The metadata file's identity now, in the directory it was read from; None if gone."""
     try:
-        return FileIdentity.of(os.lstat(report.path)) == report.loaded.identity
+        with _task_dir(project, report) as task:
+            st = task.lstat(META_NAME)
     except OSError:
-        return False
+        return None
+    return FileIdentity.of(st) if st is not None else None
 
 
 def _incomplete(reports: Iterable[FileReport], problem: str) -> None:
@@ -1193,10 +1278,11 @@ def _incomplete(reports: Iterable[FileReport], problem: str) -> None:
 
 
 def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, TodoEdit]]) -> None:
-    path = project.specs_dir / config.postflight.todo_file
+    specs, name = project.require_specs(), config.postflight.todo_file
+    path = specs.child(name)
     live = [r for r, _ in edits]
     try:
-        snapshot = read_snapshot(path)
+        snapshot = read_snapshot(specs, name)
     except StoreError as exc:
         _incomplete(live, _os_problem(exc, f"{path.name} could not be read"))
         return
@@ -1219,7 +1305,7 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
                 )
     if new != text:
         try:
-            atomic_write(path, new.encode("utf-8"), crash_label="todo")
+            atomic_write(specs, name, new.encode("utf-8"), crash_label="todo")
         except (OSError, StoreError) as exc:
             _incomplete(live, _os_problem(exc, f"{path.name} could not be written"))
 
@@ -1247,7 +1333,8 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
     """The number of records added to errors.json, or why none could be."""
     if not records:
         return 0
-    path = project.specs_dir / config.postflight.errors_file
+    specs, name = project.require_specs(), config.postflight.errors_file
+    path = specs.child(name)
     count = 0
 
     def transform(snapshot: Snapshot) -> bytes | None:
@@ -1271,7 +1358,7 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
         return _errors_text(merged).encode("utf-8")
 
     try:
-        commit(path, transform, crash_label="errors")
+        commit(specs, name, transform, crash_label="errors")
     except (OSError, StoreError) as exc:
         return _os_problem(exc, f"{path.name} could not be written")
     except _ErrorsFileUnusableError as exc:
@@ -1307,30 +1394,41 @@ def _os_problem(exc: OSError | StoreError, what: str) -> str:
     return f"{what}: {exc}"
 
 
-def _clean_up(report: FileReport) -> bool:
-    """Delete the metadata file if it is still what was processed, then the markers."""
+def _clean_up(project: Project, report: FileReport) -> bool:
+    """Delete the metadata file if it is still what was processed, then the markers.
+
+    All of it inside the task directory the file was read from (``_task_dir``).
+    """
     if _NO_JOURNAL in report.notes:
         return False
     assert report.loaded.identity is not None
     crash_point("before-delete")
     try:
-        deleted = delete_if_unchanged(report.path, report.loaded.identity)
-    except (OSError, StoreError) as exc:
-        report.notes.append(
-            _os_problem(exc, "applied, but the file could not be deleted")
-            + "; applying it again is harmless"
-        )
+        task = _task_dir(project, report)
+    except OSError:
+        # Swapped for a link or another directory since it was read: nothing is deleted
+        # there; the file, wherever it went, is applied again (harmlessly) when it is seen.
+        report.outcome = Outcome.GONE
+        report.notes.append("applied, but its task directory was replaced; nothing was deleted")
         return False
-    if not deleted:
-        report.outcome = Outcome.REWRITTEN if report.path.exists() else Outcome.GONE
-        return False
-    task_dir = report.path.parent
-    marker = read_marker(task_dir)
-    if marker is None or marker.session_id in (None, report.session):
-        for name in (MARKER_NAME, LOOP_GUARD_NAME):
-            # A marker that cannot be removed is harmless: it only names a session.
-            with contextlib.suppress(OSError):
-                (task_dir / name).unlink()
+    with task:
+        try:
+            deleted = delete_if_unchanged(task, META_NAME, report.loaded.identity)
+        except (OSError, StoreError) as exc:
+            report.notes.append(
+                _os_problem(exc, "applied, but the file could not be deleted")
+                + "; applying it again is harmless"
+            )
+            return False
+        if not deleted:
+            report.outcome = Outcome.REWRITTEN if task.lstat(META_NAME) else Outcome.GONE
+            return False
+        marker = read_marker(task)
+        if marker is None or marker.session_id in (None, report.session):
+            for name in (MARKER_NAME, LOOP_GUARD_NAME):
+                # A marker that cannot be removed is harmless: it only names a session.
+                with contextlib.suppress(OSError):
+                    task.unlink(name)
     crash_point("after-delete")
     return True
 
@@ -1436,7 +1534,7 @@ def record_stuck(
         now,
         0,
     )
-    with project_lock(project.specs_dir, lock_timeout_s):
+    with project_lock(project.require_specs(), lock_timeout_s):
         added = _append_errors(project, config, [record], [report])
     _journal(journal, "stuck", report)
     return added > 0
@@ -1474,7 +1572,8 @@ def preview(
     ]
     if not ready or not project.state.usable:
         return []
-    snapshot = read_snapshot(project.state.path)
+    specs = project.require_specs()
+    snapshot = read_snapshot(specs, config.postflight.state_file)
     if snapshot.raw is None:
         return []
     try:
@@ -1513,7 +1612,7 @@ def preview(
     if new != doc:
         planned.append(PlannedWrite(project.state.path, text, render_state(text, doc, new)))
     if config.postflight.sync_todo and edits:
-        todo = read_snapshot(project.specs_dir / config.postflight.todo_file)
+        todo = read_snapshot(specs, config.postflight.todo_file)
         if todo.raw is not None:
             try:
                 todo_text = todo.raw.decode("utf-8")
@@ -1556,8 +1655,8 @@ def clean_litter(
     newer file took that name. ``task_dirs``: the task directories to look in (None: all).
     Takes the project lock.
     """
-    specs = project.specs_dir
-    if not specs.is_dir() or specs.is_symlink():
+    specs = project.specs
+    if specs is None:
         return []
     if task_dirs is None:
         task_dirs = _task_dir_names(specs)
@@ -1573,11 +1672,13 @@ def clean_litter(
                     f"removed {_printable(path.name)}, a temporary file a killed writer left"
                 )
             for name in task_dirs:
-                task_dir = specs / name
-                if task_dir.is_symlink() or not task_dir.is_dir():
+                try:
+                    task = specs.subdir(name, listable=True)
+                except OSError:
                     continue  # never entered through a link
-                for leftover in deletions_left_aside(task_dir, META_NAME):
-                    notes.append(_settle(project, config, journal, leftover))
+                with task:
+                    for leftover in deletions_left_aside(task, META_NAME):
+                        notes.append(_settle(project, config, journal, task, leftover))
     except LockTimeoutError:
         pass
     except (OSError, StoreError) as exc:
@@ -1586,17 +1687,19 @@ def clean_litter(
     return notes
 
 
-def _task_dir_names(specs: Path) -> list[str]:
+def _task_dir_names(specs: Directory) -> list[str]:
     try:
-        return [e.name for e in os.scandir(specs) if e.is_dir(follow_symlinks=False)]
+        return [e.name for e in specs.names() if e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
 
 
-def _settle(project: Project, config: Config, journal: Journal, leftover: Leftover) -> str:
-    """Finish or undo one interrupted deletion, checking the journal first."""
+def _settle(
+    project: Project, config: Config, journal: Journal, task: Directory, leftover: Leftover
+) -> str:
+    """Finish or undo one interrupted deletion in ``task``, checking the journal first."""
     rel = _printable(str(leftover.path.relative_to(project.root)))
-    raw = read_leftover(leftover, config.validation.max_file_bytes)
+    raw = read_leftover(task, leftover, config.validation.max_file_bytes)
     recorded = False
     if raw is not None:
         meta = leftover.path.with_name(META_NAME)
@@ -1609,7 +1712,7 @@ def _settle(project: Project, config: Config, journal: Journal, leftover: Leftov
         )
         recorded = row is not None
     try:
-        done = settle_leftover(leftover, recorded=recorded)
+        done = settle_leftover(task, leftover, recorded=recorded)
     except OSError as exc:
         return f"{rel}: a deletion interrupted by a crash could not be finished: {exc.strerror}"
     if done == "removed":

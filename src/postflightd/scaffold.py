@@ -7,14 +7,16 @@ unified diff before anything is written. Running it again on the result changes 
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
+
+if TYPE_CHECKING:
+    from postflightd.tree import Directory
 
 HOOK_COMMAND: Final = "postflightd hook claude"
 HOOK_EVENTS: Final = ("Stop", "SubagentStop")
@@ -192,54 +194,68 @@ def systemd_escape_path(path: str) -> str:
 # --- I/O edge: read, show, ask, write ------------------------------------------------------
 
 
-def _read_text(path: Path) -> str | None:
-    from postflightd.errors import UsageError
+def _parent(root: Path, rel: str, *, create: bool) -> Directory | None:
+    """The directory holding ``rel`` (``.claude`` for its settings), opened through the tree
+    layer: a directory on the way that is a link (out of the project) is refused."""
+    import os
 
-    if path.is_symlink():
-        # Writing would replace the link with a file (a dotfile manager's link, say): the user
-        # edits the target by hand instead.
-        raise UsageError(f"{path}: is a symbolic link; init does not write through links")
+    from postflightd.tree import Directory
+
+    current = Directory.anchor(root)
     try:
-        return path.read_text(encoding="utf-8")
+        for part in PurePosixPath(rel).parts[:-1]:
+            try:
+                nxt = current.subdir(part, listable=True)
+            except FileNotFoundError:
+                if not create:
+                    current.close()
+                    return None
+                os.mkdir(part, 0o777, dir_fd=current.fd)
+                nxt = current.subdir(part, listable=True)
+            current.close()
+            current = nxt
+    except BaseException:
+        current.close()
+        raise
+    return current
+
+
+def _read_text(root: Path, rel: str) -> str | None:
+    from postflightd.errors import UsageError
+    from postflightd.tree import RefusedError
+
+    path = root / rel
+    try:
+        directory = _parent(root, rel, create=False)
+        if directory is None:
+            return None
+        with directory:
+            raw, _ = directory.read(PurePosixPath(rel).name)
     except FileNotFoundError:
         return None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path}: not UTF-8 text; init leaves it alone") from None
+    except RefusedError as exc:
+        # Writing would replace the link with a file (a dotfile manager's link, say), or
+        # write out of the project: the user edits the target by hand instead.
+        raise UsageError(f"{exc}; init does not write through links") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Replace ``path`` atomically (temporary file, fsync, rename), keeping its permissions."""
-    import os
-    import tempfile
-
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        mode = path.stat().st_mode & 0o7777
-    except FileNotFoundError:
-        mode = None
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.chmod(mode if mode is not None else 0o666 & ~_umask())
-        tmp.replace(path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text; init leaves it alone") from None
 
 
-def _umask() -> int:
-    import os
+def _write_text(root: Path, rel: str, text: str) -> None:
+    """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
+    from postflightd.store import StoreError, atomic_write
 
-    current = os.umask(0)
-    os.umask(current)
-    return current
+    directory = _parent(root, rel, create=True)
+    assert directory is not None
+    with directory:
+        try:
+            atomic_write(directory, PurePosixPath(rel).name, text.encode("utf-8"))
+        except StoreError as exc:
+            raise OSError(str(exc)) from None
 
 
 def run_init(root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> int:
@@ -253,7 +269,7 @@ def run_init(root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> 
     root = resolve_root(root_arg)
     config = load_config(config_path, [root])
     paths = {name: root / name for name in (GITIGNORE_NAME, SETTINGS_PATH, CONFIG_NAME)}
-    current = {name: _read_text(path) for name, path in paths.items()}
+    current = {name: _read_text(root, name) for name in paths}
     try:
         changes = plan_init(current, config.specs_dir)
     except SettingsShapeError as exc:
@@ -281,7 +297,7 @@ def run_init(root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> 
             return 1
     for change in changes:
         try:
-            _write_text(paths[change.path], change.new)
+            _write_text(root, change.path, change.new)
         except OSError as exc:
             raise UsageError(f"{paths[change.path]}: cannot write: {exc.strerror or exc}") from None
         verb = "created" if change.old is None else "updated"

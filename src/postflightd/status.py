@@ -55,6 +55,8 @@ class RootStatus:
     #: outcomes re-applied / found overwritten in the last 24 h (``verify.healing_counts``);
     #: None when the journal cannot be read.
     healing: dict[str, Any] | None = None
+    #: the specs directory was refused (a link): exit 4, as for every command.
+    refused: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,13 +81,14 @@ def collect_status(
     out: list[RootStatus] = []
     for root in roots:
         project = Project.open(root, config)
-        entry = RootStatus(root, lock_holder(project.specs_dir))
+        entry = RootStatus(root, lock_holder(project.specs))
         entry.note = daemon_note(root, entry.daemon_pid)
         out.append(entry)
-        if not project.specs_dir.is_dir():
-            entry.note = f"no {config.specs_dir}/ directory"
+        if project.specs is None:
+            entry.note = project.specs_problem or f"no {config.specs_dir}/ directory"
+            entry.refused = project.specs_problem is not None
             continue
-        for ref in find_metadata_files(project.specs_dir):
+        for ref in find_metadata_files(project.specs):
             report = check_file(project, ref, config, policy, now)
             v = report.validation
             s = Sighting.from_doc(
@@ -247,4 +250,6 @@ def run_status(
         report_status_text(statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
     else:
         STATUS_REPORTERS[fmt](statuses, sys.stdout)
+    if any(s.refused for s in statuses):
+        return 4
     return 1 if any(r.stuck for s in statuses for r in s.runs) else 0

@@ -9,6 +9,10 @@ Three layers, used together by postflight:
   still what it read, and otherwise re-reads and re-applies.
 * ``atomic_write`` makes every replacement all-or-nothing, whatever instant a crash hits.
 
+Every file is named relative to an open ``tree.Directory`` (the specs directory, a task
+directory), never by a path: a project file that is a link or not a regular file is refused,
+and nothing is read, written or created through it (SPEC 7.1).
+
 The remaining window: ``commit`` checks ``unchanged`` after the new content is written and
 fsynced to its temporary file and immediately before ``os.replace``; a writer that does not
 lock and replaces the file in the microseconds between that check and the replace still has
@@ -38,6 +42,7 @@ from typing import Final
 
 from postflightd.errors import ExitCode, PostflightError
 from postflightd.loader import FileIdentity
+from postflightd.tree import Directory, RefusedError, kind_of
 
 LOCK_NAME: Final = ".state.lock"
 CRASH_ENV: Final = "POSTFLIGHTD_CRASH_AT"
@@ -64,22 +69,22 @@ class StoreError(PostflightError):
 
 
 @contextmanager
-def project_lock(specs_dir: Path, timeout_s: float = 30.0) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``specs_dir/.state.lock`` for the ``with`` block.
+def project_lock(specs: Directory, timeout_s: float = 30.0) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``specs/.state.lock`` for the ``with`` block.
 
     The lock lives on a dedicated file, never on state.json: ``os.replace`` gives state.json a
     new inode at every write, so a lock on it would not exclude the next writer. The lock is
     per open file description, hence not re-entrant: nesting two ``project_lock`` calls on the
     same directory in one process waits for itself until ``timeout_s``.
     """
-    lock_path = specs_dir / LOCK_NAME
+    lock_path = specs.child(LOCK_NAME)
     deadline = time.monotonic() + timeout_s
     delay = 0.001
     while True:
-        fd = _open_lock_file(lock_path)
+        fd = _open_lock_file(specs)
         try:
             acquired = _try_flock(fd, lock_path)
-            if acquired and _still_linked(fd, lock_path):
+            if acquired and _still_linked(fd, specs):
                 break
         except BaseException:
             os.close(fd)
@@ -104,14 +109,20 @@ def project_lock(specs_dir: Path, timeout_s: float = 30.0) -> Iterator[None]:
         os.close(fd)
 
 
-def _open_lock_file(lock_path: Path) -> int:
+def _open_lock_file(specs: Directory) -> int:
+    lock_path = specs.child(LOCK_NAME)
     try:
-        return os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, NEW_FILE_MODE)
+        fd, _ = specs.open_regular(LOCK_NAME, os.O_RDWR | os.O_CREAT, NEW_FILE_MODE)
+    except RefusedError as exc:
+        raise StoreError(
+            f"{lock_path}: the lock file {exc.strerror}: remove it (postflightd creates it)"
+        ) from None
     except OSError as exc:
         raise StoreError(
             f"{lock_path}: cannot open the lock file: {exc.strerror}; the specs directory "
             "must exist and be writable"
         ) from None
+    return fd
 
 
 def _try_flock(fd: int, lock_path: Path) -> bool:
@@ -129,10 +140,9 @@ def _try_flock(fd: int, lock_path: Path) -> bool:
     return True
 
 
-def _still_linked(fd: int, lock_path: Path) -> bool:
-    try:
-        st = lock_path.stat()
-    except FileNotFoundError:
+def _still_linked(fd: int, specs: Directory) -> bool:
+    st = specs.lstat(LOCK_NAME)
+    if st is None:
         return False
     held = os.fstat(fd)
     return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
@@ -145,36 +155,28 @@ def _still_linked(fd: int, lock_path: Path) -> bool:
 class Snapshot:
     """A file as read at one instant: its bytes and the identity they were read from."""
 
-    path: Path
+    path: Path  # for messages: ``directory`` and ``name`` are what is read and written
     raw: bytes | None  # None: the file does not exist
     identity: FileIdentity | None
+    directory: Directory
+    name: str
 
 
-def read_snapshot(path: Path) -> Snapshot:
-    """Read ``path`` and the identity of the very inode read (fstat, not a second stat)."""
+def read_snapshot(directory: Directory, name: str) -> Snapshot:
+    """Read ``name`` and the identity of the very inode read (fstat, not a second stat).
+
+    A link, a directory or a FIFO at ``name`` is refused (a StoreError), never followed.
+    """
+    path = directory.child(name)
     try:
-        # O_NONBLOCK: a FIFO planted at the path must not hang the writer forever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        raw, st = directory.read(name)
     except FileNotFoundError:
-        return Snapshot(path, None, None)
-    except IsADirectoryError:
-        raise StoreError(f"{path}: is a directory; move it away and retry") from None
+        return Snapshot(path, None, None, directory, name)
+    except RefusedError as exc:
+        raise StoreError(f"{path}: {exc.strerror}; move it away and retry") from None
     except OSError as exc:
         raise StoreError(f"{path}: cannot read: {exc.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise StoreError(f"{path}: is a directory; move it away and retry")
-        if not stat.S_ISREG(st.st_mode):
-            raise StoreError(f"{path}: not a regular file; move it away and retry")
-        chunks = []
-        while chunk := os.read(fd, _READ_CHUNK):
-            chunks.append(chunk)
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot read: {exc.strerror}") from None
-    finally:
-        os.close(fd)
-    return Snapshot(path, b"".join(chunks), FileIdentity.of(st))
+    return Snapshot(path, raw, FileIdentity.of(st), directory, name)
 
 
 def unchanged(snapshot: Snapshot) -> bool:
@@ -184,15 +186,15 @@ def unchanged(snapshot: Snapshot) -> bool:
     filesystem's timestamp granularity that happens to keep the size.
     """
     try:
-        st = snapshot.path.stat()
-    except FileNotFoundError:
-        return snapshot.raw is None
+        st = snapshot.directory.lstat(snapshot.name)
     except OSError:
         return False
+    if st is None:
+        return snapshot.raw is None
     if snapshot.raw is None or FileIdentity.of(st) != snapshot.identity:
         return False
     try:
-        current = read_snapshot(snapshot.path)
+        current = read_snapshot(snapshot.directory, snapshot.name)
     except StoreError:
         return False
     return current.identity == snapshot.identity and current.raw == snapshot.raw
@@ -234,75 +236,81 @@ def fault_point(label: str) -> None:
         raise OSError(number, os.strerror(number))
 
 
-def atomic_write(path: Path, data: bytes, *, crash_label: str | None = None) -> None:
-    """Replace ``path`` with ``data`` so that a crash at any instant leaves old or new.
+def atomic_write(
+    directory: Directory, name: str, data: bytes, *, crash_label: str | None = None
+) -> None:
+    """Replace ``name`` in ``directory`` with ``data`` so that a crash leaves old or new.
 
     A temporary file in the same directory is written, fsynced, given the original file's
-    permission bits (and owner, when we may), renamed over ``path`` and the directory is
+    permission bits (and owner, when we may), renamed over ``name`` and the directory is
     fsynced. On any error the temporary file is removed, the original is untouched and a
-    ``StoreError`` says what failed. A symbolic link at ``path`` is kept: its target is
-    replaced.
+    ``StoreError`` says what failed. A symbolic link (or any non-regular file) at ``name`` is
+    refused: nothing is written, neither through it nor over it.
     """
-    _replace(path, data, crash_label, precondition=None)
+    _replace(directory, name, data, crash_label, precondition=None)
 
 
 def commit(
-    path: Path,
+    directory: Directory,
+    name: str,
     transform: Callable[[Snapshot], bytes | None],
     *,
     attempts: int = 5,
     crash_label: str | None = None,
 ) -> Snapshot | None:
-    """Read-modify-write ``path`` without losing an update made by a writer that does not lock.
+    """Read-modify-write ``name`` without losing an update made by a writer that does not lock.
 
     ``transform`` gets the file as read and returns the new bytes (None: nothing to write).
     Just before the replace the file must still be unchanged since it was read; otherwise it
     is read again and ``transform`` re-applied, up to ``attempts`` times. Returns the snapshot
     that was written over, or None when ``transform`` wrote nothing. See the module docstring
-    for the window that remains between the check and ``os.replace``.
+    for the window that remains between the check and the rename.
     """
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
     for _ in range(attempts):
-        snapshot = read_snapshot(path)
+        snapshot = read_snapshot(directory, name)
         data = transform(snapshot)
         if data is None:
             return None
-        if _replace(path, data, crash_label, precondition=functools.partial(unchanged, snapshot)):
+        check = functools.partial(unchanged, snapshot)
+        if _replace(directory, name, data, crash_label, precondition=check):
             return snapshot
     raise StoreError(
-        f"{path}: {path.name} keeps changing while postflightd updates it (another writer "
-        f"replaced it {attempts} times in a row); nothing was written. Make the other tool "
-        f"take the lock (`flock {path.parent / LOCK_NAME} ...`) and retry"
+        f"{directory.child(name)}: {name} keeps changing while postflightd updates it (another "
+        f"writer replaced it {attempts} times in a row); nothing was written. Make the other "
+        f"tool take the lock (`flock {directory.child(LOCK_NAME)} ...`) and retry"
     )
 
 
 def _replace(
-    path: Path,
+    directory: Directory,
+    name: str,
     data: bytes,
     crash_label: str | None,
     precondition: Callable[[], bool] | None,
 ) -> bool:
-    """Write ``data`` over ``path`` atomically; False (nothing written) if the check fails."""
-    target = path.resolve() if path.is_symlink() else path
-    directory = target.parent
+    """Write ``data`` over ``name`` atomically; False (nothing written) if the check fails."""
+    path = directory.child(name)
     try:
-        original: os.stat_result | None = target.stat()
-    except FileNotFoundError:
-        original = None
+        original = directory.lstat(name)
     except OSError as exc:
         raise StoreError(f"{path}: cannot write: {exc.strerror}") from None
+    if original is not None and not stat.S_ISREG(original.st_mode):
+        # A link planted here would otherwise have its target rewritten (or, dangling, created
+        # anywhere). The rename below never follows one, so a link planted after this check
+        # is replaced, not written through.
+        raise StoreError(
+            f"{path}: is {kind_of(original.st_mode)}, not a regular file; refused and never "
+            "followed: nothing was written; replace it with a regular file"
+        )
     # Unique per process and per call, so threads and processes never share a temp file; the
     # leading dot and the target's name say whose leftover it is after a crash.
-    temp = directory / f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    temp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         # O_EXCL|O_NOFOLLOW: never write through a link someone planted at the temp name.
         # A new file gets 0o644 less the umask, as any file this user creates.
-        fd = os.open(
-            temp,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            NEW_FILE_MODE,
-        )
+        fd = directory.create_new(temp, NEW_FILE_MODE)
     except OSError as exc:
         raise StoreError(f"{path}: cannot create a temporary file: {exc.strerror}") from None
     try:
@@ -320,14 +328,14 @@ def _replace(
         if crash_label is not None:
             crash_point(f"{crash_label}:after-temp-write")
         if precondition is not None and not precondition():
-            temp.unlink()
+            directory.unlink(temp)
             return False
         if crash_label is not None:
             fault_point(f"{crash_label}:replace")
-        temp.replace(target)
+        directory.rename(temp, name)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
-            temp.unlink()
+            directory.unlink(temp)
         if isinstance(exc, OSError):
             raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
@@ -353,77 +361,72 @@ def _keep_owner(fd: int, original: os.stat_result) -> None:
         os.fchown(fd, original.st_uid, original.st_gid)
 
 
-def _fsync_directory(directory: Path, path: Path) -> None:
+def _fsync_directory(directory: Directory, path: Path) -> None:
     """Make the rename itself durable: without it a power loss can bring the old name back."""
     try:
-        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise StoreError(
-            f"{path}: written, but cannot open its directory: {exc.strerror}"
-        ) from None
-    try:
-        os.fsync(dfd)
+        directory.fsync()
     except OSError as exc:
         # Some filesystems (certain FUSE and network ones) cannot fsync a directory at all.
         if exc.errno != errno.EINVAL:
             raise StoreError(
                 f"{path}: written, but its directory could not be synced: {exc.strerror}"
             ) from None
-    finally:
-        os.close(dfd)
 
 
 # --- deleting -------------------------------------------------------------------------------
 
 
-def delete_if_unchanged(path: Path, identity: FileIdentity) -> bool:
-    """Delete ``path`` only if it is still the content processed (dev, inode, size, mtime_ns).
+def delete_if_unchanged(directory: Directory, name: str, identity: FileIdentity) -> bool:
+    """Delete ``name`` only if it is still the content processed (dev, inode, size, mtime_ns).
 
     The file is first renamed aside, atomically, and the identity checked on what was taken:
     so whatever is deleted is exactly what was processed, with no window between the check
-    and the deletion. A file rewritten meanwhile is put back (``os.link``, which never
+    and the deletion. A file rewritten meanwhile is put back (a hard link, which never
     clobbers a newer file that arrived in between) for processing again. A writer that still
     holds the old file open and writes into it after the check is beyond any check by path.
+    Everything happens inside ``directory``, the task directory the file was read from: a
+    name swapped for a link is moved aside and put back as a link, its target never touched.
     Returns True when deleted; a missing file gives False.
     """
-    aside = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.deleting")
+    path = directory.child(name)
+    aside = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.deleting"
     try:
-        path.rename(aside)
+        directory.rename(name, aside)
     except FileNotFoundError:
         return False
     except OSError as exc:
         raise StoreError(f"{path}: cannot delete: {exc.strerror}") from None
     crash_point("delete:after-rename")
     try:
-        st = aside.lstat()
-        if FileIdentity.of(st) == identity:
-            aside.unlink()
+        st = directory.lstat(aside)
+        if st is not None and FileIdentity.of(st) == identity:
+            directory.unlink(aside)
             return True
-        _put_back(aside, path)
+        _put_back(directory, aside, name)
     except OSError as exc:
         raise StoreError(f"{path}: cannot delete: {exc.strerror}") from None
     return False
 
 
-def _put_back(aside: Path, path: Path) -> None:
+def _put_back(directory: Directory, aside: str, name: str) -> None:
     try:
-        path.hardlink_to(aside)
+        directory.link(aside, name)
     except FileExistsError:
         # An even newer file arrived while ours was aside: it supersedes ours, exactly as if
         # its writer had replaced ours a moment later.
-        aside.unlink()
+        directory.unlink(aside)
         return
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
             raise
         # No hard links on this filesystem: a rename, which could overwrite a file arriving in
         # the same microsecond; only on filesystems that leave no better way.
-        if not path.exists():
-            aside.rename(path)
+        if directory.lstat(name) is None:
+            directory.rename(aside, name)
         else:
-            aside.unlink()
+            directory.unlink(aside)
         return
-    aside.unlink()
+    directory.unlink(aside)
 
 
 # --- crash leftovers ------------------------------------------------------------------------
@@ -446,9 +449,10 @@ LEFTOVER_MAX_AGE_S: Final = 600.0
 class Leftover:
     """One file a killed writer of ours left behind."""
 
-    path: Path
+    path: Path  # for messages; ``entry`` is its name in the directory it was found in
     #: the file it belonged to (``state.json``, ``.return-meta.json``, ...)
     name: str
+    entry: str
 
 
 def _writer_gone(pid: int, st: os.stat_result, now: float) -> bool:
@@ -465,29 +469,29 @@ def _writer_gone(pid: int, st: os.stat_result, now: float) -> bool:
     return False
 
 
-def _leftovers(directory: Path, pattern: re.Pattern[str], names: frozenset[str]) -> list[Leftover]:
+def _leftovers(
+    directory: Directory, pattern: re.Pattern[str], names: frozenset[str]
+) -> list[Leftover]:
     out: list[Leftover] = []
     now = time.time()
     try:
-        entries = list(os.scandir(directory))
+        entries = directory.names()
     except OSError:
         return out
     for entry in entries:
         match = pattern.fullmatch(entry.name)
-        # A pid past Linux's pid_max (2**22) was never one of our writers.
         if match is None or match["name"] not in names or len(match["pid"]) > 7:
             continue
         try:
-            st = entry.stat(follow_symlinks=False)
+            st = directory.lstat(entry.name)
         except OSError:
             continue
-        # Only regular files: a link or directory of that name is not ours to touch.
-        if stat.S_ISREG(st.st_mode) and _writer_gone(int(match["pid"]), st, now):
-            out.append(Leftover(Path(entry.path), match["name"]))
+        if st is not None and stat.S_ISREG(st.st_mode) and _writer_gone(int(match["pid"]), st, now):
+            out.append(Leftover(directory.child(entry.name), match["name"], entry.name))
     return out
 
 
-def remove_stale_temps(directory: Path, names: frozenset[str]) -> list[Path]:
+def remove_stale_temps(directory: Directory, names: frozenset[str]) -> list[Path]:
     """Remove the temporary files of ``names`` that a killed writer left in ``directory``.
 
     Call with the project lock held. Returns the paths removed.
@@ -495,34 +499,27 @@ def remove_stale_temps(directory: Path, names: frozenset[str]) -> list[Path]:
     removed: list[Path] = []
     for leftover in _leftovers(directory, _TEMP_RE, names):
         with contextlib.suppress(FileNotFoundError):
-            leftover.path.unlink()
+            directory.unlink(leftover.entry)
             removed.append(leftover.path)
     return removed
 
 
-def deletions_left_aside(task_dir: Path, name: str) -> list[Leftover]:
-    """Files named ``name`` that a killed ``delete_if_unchanged`` left renamed aside."""
-    return _leftovers(task_dir, _ASIDE_RE, frozenset({name}))
+def deletions_left_aside(task: Directory, name: str) -> list[Leftover]:
+    """Files named ``name`` that a killed ``delete_if_unchanged`` left renamed aside in the
+    (listable) task directory ``task``."""
+    return _leftovers(task, _ASIDE_RE, frozenset({name}))
 
 
-def read_leftover(leftover: Leftover, max_bytes: int) -> bytes | None:
+def read_leftover(task: Directory, leftover: Leftover, max_bytes: int) -> bytes | None:
     """Its bytes (None when unreadable or larger than ``max_bytes``), never through a link."""
     try:
-        fd = os.open(leftover.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        data, st = task.read(leftover.entry, max_bytes)
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, max_bytes + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data if len(data) <= max_bytes else None
+    return data if max(st.st_size, len(data)) <= max_bytes else None
 
 
-def settle_leftover(leftover: Leftover, *, recorded: bool) -> str:
+def settle_leftover(task: Directory, leftover: Leftover, *, recorded: bool) -> str:
     """Finish or undo an interrupted deletion; what was done: removed, restored or kept.
 
     ``recorded``: the content is safely recorded elsewhere (the journal), so it goes. Otherwise
@@ -530,20 +527,18 @@ def settle_leftover(leftover: Leftover, *, recorded: bool) -> str:
     kept, for a person to look at, since nothing else holds what it says.
     """
     if recorded:
-        leftover.path.unlink()
+        task.unlink(leftover.entry)
         return "removed"
-    target = leftover.path.with_name(leftover.name)
     try:
-        # A hard link never replaces a file that exists: a newer metadata file wins.
-        os.link(leftover.path, target, follow_symlinks=False)
+        task.link(leftover.entry, leftover.name)
     except FileExistsError:
         return "kept"
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
             raise
-        if os.path.lexists(target):
+        if task.lstat(leftover.name) is not None:
             return "kept"
-        leftover.path.rename(target)
+        task.rename(leftover.entry, leftover.name)
         return "restored"
-    leftover.path.unlink()
+    task.unlink(leftover.entry)
     return "restored"

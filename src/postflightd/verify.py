@@ -47,6 +47,7 @@ from postflightd.store import (
     read_snapshot,
 )
 from postflightd.todo import apply_todo_edits
+from postflightd.tree import Directory, open_specs
 
 log = structlog.get_logger()
 
@@ -262,6 +263,16 @@ class RootCheck:
     notes: list[str] = field(default_factory=list)
 
 
+def _state_view(root: Path, config: Config) -> StateView:
+    """state.json of ``root``, read through the tree layer (no link is followed)."""
+    try:
+        with open_specs(root, config.specs_dir) as specs:
+            return load_state(specs, config.postflight.state_file)
+    except OSError as exc:
+        path = _state_path(root, config)
+        return StateView(path, exists=False, problem=f"{path.parent}: {exc.strerror or exc}")
+
+
 def _state_path(root: Path, config: Config) -> Path:
     return root / config.specs_dir / config.postflight.state_file
 
@@ -286,12 +297,12 @@ def judge_all(
     return sorted(checks, key=lambda c: c.tracked.task)
 
 
-def _read_todo(root: Path, config: Config, notes: list[str]) -> str | None:
+def _read_todo(specs: Directory, config: Config, notes: list[str]) -> str | None:
     if not config.postflight.sync_todo:
         return None
-    path = _todo_path(root, config)
+    path = specs.child(config.postflight.todo_file)
     try:
-        raw = read_snapshot(path).raw
+        raw = read_snapshot(specs, config.postflight.todo_file).raw
     except StoreError as exc:
         notes.append(f"{exc}; TODO.md was not checked")
         return None
@@ -310,11 +321,17 @@ def inspect_root(root: Path, config: Config, journal: Journal, since: str) -> Ro
     tracked = track(journal.changes(roots=[str(root)], since=since))
     if not tracked:
         return result
-    view = load_state(_state_path(root, config))
-    if view.doc is None:
-        result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
+    try:
+        specs = open_specs(root, config.specs_dir)
+    except OSError as exc:
+        result.problem = f"{root / config.specs_dir}: {exc.strerror or exc} (PF604)"
         return result
-    result.checks = judge_all(view.doc, tracked, _read_todo(root, config, result.notes))
+    with specs:
+        view = load_state(specs, config.postflight.state_file)
+        if view.doc is None:
+            result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
+            return result
+        result.checks = judge_all(view.doc, tracked, _read_todo(specs, config, result.notes))
     return result
 
 
@@ -353,7 +370,10 @@ def repair_root(
     specs_dir = root / config.specs_dir
     healed: list[tuple[Tracked, Any]] = []
     try:
-        with project_lock(specs_dir, timeout_s=lock_timeout_s):
+        with (
+            open_specs(root, config.specs_dir) as specs,
+            project_lock(specs, timeout_s=lock_timeout_s),
+        ):
             tracked = track(journal.changes(roots=[str(root)], since=since))
             wanted = [t for t in tracked.values() if tasks is None or t.task in tasks]
 
@@ -364,7 +384,7 @@ def repair_root(
                 return render_state(text, doc, new).encode("utf-8") if healed else None
 
             if wanted:
-                commit(_state_path(root, config), transform, crash_label="state")
+                commit(specs, config.postflight.state_file, transform, crash_label="state")
             with journal.batch(durable=False):
                 for t, entry in healed:
                     journal.record(
@@ -378,12 +398,12 @@ def repair_root(
                         ref=t.latest.id,
                     )
             if healed and config.postflight.sync_todo:
-                _reapply_todo(root, config, [t for t, _ in healed], result.notes)
-            view = load_state(_state_path(root, config))
+                _reapply_todo(specs, config, [t for t, _ in healed], result.notes)
+            view = load_state(specs, config.postflight.state_file)
             if view.doc is None:
                 result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
                 return result
-            todo_text = _read_todo(root, config, result.notes)
+            todo_text = _read_todo(specs, config, result.notes)
             checks = judge_all(view.doc, {t.task: t for t in wanted}, todo_text)
     except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
         result.problem = f"{exc} (PF604)" if not isinstance(exc, StateUnusableError) else str(exc)
@@ -402,7 +422,9 @@ def repair_root(
     return result
 
 
-def _reapply_todo(root: Path, config: Config, healed: list[Tracked], notes: list[str]) -> None:
+def _reapply_todo(
+    specs: Directory, config: Config, healed: list[Tracked], notes: list[str]
+) -> None:
     edits = [e for t in healed for e in todo_edits(t)]
     if not edits:
         return
@@ -415,7 +437,7 @@ def _reapply_todo(root: Path, config: Config, healed: list[Tracked], notes: list
         return new.encode("utf-8") if new != text else None
 
     try:
-        commit(_todo_path(root, config), transform, crash_label="todo")
+        commit(specs, config.postflight.todo_file, transform, crash_label="todo")
     except UnicodeDecodeError:
         notes.append("TODO.md is not UTF-8; it was left alone")
     except (OSError, StoreError) as exc:
@@ -481,7 +503,7 @@ class Healer:
         for task in [k for k, (_, ts, _) in recent.latest.items() if ts < since]:
             del recent.latest[task]
             recent.judged.pop(task, None)
-        view = load_state(_state_path(root, config))
+        view = _state_view(root, config)
         if view.doc is None:
             return None
         entry_for = _entry_lookup(view)
@@ -520,7 +542,7 @@ class Healer:
             return 0
         if recent.reported is None:
             recent.reported = journal.refs(kind="overwritten", root=str(root), since=since)
-        view = load_state(_state_path(root, config))
+        view = _state_view(root, config)
         index = task_index(view.doc) if view.doc is not None else {}
         healed = 0
         for c in result.checks:
