@@ -247,34 +247,61 @@ def test_a_symlinked_task_directory_is_never_followed(
     assert not journal_mentions(MARK)
 
 
+@pytest.mark.timeout(300)  # a storm of swaps keeps the daemon busy: slow on a loaded machine
 def test_the_race_a_task_directory_swapped_for_a_link_while_the_daemon_runs(
     tmp_path: Path, daemon: Callable[..., Daemon]
 ) -> None:
-    """200 swaps of a task directory for a link to an outside one, while the daemon applies
-    the real directory's files: the outside file is never read (applied), changed or deleted."""
+    """200 times: agents write final files into 20 real task directories, which are then
+    swapped for links to outside ones (holding files that would be applied) and back, five
+    times, while the daemon applies: no outside file is ever read (applied), changed or
+    deleted.
+
+    Twenty directories at once, with files of 30 kB: the daemon checks a batch, then reads its
+    files one after the other, so the later ones are read milliseconds after their directory
+    was checked (the window the fix must close).
+    """
+    racing = range(1, 21)
     root = make_root(tmp_path / "proj", tasks=400)  # a larger state.json: a wider window
+    for n in racing:
+        (root / "specs" / f"{n}_task{n}" / "reports").mkdir(parents=True, exist_ok=True)
+        (root / "specs" / f"{n}_task{n}" / "reports" / "research-001.md").write_text("r\n")
     (root / ".postflightd.toml").write_text("[watch]\nrescan_interval_s = 0.5\n", "utf-8")
     outside = tmp_path / "outside"
-    target = outside_task(outside)
+    targets = {n: outside_task(outside, n) for n in racing}
     before = tree_of(outside)
     specs = root / "specs"
-    real, aside = specs / "1_task1", specs / ".aside"
+    # 30 kB of next_steps: each file takes the daemon a fraction of a millisecond more to read.
+    padded = {
+        n: json.dumps({**json.loads(final_text(n)), "next_steps": "x" * 30_000}) for n in racing
+    }
     d = daemon(root)
     rng = random.Random(9)
     for i in range(200):
-        staged = real / f".meta.{i}.tmp"
-        staged.write_text(final_text(1), encoding="utf-8")
-        staged.rename(real / META)
-        time.sleep(rng.uniform(0, 0.004))
-        real.rename(aside)
-        real.symlink_to(target, target_is_directory=True)
-        time.sleep(rng.uniform(0, 0.004))
-        real.unlink()
-        aside.rename(real)
-    # The real directory's last file is applied once it stays put.
+        for n in racing:
+            real = specs / f"{n}_task{n}"
+            staged = real / f".meta.{i}.tmp"
+            staged.write_text(padded[n], encoding="utf-8")
+            staged.rename(real / META)
+        # A few quick swaps while the daemon works through the batch it was woken for.
+        for _ in range(5):
+            time.sleep(rng.uniform(0, 0.004))
+            for n in racing:
+                real = specs / f"{n}_task{n}"
+                real.rename(specs / f".aside{n}")
+                real.symlink_to(targets[n], target_is_directory=True)
+            time.sleep(rng.uniform(0, 0.004))
+            for n in racing:
+                real = specs / f"{n}_task{n}"
+                real.unlink()
+                (specs / f".aside{n}").rename(real)
+    # The real directories' last files are applied once they stay put.
     wait_until(
-        "the last real file to be applied",
-        lambda: not (real / META).exists() and task_status(root, 1) == "researched",
+        "the last real files to be applied",
+        lambda: all(
+            not (specs / f"{n}_task{n}" / META).exists() and task_status(root, n) == "researched"
+            for n in racing
+        ),
+        timeout=90,
     )
     assert d.stop() == 0
     assert tree_of(outside) == before
