@@ -232,7 +232,8 @@ class ScanReport:
         return sum(1 for f in self.files for x in f.findings if x.severity is severity)
 
     def tally(self) -> Tally:
-        tally = Tally(strict=self.strict)
+        # A refused specs directory (a link) is a project problem: exit 4, as for state.json.
+        tally = Tally(strict=self.strict, project_problem=self.refused)
         for file in self.files:
             tally.add(file)
         return tally
@@ -242,8 +243,6 @@ class ScanReport:
 
     @property
     def exit_code(self) -> ExitCode:
-        if self.refused:
-            return ExitCode.STATE_UNUSABLE
         return self.tally().exit_code
 
     def to_json(self) -> dict[str, Any]:
