@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +94,14 @@ def researched_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
             "findings_count": 5,
         },
     }
+
+
+def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Poll ``cond`` until it returns something truthy, and return that; fail naming ``what``
+    at the deadline. Deadlines are generous: the machines running the suite are shared."""
+    deadline = time.monotonic() + timeout
+    while not (value := cond()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.01)
+    return value

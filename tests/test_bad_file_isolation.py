@@ -12,14 +12,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
+from conftest import (
+    make_project,
+    researched_doc,
+    task_entry,
+    wait_until,
+    write_artifact,
+    write_meta,
+)
 from postflightd.journal import Journal, default_journal_path
 
 GOOD = ("259_prove_completeness", "260_second_task")
@@ -150,17 +154,6 @@ def test_hook_applies_the_good_files_and_blocks_on_the_bad_one(tmp_path: Path, k
     answer = json.loads(text(done.stdout))
     assert answer["decision"] == "block" and "PF106" in answer["reason"]
     assert_good_applied_bad_kept(root, good, bad)
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("kind", KINDS)

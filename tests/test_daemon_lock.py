@@ -12,24 +12,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
+from conftest import (
+    make_project,
+    researched_doc,
+    task_entry,
+    wait_until,
+    write_artifact,
+    write_meta,
+)
 
 
 def events(log: Path, name: str) -> list[dict[str, Any]]:

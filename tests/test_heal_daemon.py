@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 import test_watch_daemon
-from test_watch_daemon import DaemonFactory, final_text, meta_path, project, wait_until
+from conftest import wait_until
+from test_watch_daemon import DaemonFactory, final_text, meta_path, project
 
 #: The daemon fixture of test_watch_daemon (each daemon killed at the end, whatever happens).
 start_daemon = test_watch_daemon.start_daemon

@@ -15,15 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project, researched_doc, task_entry, write_meta
-
-
-def wait_until(what: str, condition: Callable[[], object], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
+from conftest import make_project, researched_doc, task_entry, wait_until, write_meta
 
 
 @pytest.fixture

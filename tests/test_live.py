@@ -170,6 +170,41 @@ def test_live_view_notes_transitions_and_highlights_for_a_while() -> None:
     assert "recent transitions:" in lines
 
 
+def test_a_file_caught_mid_write_is_no_transition() -> None:
+    """A run whose file is being written (does not parse yet, changed within settle_ms) keeps
+    its last reading; a new one appears only once its file is whole."""
+    view = LiveView(hold_s=3.0)
+    root = Path("/r")
+    view.update([RootStatus(root, None, [])], 0.0, "t0")
+    assert not view.update([RootStatus(root, None, [run(1, "writing")])], 1.0, "t1")
+    assert view.update([RootStatus(root, None, [run(1, "running", "a", 0)])], 2.0, "t2")
+    assert view.recent[0] == "t2  task 1: appeared (running, in_progress)"
+    assert not view.update([RootStatus(root, None, [run(1, "writing")])], 3.0, "t3")
+    assert view.update([RootStatus(root, None, [run(1, "running", "b", 1)])], 4.0, "t4")
+    assert view.recent[0] == "t4  task 1: b 1/3"
+
+
+def test_status_says_writing_for_a_file_that_does_not_parse_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """status shows a truncated file modified a moment ago as being written, not invalid; once
+    it is older than settle_ms it is invalid (PF102), as the daemon judges it."""
+    import json
+
+    from postflightd.cli import main
+
+    root = make_project(tmp_path / "p", [task_entry(5, "x")])
+    meta = root / "specs" / "5_x" / ".return-meta.json"
+    meta.parent.mkdir()
+    meta.write_text('{"status": "in_prog', "utf-8")
+    (root / ".postflightd.toml").write_text("[watch]\nsettle_ms = 60000\n", "utf-8")
+    main(["status", str(root), "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["roots"][0]["runs"][0]["state"] == "writing"
+    (root / ".postflightd.toml").write_text("[watch]\nsettle_ms = 0\n", "utf-8")
+    main(["status", str(root), "--format", "json"])
+    assert json.loads(capsys.readouterr().out)["roots"][0]["runs"][0]["state"] == "invalid"
+
+
 def test_describe_change_of_state() -> None:
     assert describe_change(run(1, "running"), run(1, "stuck")) == (
         "task 1: in_progress running -> in_progress stuck"

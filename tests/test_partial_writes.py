@@ -15,13 +15,20 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
+from conftest import (
+    make_project,
+    researched_doc,
+    task_entry,
+    wait_until,
+    write_artifact,
+    write_meta,
+)
 from postflightd.journal import Journal, default_journal_path
 
 TODO = (
@@ -41,17 +48,6 @@ def run(*argv: str, stdin: str | None = None, **env: str) -> subprocess.Complete
         env={**os.environ, **env},
         timeout=120,
     )
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 def journal_rows(kind: str) -> list[tuple[str, str | None]]:

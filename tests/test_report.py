@@ -18,8 +18,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -28,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from conftest import make_project, task_entry, write_artifact, write_meta
+from conftest import make_project, task_entry, wait_until, write_artifact, write_meta
 from postflightd.cli import main
 
 #: Processing a file takes well under this: the slack allowed on a measured duration.
@@ -39,17 +37,6 @@ PLANNING = [400, 500, 600, 700, 800]
 IMPLEMENTED = [600, 900, 1200, 1500]
 PARTIAL = 1000
 TIMEOUTS = "[timeouts]\nresearch = 600\nplanning = 1800\nimplementation = 7200\n"
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def session(n: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,10 @@ def test_status_shows_final_files_waiting_and_invalid_ones(
 ) -> None:
     write_meta(root, "259_prove_completeness", researched_doc())
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
-    write_meta(root, "260_lsp_setup", '{"status": "researched"')
+    truncated = write_meta(root, "260_lsp_setup", '{"status": "researched"')
+    # Past the settle window: no longer "writing" (a writer would have finished), invalid.
+    long_ago = truncated.stat().st_mtime - 60
+    os.utime(truncated, (long_ago, long_ago))
     assert main(["status", "--format", "json", str(root)]) == 0
     runs = {r["task"]: r for r in json.loads(capsys.readouterr().out)["roots"][0]["runs"]}
     assert runs[259]["state"] == "waiting"

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import researched_doc, task_entry
+from conftest import researched_doc, task_entry, wait_until
 
 META = ".return-meta.json"
 #: A word only the outside files hold: it must never reach the project or the journal.
@@ -148,15 +148,6 @@ def journal_mentions(word: str) -> bool:
 def task_status(root: Path, n: int) -> str | None:
     state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
     return next((t["status"] for t in state["active_projects"] if t["project_number"] == n), None)
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-    return value
 
 
 class Daemon:

@@ -24,22 +24,10 @@ from typing import Any
 
 import pytest
 
-from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact
+from conftest import SESSION, make_project, researched_doc, task_entry, wait_until, write_artifact
 
 META = ".return-meta.json"
 OTHER_SESSION = "sess_1736700999_zzz999"
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 20.0) -> Any:
-    """Poll ``cond`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
 
 
 class Daemon:

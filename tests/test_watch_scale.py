@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import researched_doc
+from conftest import researched_doc, wait_until
 from postflightd.cli import main
 from postflightd.daemon import InstanceLock, daemon_note, remove_daemon_notes, write_daemon_notes
 from postflightd.journal import default_journal_path
@@ -31,7 +31,6 @@ from test_watch_daemon import (  # the daemon fixtures and project builders
     meta_path,
     project,
     start_daemon,  # noqa: F401 - the fixture, looked up by name in run_daemon
-    wait_until,
 )
 
 pytestmark = pytest.mark.skipif(

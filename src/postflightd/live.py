@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final, TextIO
 
 from postflightd.report_render import inert
-from postflightd.status import RootStatus, RunStatus, report_status_text
+from postflightd.status import WRITING, RootStatus, RunStatus, report_status_text
 
 HOME: Final = "\x1b[H"
 CLEAR_ALL: Final = "\x1b[2J"
@@ -91,7 +91,15 @@ class LiveView:
 
     def update(self, statuses: Sequence[RootStatus], now: float, clock: str) -> bool:
         """Take a new reading; True when any run changed since the last one."""
-        current = {(str(s.root), r.file): r for s in statuses for r in s.runs}
+        current: dict[RunKey, RunStatus] = {}
+        for status in statuses:
+            for run in status.runs:
+                key = (str(status.root), run.file)
+                if run.state != WRITING:
+                    current[key] = run
+                elif key in self.runs:
+                    # Caught mid-write: the run is what it was until the file is whole again.
+                    current[key] = self.runs[key]
         changed = False
         if self.frames:
             for key in sorted(self.runs.keys() | current.keys()):

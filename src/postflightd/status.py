@@ -20,7 +20,7 @@ from postflightd.findings import Policy
 from postflightd.inert import inert, json_text
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
-from postflightd.pipeline import Project, check_file
+from postflightd.pipeline import FileReport, Project, check_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +30,7 @@ class RunStatus:
     file: str
     task: int | None
     status: str | None
-    #: running | stuck | waiting (final, valid: postflight pending) | invalid
+    #: running | stuck | waiting (final, valid: postflight pending) | invalid | writing
     state: str
     valid: bool
     stuck: bool
@@ -68,6 +68,18 @@ class RootStatus:
         }
 
 
+#: The state of a file that does not parse yet and changed within the settle window: an agent
+#: is still writing it, as the daemon judges it (SPEC 4.2), not an invalid file.
+WRITING = "writing"
+
+
+def _being_written(report: FileReport, now: datetime, settle_s: float) -> bool:
+    failure, identity = report.loaded.failure, report.loaded.identity
+    if failure is None or failure.code != "PF102" or identity is None:
+        return False
+    return now.timestamp() - identity.mtime_ns / 1e9 < settle_s
+
+
 def _state(status: str | None, valid: bool, stuck: bool) -> str:
     if status == IN_PROGRESS:
         return "stuck" if stuck else "running"
@@ -101,12 +113,15 @@ def collect_status(
                 timeout_s=v.timeout_s if v else None,
             )
             elapsed = (now - s.started_at).total_seconds() if s.started_at else None
+            state = _state(s.status, report.valid, report.stuck)
+            if _being_written(report, now, config.watch.settle_ms / 1000):
+                state = WRITING
             entry.runs.append(
                 RunStatus(
                     file=report.rel_path,
                     task=report.task,
                     status=s.status,
-                    state=_state(s.status, report.valid, report.stuck),
+                    state=state,
                     valid=report.valid,
                     stuck=report.stuck,
                     agent=s.agent,
