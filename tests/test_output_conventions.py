@@ -240,6 +240,30 @@ def test_process_dry_run_prints_the_diff_and_writes_nothing(
     assert _tree(root) == before
 
 
+def test_dry_run_of_an_outcome_already_applied_shows_no_state_diff(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dry run folds as the commit does: an outcome the task already holds (a re-run after
+    a crash) writes nothing, so it shows no diff, not a new last_updated."""
+    root = _project(tmp_path / "p")
+    monkeypatch.chdir(root)
+    meta = root / "specs" / A / ".return-meta.json"
+    content = meta.read_bytes()
+    assert main(["process", f"specs/{A}/.return-meta.json"]) == 0
+    state_path = root / "specs" / "state.json"
+    state = json.loads(state_path.read_text("utf-8"))
+    for task in state["active_projects"]:
+        if task["project_number"] == 259:  # applied at another time: only the stamps differ
+            task["last_updated"] = task["researched"] = "2026-01-01T00:00:00Z"
+    state_path.write_text(json.dumps(state, indent=2) + "\n", "utf-8")
+    meta.write_bytes(content)
+    capsys.readouterr()
+    assert main(["process", f"specs/{A}/.return-meta.json", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "+++ b/specs/state.json" not in out
+    assert "+++ b/specs/TODO.md" not in out
+
+
 # --- order ------------------------------------------------------------------------------------
 
 

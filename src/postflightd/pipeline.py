@@ -990,6 +990,49 @@ def _drop(report: FileReport, problem: Finding) -> None:
         report.outcome = Outcome.INVALID
 
 
+def _outcome_of(
+    state: dict[str, Any],
+    report: FileReport,
+    *,
+    now: datetime,
+    status_map: Mapping[str, str],
+    index: Mapping[int, int],
+) -> tuple[Applied, int]:
+    """One ready file's outcome on ``state``, checked writable, and its task number.
+
+    KeyError when the task is not in state.json (PF600), one of ``_UNWRITABLE`` when the
+    outcome cannot be written (PF106). The commit and its dry run fold with it alike.
+    """
+    assert report.validation is not None and report.validation.model is not None
+    assert report.task is not None
+    result = apply_outcome(
+        state,
+        report.validation.model,
+        task=report.task,
+        file=report.rel_path,
+        now=now,
+        status_map=status_map,
+        index=index,
+    )
+    _check_writable(result, report.task, index)
+    return result, report.task
+
+
+def _advanced(
+    state: dict[str, Any], result: Applied, task: int, index: Mapping[int, int]
+) -> dict[str, Any]:
+    """The state the fold goes on with: ``result.state``, unless the task's entry already held
+    this outcome (then state.json stays byte for byte, and a dry run shows no diff)."""
+    if not result.changed:
+        return state
+    position = find_task(state, task, index)
+    if _already_applied(
+        state["active_projects"][position], result.state["active_projects"][position]
+    ):
+        return state
+    return result.state
+
+
 def _check_writable(result: Applied, task: int, index: Mapping[int, int]) -> None:
     """Raise what writing this outcome would raise, before the batch depends on it."""
     entry = result.state["active_projects"][find_task(result.state, task, index)]
@@ -1067,19 +1110,8 @@ def _commit(
         for report in ready:
             if report.outcome is not Outcome.APPLIED:
                 continue
-            assert report.validation is not None and report.validation.model is not None
-            assert report.task is not None
             try:
-                result = apply_outcome(
-                    new,
-                    report.validation.model,
-                    task=report.task,
-                    file=report.rel_path,
-                    now=now,
-                    status_map=status_map,
-                    index=index,
-                )
-                _check_writable(result, report.task, index)
+                result, task = _outcome_of(new, report, now=now, status_map=status_map, index=index)
                 if render_each:
                     render_state(text, doc, result.state).encode("utf-8")
             except KeyError:
@@ -1089,12 +1121,7 @@ def _commit(
             except _UNWRITABLE as exc:
                 _drop(report, _unwritable_finding(report, exc))
                 continue
-            if result.changed:
-                position = find_task(new, report.task, index)
-                if not _already_applied(
-                    new["active_projects"][position], result.state["active_projects"][position]
-                ):
-                    new = result.state
+            new = _advanced(new, result, task, index)
             if result.todo is not None:
                 todo_edits.append((report, result.todo))
             if result.errors:
@@ -1587,24 +1614,13 @@ def preview(
     status_map = config.postflight.status_map.model_dump()
     edits: list[TodoEdit] = []
     for report in ready:
-        assert report.validation is not None and report.validation.model is not None
-        assert report.task is not None
         try:
-            result = apply_outcome(
-                new,
-                report.validation.model,
-                task=report.task,
-                file=report.rel_path,
-                now=now,
-                status_map=status_map,
-                index=index,
-            )
-            _check_writable(result, report.task, index)
+            result, task = _outcome_of(new, report, now=now, status_map=status_map, index=index)
         except KeyError:
             continue  # PF600: the task is not in state.json; nothing would be written for it
         except _UNWRITABLE:
             continue  # PF106: postflight would leave it out of the batch
-        new = result.state
+        new = _advanced(new, result, task, index)
         if result.todo is not None:
             edits.append(result.todo)
     planned: list[PlannedWrite] = []
