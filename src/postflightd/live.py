@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Final, TextIO
 
 from postflightd.report_render import inert
@@ -176,26 +175,14 @@ def run_status_watch(
     ignore: Sequence[str] = (),
 ) -> int:
     """``postflightd status --watch``: refresh every ``--interval`` until Ctrl-C (exit 0)."""
-    from postflightd.config import load_config
     from postflightd.errors import UsageError
-    from postflightd.findings import UnknownCodeError
-    from postflightd.pipeline import policy_from, resolve_root
     from postflightd.report_command import parse_interval
-    from postflightd.status import collect_status
+    from postflightd.status import collect_status, status_target
 
     if fmt != "text":
         raise UsageError("--watch shows the text table; for JSON, run `status --format json`")
     interval = parse_interval(interval_text)
-    if roots:
-        resolved = [resolve_root(r) for r in roots]
-        config = load_config(config_path, resolved)
-    else:
-        config = load_config(config_path, [Path.cwd()])
-        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
-    try:
-        policy = policy_from(config, select, ignore)
-    except UnknownCodeError as exc:
-        raise UsageError(str(exc)) from None
+    resolved, config, policy = status_target(roots, config_path, select, ignore)
     out = sys.stdout
     ansi = out.isatty()
     view = LiveView(hold_s=max(2 * interval, 3.0))

@@ -228,17 +228,11 @@ def _add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) 
             entry.healing = healing_counts(journal, entry.root, now)
 
 
-def run_status(
-    roots: Sequence[str],
-    fmt: str,
-    config_path: str | None,
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-    color: str = "auto",
-) -> int:
-    """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
-    from datetime import UTC
-
+def status_target(
+    roots: Sequence[str], config_path: str | None, select: Sequence[str], ignore: Sequence[str]
+) -> tuple[list[Path], Config, Policy]:
+    """The roots ``status`` looks at (the arguments, else ``[watch] roots``, else the current
+    directory), their configuration and the code filter."""
     from postflightd.config import load_config
     from postflightd.errors import UsageError
     from postflightd.findings import UnknownCodeError
@@ -251,9 +245,23 @@ def run_status(
         config = load_config(config_path, [Path.cwd()])
         resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
     try:
-        policy = policy_from(config, select, ignore)
+        return resolved, config, policy_from(config, select, ignore)
     except UnknownCodeError as exc:
         raise UsageError(str(exc)) from None
+
+
+def run_status(
+    roots: Sequence[str],
+    fmt: str,
+    config_path: str | None,
+    select: Sequence[str] = (),
+    ignore: Sequence[str] = (),
+    color: str = "auto",
+) -> int:
+    """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
+    from datetime import UTC
+
+    resolved, config, policy = status_target(roots, config_path, select, ignore)
     now = datetime.now(UTC)
     statuses = collect_status(resolved, config, policy, now)
     _add_healing(statuses, config, now)
