@@ -234,13 +234,9 @@ def write_github(
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def sarif_log(report: ScanReport, cwd: str) -> dict[str, Any]:
-    """A SARIF 2.1.0 log of the scan, for GitHub code scanning (``upload-sarif``)."""
-    return _sarif_log(report.files, cwd)
-
-
 def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
-    """The log of ``files``: it holds their results, not the files (their bytes, documents)."""
+    """A SARIF 2.1.0 log of ``files`` for GitHub code scanning (``upload-sarif``): it holds
+    their results, not the files (their bytes, documents)."""
     from postflightd import __version__
     from postflightd.findings import RULES
 

@@ -320,10 +320,6 @@ _SPARE_ARTIFACT: Final = ("type", "summary")
 _SPARE_ERROR: Final = ("type", "recoverable", "recommendation")
 
 
-def _absent(value: object) -> bool:
-    return value is None or is_blank(value)
-
-
 def _spare(obj: dict[str, Any], keys: Sequence[str], prefix: str) -> Iterator[Finding]:
     """PF207 for each schema-asked key of ``obj`` that is missing, or blank text."""
     for key in keys:

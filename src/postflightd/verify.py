@@ -277,10 +277,6 @@ def _state_path(root: Path, config: Config) -> Path:
     return root / config.specs_dir / config.postflight.state_file
 
 
-def _todo_path(root: Path, config: Config) -> Path:
-    return root / config.specs_dir / config.postflight.todo_file
-
-
 def judge_all(
     doc: Mapping[str, Any], tracked: Mapping[int, Tracked], todo_text: str | None
 ) -> list[Check]:
