@@ -12,8 +12,8 @@ import pytest
 
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.daemon import InstanceLock, lock_holder
 from postflightd.status import format_duration
+from postflightd.store import InstanceLock, lock_holder
 from postflightd.tree import Directory
 
 

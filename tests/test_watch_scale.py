@@ -21,8 +21,9 @@ import pytest
 
 from conftest import researched_doc, wait_until
 from postflightd.cli import main
-from postflightd.daemon import InstanceLock, daemon_note, remove_daemon_notes, write_daemon_notes
+from postflightd.daemon_notes import daemon_note, remove_daemon_notes, write_daemon_notes
 from postflightd.journal import default_journal_path
+from postflightd.store import InstanceLock
 from test_watch_daemon import (  # the daemon fixtures and project builders
     DaemonFactory,
     applied,

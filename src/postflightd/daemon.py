@@ -11,8 +11,6 @@ rescan, or the systemd watchdog ping. There is no per-second polling of the runs
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import os
 import select
 import signal
@@ -30,6 +28,7 @@ from typing import Any, Final
 import structlog
 
 from postflightd.config import Config
+from postflightd.daemon_notes import remove_daemon_notes, write_daemon_notes
 from postflightd.errors import PostflightError, StateUnusableError, UsageError
 from postflightd.findings import Severity
 from postflightd.journal import Journal, journal_path
@@ -52,8 +51,13 @@ from postflightd.pipeline import (
     postflight,
     record_stuck,
 )
-from postflightd.store import LockTimeoutError, project_lock
-from postflightd.tree import Directory, RefusedError, open_specs
+from postflightd.store import (
+    InstanceLock,
+    InstanceLockError,
+    LockTimeoutError,
+    project_lock,
+)
+from postflightd.tree import RefusedError, open_specs
 from postflightd.verify import Healer
 from postflightd.watcher import (
     POLL_INTERVAL_S,
@@ -65,7 +69,6 @@ from postflightd.watcher import (
 
 log = structlog.get_logger()
 
-PID_FILE_NAME: Final = ".postflightd.pid"
 #: How often the supervisor checks that each observer is alive and on the right directory.
 SUPERVISE_S: Final = 2.0
 #: ...and while a specs directory is missing, how often it looks for it to come back.
@@ -88,97 +91,6 @@ DEADLINE_SLACK_S: Final = 0.005
 #: held for minutes neither stalls the loop nor delays SIGTERM.
 LOCK_WAIT_S: Final = 0.5
 LOCK_RETRY_S: Final = 1.0
-
-
-class InstanceLockError(UsageError):
-    """The instance lock cannot be taken (exit 2): another daemon, or a refused pid file."""
-
-
-class AlreadyRunningError(InstanceLockError):
-    """A second daemon on a root: exit 2, naming the first one's pid."""
-
-
-# --- one daemon per root ----------------------------------------------------------------------
-
-
-class InstanceLock:
-    """An ``flock`` on ``specs/.postflightd.pid``, which holds the owner's pid while it runs.
-
-    The pid in the file is only informative (the lock is the truth), so a stale file left by a
-    crash never blocks a new daemon.
-    """
-
-    def __init__(self, specs_dir: Path) -> None:
-        self.path = specs_dir / PID_FILE_NAME
-        self._fd: int | None = None
-
-    def acquire(self, root: Path) -> None:
-        # The pid file is opened relative to the specs directory, itself opened without links,
-        # and must be a regular file: a link planted at it is refused, never truncated (a
-        # daemon running as root would otherwise empty whatever file it points to), and a
-        # FIFO neither blocks the open nor is written.
-        try:
-            with open_specs(root, str(self.path.parent.relative_to(root))) as specs:
-                fd, _ = specs.open_regular(PID_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        except RefusedError as exc:
-            raise InstanceLockError(
-                f"{exc}: the daemon's pid file must be a plain file; remove it and retry"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = _read_pid(fd)
-            os.close(fd)
-            who = f"pid {pid}" if pid else "another process"
-            raise AlreadyRunningError(
-                f"another postflightd ({who}) is already watching {root} "
-                f"(lock {self.path}); one daemon per root: stop it first"
-                + (f" (kill {pid})" if pid else "")
-            ) from None
-        except OSError:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-        os.close(fd)
-
-
-def _read_pid(fd: int) -> int | None:
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def lock_holder(specs: Directory | None) -> int | None:
-    """The pid of the daemon watching ``specs`` (0 if unknown), or None when there is none.
-
-    A pid file that is a link or a FIFO is never opened through (no daemon can hold it).
-    """
-    if specs is None:
-        return None
-    try:
-        fd, _ = specs.open_regular(PID_FILE_NAME)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_pid(fd) or 0
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
 
 
 # --- systemd ----------------------------------------------------------------------------------
@@ -1170,51 +1082,6 @@ class JournalPruner(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(2.0)
-
-
-# --- notes for ``status`` ---------------------------------------------------------------------
-
-
-def _notes_path(pid: int) -> Path:
-    from platformdirs import user_state_path
-
-    return user_state_path("postflightd") / f"daemon-{pid}.json"
-
-
-def write_daemon_notes(notes: Mapping[str, str]) -> None:
-    """What ``status`` should say about each root this daemon watches (polling fallback ...).
-
-    In the user state directory, not the project tree: the tree is the agents' to write.
-    """
-    path = _notes_path(os.getpid())
-    try:
-        if not notes:
-            path.unlink(missing_ok=True)
-            return
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "roots": dict(notes)}), encoding="utf-8")
-        tmp.replace(path)
-    except OSError as exc:
-        log.warning("status_note_failed", path=str(path), error=exc.strerror or str(exc))
-
-
-def remove_daemon_notes() -> None:
-    with contextlib.suppress(OSError):
-        _notes_path(os.getpid()).unlink(missing_ok=True)
-
-
-def daemon_note(root: Path, pid: int | None) -> str | None:
-    """The note the daemon with ``pid`` (the instance lock's holder) left for ``root``."""
-    if not pid:
-        return None
-    try:
-        data = json.loads(_notes_path(pid).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    roots = data.get("roots") if isinstance(data, dict) else None
-    note = roots.get(str(root)) if isinstance(roots, dict) else None
-    return note if isinstance(note, str) else None
 
 
 def serve(roots: Sequence[Path], config: Config, load_config: Callable[[], Config]) -> int:

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from postflightd.config import Config
-from postflightd.daemon import daemon_note, lock_holder
+from postflightd.daemon_notes import daemon_note
 from postflightd.durations import format_duration
 from postflightd.findings import Policy
 from postflightd.inert import inert, json_text
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
 from postflightd.pipeline import FileReport, Project, check_file
+from postflightd.store import lock_holder
 
 
 @dataclass(frozen=True, slots=True)

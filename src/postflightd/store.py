@@ -3,7 +3,9 @@
 Three layers, used together by postflight:
 
 * ``project_lock`` serialises the writers that cooperate (the daemon, a CLI run, a hook, and
-  any shell tool that runs ``flock specs/.state.lock ...``).
+  any shell tool that runs ``flock specs/.state.lock ...``). The daemon's ``InstanceLock``
+  (one daemon per root, ``specs/.postflightd.pid``) sits next to it: every lock postflightd
+  takes in a project, and who holds it (``lock_holder``), is decided here.
 * ``commit`` is an optimistic read-modify-write for the writers that do not lock (a bare
   ``jq ... > tmp && mv tmp state.json``): it checks just before replacing that the file is
   still what it read, and otherwise re-reads and re-applies.
@@ -20,6 +22,12 @@ its update overwritten. POSIX offers no compare-and-swap rename, so no check can
 It is acceptable because it only concerns tools outside the protocol, it is orders of
 magnitude narrower than the whole read-modify-write it replaces, and any tool can close it
 completely by taking the lock, which the README documents.
+
+Why one module of ~640 lines: the locks, the replace, the guarded delete and the clean-up of
+what a killed writer left are one protocol over the same files. The clean-up recognises the
+temporary and set-aside names that ``_replace`` and ``delete_if_unchanged`` make, and it is
+safe only because every writer of ours takes ``project_lock`` before making them; split
+apart, a change to one side could silently stop matching the other.
 """
 
 from __future__ import annotations
@@ -40,11 +48,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from postflightd.errors import ExitCode, PostflightError
+from postflightd.errors import ExitCode, PostflightError, UsageError
 from postflightd.loader import FileIdentity
-from postflightd.tree import Directory, RefusedError, kind_of
+from postflightd.tree import Directory, RefusedError, kind_of, open_specs
 
 LOCK_NAME: Final = ".state.lock"
+#: The instance lock: one daemon per root (``InstanceLock``).
+PID_FILE_NAME: Final = ".postflightd.pid"
 CRASH_ENV: Final = "POSTFLIGHTD_CRASH_AT"
 STOP_ENV: Final = "POSTFLIGHTD_STOP_AT"
 FAULT_ENV: Final = "POSTFLIGHTD_FAULT_AT"
@@ -146,6 +156,101 @@ def _still_linked(fd: int, specs: Directory) -> bool:
         return False
     held = os.fstat(fd)
     return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
+
+
+# --- one daemon per root: the instance lock -------------------------------------------------
+
+
+class InstanceLockError(UsageError):
+    """The instance lock cannot be taken (exit 2): another daemon, or a refused pid file."""
+
+
+class AlreadyRunningError(InstanceLockError):
+    """A second daemon on a root: exit 2, naming the first one's pid."""
+
+
+class InstanceLock:
+    """An ``flock`` on ``specs/.postflightd.pid``, which holds the owner's pid while it runs.
+
+    The pid in the file is only informative (the lock is the truth), so a stale file left by a
+    crash never blocks a new daemon.
+    """
+
+    def __init__(self, specs_dir: Path) -> None:
+        self.path = specs_dir / PID_FILE_NAME
+        self._fd: int | None = None
+
+    def acquire(self, root: Path) -> None:
+        import fcntl  # POSIX only: see _try_flock
+
+        # The pid file is opened relative to the specs directory, itself opened without links,
+        # and must be a regular file: a link planted at it is refused, never truncated (a
+        # daemon running as root would otherwise empty whatever file it points to), and a
+        # FIFO neither blocks the open nor is written.
+        try:
+            with open_specs(root, str(self.path.parent.relative_to(root))) as specs:
+                fd, _ = specs.open_regular(PID_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        except RefusedError as exc:
+            raise InstanceLockError(
+                f"{exc}: the daemon's pid file must be a plain file; remove it and retry"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _read_pid(fd)
+            os.close(fd)
+            who = f"pid {pid}" if pid else "another process"
+            raise AlreadyRunningError(
+                f"another postflightd ({who}) is already watching {root} "
+                f"(lock {self.path}); one daemon per root: stop it first"
+                + (f" (kill {pid})" if pid else "")
+            ) from None
+        except OSError:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        os.close(fd)
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def lock_holder(specs: Directory | None) -> int | None:
+    """The pid of the daemon watching ``specs`` (0 if unknown), or None when there is none.
+
+    A pid file that is a link or a FIFO is never opened through (no daemon can hold it).
+    """
+    import fcntl  # POSIX only: see _try_flock
+
+    if specs is None:
+        return None
+    try:
+        fd, _ = specs.open_regular(PID_FILE_NAME)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(fd) or 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 # --- reading --------------------------------------------------------------------------------

@@ -1,0 +1,59 @@
+"""What a running daemon tells ``postflightd status`` about its roots (the polling fallback).
+
+One JSON file per daemon, named by its pid, in the user state directory (not the project tree:
+the tree is the agents' to write). ``status`` finds the pid through ``store.lock_holder``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger()
+
+
+def _notes_path(pid: int) -> Path:
+    from platformdirs import user_state_path
+
+    return user_state_path("postflightd") / f"daemon-{pid}.json"
+
+
+def write_daemon_notes(notes: Mapping[str, str]) -> None:
+    """What ``status`` should say about each root this daemon watches (polling fallback ...).
+
+    In the user state directory, not the project tree: the tree is the agents' to write.
+    """
+    path = _notes_path(os.getpid())
+    try:
+        if not notes:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps({"pid": os.getpid(), "roots": dict(notes)}), encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        log.warning("status_note_failed", path=str(path), error=exc.strerror or str(exc))
+
+
+def remove_daemon_notes() -> None:
+    with contextlib.suppress(OSError):
+        _notes_path(os.getpid()).unlink(missing_ok=True)
+
+
+def daemon_note(root: Path, pid: int | None) -> str | None:
+    """The note the daemon with ``pid`` (the instance lock's holder) left for ``root``."""
+    if not pid:
+        return None
+    try:
+        data = json.loads(_notes_path(pid).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    roots = data.get("roots") if isinstance(data, dict) else None
+    note = roots.get(str(root)) if isinstance(roots, dict) else None
+    return note if isinstance(note, str) else None
