@@ -616,21 +616,22 @@ class Daemon:
             if rs.missing:
                 continue
             if rs.watch.identity != old_identity:
-                self._relock(rs)
+                rs.lock = self._relocked(rs, rs.specs_dir)
             self._rescan(rs, "watch restarted", force=True)
 
-    def _relock(self, rs: RootState) -> None:
-        """The specs directory is a new one: hold the instance lock in it too."""
-        fresh = InstanceLock(rs.specs_dir)
+    def _relocked(self, rs: RootState, specs_dir: Path) -> InstanceLock:
+        """The instance lock taken in ``specs_dir`` (a new specs directory), the old one then
+        released; the old one kept, and the loss logged, when the new one cannot be taken."""
+        fresh = InstanceLock(specs_dir)
         try:
             fresh.acquire(rs.root)
         except (InstanceLockError, OSError) as exc:
             log.error(  # noqa: TRY400 - expected; no traceback
                 "instance_lock_lost", root=str(rs.root), error=str(exc)
             )
-            return
+            return rs.lock
         rs.lock.release()
-        rs.lock = fresh
+        return fresh
 
     # --- scanning and processing -----------------------------------------------------------
 
@@ -1019,18 +1020,8 @@ class Daemon:
             if rewatch:
                 rs.watch.stop()
                 fresh = self._root_state(root, new)
-                if fresh.specs_dir != rs.specs_dir:
-                    try:
-                        fresh.lock.acquire(root)
-                    except (InstanceLockError, OSError) as exc:
-                        log.error(  # noqa: TRY400 - expected; no traceback
-                            "instance_lock_lost", root=str(root), error=str(exc)
-                        )
-                        fresh.lock = rs.lock
-                    else:
-                        rs.lock.release()
-                else:
-                    fresh.lock = rs.lock
+                moved = fresh.specs_dir != rs.specs_dir
+                fresh.lock = self._relocked(rs, fresh.specs_dir) if moved else rs.lock
                 self._roots[root] = fresh
                 self._start_watch(fresh)
             # Timeouts or rules may have changed: re-read everything once.
