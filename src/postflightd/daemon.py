@@ -14,11 +14,10 @@ import contextlib
 import os
 import select
 import signal
-import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +50,7 @@ from postflightd.pipeline import (
     postflight,
     record_stuck,
 )
+from postflightd.sdnotify import SystemdNotifier
 from postflightd.store import (
     InstanceLock,
     InstanceLockError,
@@ -91,44 +91,6 @@ DEADLINE_SLACK_S: Final = 0.005
 #: held for minutes neither stalls the loop nor delays SIGTERM.
 LOCK_WAIT_S: Final = 0.5
 LOCK_RETRY_S: Final = 1.0
-
-
-# --- systemd ----------------------------------------------------------------------------------
-
-
-class SystemdNotifier:
-    """sd_notify(3) without libsystemd: datagrams to ``$NOTIFY_SOCKET``."""
-
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        env = os.environ if env is None else env
-        self._sock: socket.socket | None = None
-        self._addr = ""
-        address = env.get("NOTIFY_SOCKET", "")
-        if address:
-            # A leading '@' names a socket in the abstract namespace.
-            self._addr = "\0" + address[1:] if address.startswith("@") else address
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
-        self.watchdog_interval_s: float | None = None
-        usec, pid = env.get("WATCHDOG_USEC", ""), env.get("WATCHDOG_PID", "")
-        for_us = not pid or (pid.isdigit() and int(pid) == os.getpid())
-        if self._sock is not None and usec.isdigit() and int(usec) > 0 and for_us:
-            # Ping at half the interval, as sd_watchdog_enabled(3) recommends.
-            self.watchdog_interval_s = int(usec) / 1e6 / 2
-
-    def notify(self, *lines: str) -> bool:
-        if self._sock is None:
-            return False
-        try:
-            self._sock.sendto("\n".join(lines).encode(), self._addr)
-        except OSError as exc:
-            log.warning("sd_notify failed", error=str(exc), socket=self._addr)
-            return False
-        return True
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
 
 
 # --- the loop's wake-up ---------------------------------------------------------------------
