@@ -764,7 +764,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 args.config,
             )
         case "watch":
-            from postflightd.daemon import run_watch
+            from postflightd.commands.watch import run_watch
 
             return run_watch(args.roots, args.config, args.log_format, args.log_level)
         case "status" if args.watch:

@@ -1035,38 +1035,3 @@ class JournalPruner(threading.Thread):
     def stop(self) -> None:
         self.stopped.set()
         self.join(2.0)
-
-
-def serve(roots: Sequence[Path], config: Config, load_config: Callable[[], Config]) -> int:
-    """``postflightd watch``: run the daemon in this process until SIGTERM/SIGINT."""
-    return Daemon(roots, config, load_config).run()
-
-
-def run_watch(
-    roots: Sequence[str],
-    config_path: str | None,
-    log_format: str | None,
-    log_level: str | None,
-) -> int:
-    """``postflightd watch [ROOT ...]``: roots from the arguments, else ``[watch] roots``, else ."""
-    from postflightd.config import LogConfig, load_config
-    from postflightd.pipeline import resolve_root
-
-    def load(paths: list[Path]) -> Config:
-        config = load_config(config_path, paths)
-        overrides = {k: v for k, v in (("format", log_format), ("level", log_level)) if v}
-        if overrides:
-            log_config = LogConfig.model_validate({**config.log.model_dump(), **overrides})
-            config = config.model_copy(update={"log": log_config})
-        return config
-
-    if roots:
-        resolved = [resolve_root(r) for r in roots]
-        config = load(resolved)
-    else:
-        config = load([Path.cwd()])
-        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
-    # Two spellings of one root would take the instance lock twice and deadlock on it.
-    resolved = list(dict.fromkeys(resolved))
-    configure_logging(config.log.format, config.log.level)
-    return serve(resolved, config, lambda: load(resolved))

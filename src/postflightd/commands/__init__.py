@@ -1,0 +1,1 @@
+"""One module per command: each takes typed arguments and returns an exit code."""

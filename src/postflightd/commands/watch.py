@@ -1,0 +1,44 @@
+"""``postflightd watch [ROOT ...]``: the daemon, in this process, until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from postflightd.config import Config, LogConfig, load_config
+from postflightd.daemon import Daemon
+from postflightd.logs import configure_logging
+from postflightd.pipeline import resolve_root
+
+
+def serve(roots: Sequence[Path], config: Config, reload: Callable[[], Config]) -> int:
+    """Run the daemon in this process until SIGTERM/SIGINT; ``reload`` re-reads on SIGHUP."""
+    return Daemon(roots, config, reload).run()
+
+
+def run_watch(
+    roots: Sequence[str],
+    config_path: str | None,
+    log_format: str | None,
+    log_level: str | None,
+) -> int:
+    """``postflightd watch [ROOT ...]``: roots from the arguments, else ``[watch] roots``, else ."""
+
+    def load(paths: list[Path]) -> Config:
+        config = load_config(config_path, paths)
+        overrides = {k: v for k, v in (("format", log_format), ("level", log_level)) if v}
+        if overrides:
+            log_config = LogConfig.model_validate({**config.log.model_dump(), **overrides})
+            config = config.model_copy(update={"log": log_config})
+        return config
+
+    if roots:
+        resolved = [resolve_root(r) for r in roots]
+        config = load(resolved)
+    else:
+        config = load([Path.cwd()])
+        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
+    # Two spellings of one root would take the instance lock twice and deadlock on it.
+    resolved = list(dict.fromkeys(resolved))
+    configure_logging(config.log.format, config.log.level)
+    return serve(resolved, config, lambda: load(resolved))
