@@ -217,8 +217,8 @@ class Daemon:
     def run(self) -> int:
         """Run until SIGTERM/SIGINT; return the exit code."""
         self._install_signals()
-        self.open()
         try:
+            self.open()
             while not self._stop:
                 self.iterate()
             log.info("daemon_stopping", pid=os.getpid())
@@ -231,8 +231,8 @@ class Daemon:
     def open(self) -> None:
         """Take each root's instance lock, open the journal, watch, reconcile; then READY=1.
 
-        Raises (holding nothing) when a specs directory is missing or refused, or when another
-        daemon holds a root.
+        Raises, holding no lock, when a specs directory is missing or refused, or when another
+        daemon holds a root; ``close`` is due either way.
         """
         config = self._start_config
         for root in self._root_paths:
