@@ -8,9 +8,9 @@ from a ``Clock`` passed in, so every path here runs in a unit test without waiti
 
 Why one module of ~600 lines: it is one class over one root's bookkeeping (the maps of
 deferred, throttled, checked, held and lock-busy files, and the identities last processed),
-and each method keeps those maps consistent with the others (a file is in at most one of the
-waiting maps; whatever ends a file's life calls ``gone``). Split across modules, that
-invariant would have no single place to be read.
+and each method keeps those maps consistent with the others (a file still being written is
+never throttled too; whatever ends a file's life goes through ``gone``, which clears it from
+all of them). Split across modules, those rules would have no single place to be read.
 """
 
 from __future__ import annotations
