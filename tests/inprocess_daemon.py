@@ -19,6 +19,8 @@ from conftest import researched_doc, write_artifact
 from postflightd.config import Config, load_config
 from postflightd.daemon import Daemon
 from postflightd.sdnotify import SystemdNotifier
+from postflightd.store import lock_holder
+from postflightd.tree import Directory
 from postflightd.watched_root import Clock
 
 #: The polling observer: the test decides when the daemon looks (no event thread).
@@ -102,6 +104,12 @@ def errors_of(root: Path, kind: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [r for r in json.loads(path.read_text(encoding="utf-8")) if r["type"] == kind]
+
+
+def holder(specs: Path) -> int | None:
+    """The pid holding the instance lock in ``specs`` (None: nobody)."""
+    with Directory.anchor(specs) as directory:
+        return lock_holder(directory)
 
 
 def config_loader(root: Path) -> Callable[[], Config]:

@@ -6,19 +6,18 @@ from __future__ import annotations
 
 import os
 import socket
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from structlog.testing import capture_logs
 
+import test_sdnotify
 from inprocess_daemon import (
     POLLING,
     FakeClock,
     errors_of,
     events,
     final,
+    holder,
     in_progress,
     meta_path,
     open_daemon,
@@ -27,31 +26,14 @@ from inprocess_daemon import (
     task_status,
 )
 from postflightd.sdnotify import SystemdNotifier
-from postflightd.store import lock_holder
-from postflightd.tree import Directory
+
+#: systemd's end of the notify socket (the fixture of test_sdnotify).
+listener = test_sdnotify.listener
 
 
 def set_config(root: Path, text: str) -> None:
     """A new configuration file: ``text`` (top-level keys first), polling as before."""
     (root / ".postflightd.toml").write_text(text + POLLING, encoding="utf-8")
-
-
-def holder(specs: Path) -> int | None:
-    with Directory.anchor(specs) as directory:
-        return lock_holder(directory)
-
-
-@pytest.fixture
-def notify_socket() -> Iterator[socket.socket]:
-    """A datagram socket standing in for systemd's (a short path: AF_UNIX allows ~108 bytes)."""
-    with tempfile.TemporaryDirectory(prefix="pf-") as tmp:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(os.path.join(tmp, "notify"))
-        sock.settimeout(5)
-        try:
-            yield sock
-        finally:
-            sock.close()
 
 
 def messages(sock: socket.socket) -> list[str]:
@@ -68,17 +50,17 @@ def messages(sock: socket.socket) -> list[str]:
 
 
 def test_a_reloaded_timeout_applies_to_the_run_in_flight(
-    tmp_path: Path, notify_socket: socket.socket
+    tmp_path: Path, listener: socket.socket
 ) -> None:
     root = project(tmp_path / "proj", 1, "[timeouts]\nresearch = 3600\n")
     clock = FakeClock()
-    notifier = SystemdNotifier({"NOTIFY_SOCKET": notify_socket.getsockname()})
+    notifier = SystemdNotifier({"NOTIFY_SOCKET": listener.getsockname()})
     with capture_logs() as logs, open_daemon(root, clock=clock, notifier=notifier) as daemon:
         meta_path(root, 1).write_text(in_progress(1, clock.now()), encoding="utf-8")
         step(daemon, clock)
         step(daemon, clock, 120)
         assert events(logs, "run_stuck") == []
-        messages(notify_socket)
+        messages(listener)
 
         set_config(root, "[timeouts]\nresearch = 60\n")
         daemon.request_reload()
@@ -88,7 +70,7 @@ def test_a_reloaded_timeout_applies_to_the_run_in_flight(
         assert reloaded["rewatch"] is False
         # sd_notify(3): RELOADING=1 while re-reading, READY=1 after; then the stuck timer,
         # due at once since the forced rescan re-read the file with the new timeout.
-        assert messages(notify_socket) == [
+        assert messages(listener) == [
             "RELOADING=1\nSTATUS=reloading the configuration",
             "READY=1\nSTATUS=watching 1 root(s); 1 run(s) in flight",
             "STATUS=watching 1 root(s); 1 run(s) in flight, 1 stuck",

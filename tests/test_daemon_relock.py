@@ -16,6 +16,7 @@ from inprocess_daemon import (
     config_loader,
     events,
     final,
+    holder,
     meta_path,
     open_daemon,
     project,
@@ -26,13 +27,7 @@ from postflightd.config import load_config
 from postflightd.daemon import Daemon
 from postflightd.errors import UsageError
 from postflightd.sdnotify import SystemdNotifier
-from postflightd.store import AlreadyRunningError, InstanceLock, lock_holder
-from postflightd.tree import Directory
-
-
-def holder(specs: Path) -> int | None:
-    with Directory.anchor(specs) as directory:
-        return lock_holder(directory)
+from postflightd.store import AlreadyRunningError, InstanceLock
 
 
 def replace_specs(root: Path) -> Path:
