@@ -6,7 +6,7 @@ and reads a decision on stdout: ``{}`` lets the agent stop, ``{"decision": "bloc
 of their own (SPEC 4): exit 2 is "block and show stderr to the agent", so the hook never exits
 2. A problem that is not the metadata's (configuration, a busy lock, state.json, the journal)
 is a ``systemMessage`` for the person, exit 0; malformed stdin is exit 1, one line on stderr.
-Stdout holds exactly one JSON object whatever happens (``cli.cmd_hook`` writes it).
+Stdout holds exactly one JSON object whatever happens (``commands.hook.run_hook`` writes it).
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ def answer(
 
     The project is the one holding ``cwd``, else ``$CLAUDE_PROJECT_DIR`` (an agent that ran
     ``cd /tmp`` still belongs to its project). Raises PostflightError for a problem that is not
-    the metadata's (``cli.cmd_hook`` turns it into a ``systemMessage``).
+    the metadata's (``commands.hook.run_hook`` turns it into a ``systemMessage``).
     """
     starts = [hook_input.cwd]
     project_dir = env.get("CLAUDE_PROJECT_DIR")

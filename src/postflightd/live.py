@@ -9,13 +9,9 @@ escape sequences. Ctrl-C exits 0: leaving a live view is not a failure.
 from __future__ import annotations
 
 import io
-import shutil
-import sys
-import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Final, TextIO
 
 from postflightd.report_render import inert
@@ -164,48 +160,3 @@ def draw(out: TextIO, lines: Sequence[str], first: bool) -> None:
     body = "".join(f"{line}{CLEAR_EOL}\n" for line in lines)
     out.write(f"{CLEAR_ALL if first else ''}{HOME}{body}{CLEAR_BELOW}")
     out.flush()
-
-
-def run_status_watch(
-    roots: Sequence[str],
-    interval_text: str,
-    config_path: str | None,
-    fmt: str = "text",
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-) -> int:
-    """``postflightd status --watch``: refresh every ``--interval`` until Ctrl-C (exit 0)."""
-    from postflightd.errors import UsageError
-    from postflightd.report_command import parse_interval
-    from postflightd.status import collect_status, status_target
-
-    if fmt != "text":
-        raise UsageError("--watch shows the text table; for JSON, run `status --format json`")
-    interval = parse_interval(interval_text)
-    resolved, config, policy = status_target(roots, config_path, select, ignore)
-    out = sys.stdout
-    ansi = out.isatty()
-    view = LiveView(hold_s=max(2 * interval, 3.0))
-    try:
-        if ansi:
-            out.write(HIDE_CURSOR)
-        while True:
-            now = datetime.now(UTC)
-            statuses = collect_status(resolved, config, policy, now)
-            clock = now.astimezone().strftime("%H:%M:%S")
-            changed = view.update(statuses, time.monotonic(), clock)
-            header = f"postflightd status --watch  every {interval:g}s  {clock}  (Ctrl-C quits)"
-            if ansi:
-                width = shutil.get_terminal_size((100, 24)).columns
-                draw(out, view.lines(statuses, header, width, ansi=True), view.frames == 1)
-            elif changed or view.frames == 1:
-                out.write("\n".join(view.lines(statuses, header, 10_000, ansi=False)) + "\n\n")
-                out.flush()
-            time.sleep(interval)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if ansi:
-            out.write(SHOW_CURSOR)
-            out.flush()
-    return 0

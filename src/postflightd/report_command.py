@@ -279,18 +279,3 @@ def write_output(text: str, output: str | None) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
-
-
-def run_report(
-    roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
-) -> int:
-    """``postflightd report``: exit 0 (a report is information, not a verdict)."""
-    from postflightd.report_render import RENDERERS
-
-    report, notes = make_report(roots, since, config_path, datetime.now(UTC))
-    for note in notes:
-        print(f"postflightd: {note}", file=sys.stderr)
-    write_output(RENDERERS[fmt](report), output)
-    if output not in (None, "-"):
-        print(f"postflightd: report written to {output}", file=sys.stderr)
-    return 0

@@ -8,7 +8,7 @@ blocked, ``summary``, ``artifacts``, ``metadata`` with session and delegation, `
 ``<!-- AGENT_OUTPUT_START -->`` and ``<!-- AGENT_OUTPUT_END -->``.
 
 Extraction, dialect detection and validation are pure and never raise on any input; reading
-the input and probing the disk happen in ``check_return`` only.
+the input and probing the disk happen in ``commands/check_return.py`` only.
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from postflightd.findings import (
     Finding,
     Policy,
     Severity,
-    UnknownCodeError,
-    expand_codes,
     finding,
 )
 from postflightd.inert import inert, json_text
@@ -873,42 +871,3 @@ REPORTERS: dict[str, Callable[[ReturnReport, TextIO], None]] = {
     "json": report_json,
     "github": report_github,
 }
-
-
-def check_return(
-    file: str,
-    dialect: str,
-    expect_session: str | None,
-    root: str,
-    fmt: str,
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-    strict: bool = False,
-    policy: Policy | None = None,
-) -> int:
-    """The ``check-return`` command: validate one return, print the report, return the exit code.
-
-    ``policy`` (the configuration's, with the flags applied) replaces select/ignore/strict.
-    """
-    if policy is None:
-        try:
-            policy = Policy(select=expand_codes(select), ignore=expand_codes(ignore), strict=strict)
-        except UnknownCodeError as exc:
-            raise UsageError(str(exc)) from None
-    root_dir = Path(root).expanduser()
-    if not root_dir.is_dir():
-        raise UsageError(f"--root {root}: not a directory (give the project root)")
-    probe = return_probe(root_dir)
-    source = "<stdin>" if file == "-" else file
-    raw = read_input(file)
-    if len(raw) > MAX_RETURN_BYTES:
-        report = too_big(source, dialect)
-    else:
-        report = check_bytes(raw, source, dialect, expect_session, probe, policy)
-    if expect_session is not None and report.dialect is Dialect.AGENT_OUTPUT:
-        print(
-            "postflightd: agent-output returns carry no session id; --expect-session is ignored",
-            file=sys.stderr,
-        )
-    REPORTERS[fmt](report, sys.stdout)
-    return int(report.exit_code)

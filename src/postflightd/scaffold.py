@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from postflightd.tree import Directory
@@ -220,7 +220,8 @@ def _parent(root: Path, rel: str, *, create: bool) -> Directory | None:
     return current
 
 
-def _read_text(root: Path, rel: str) -> str | None:
+def read_project_text(root: Path, rel: str) -> str | None:
+    """The text of ``rel`` under ``root`` (None: absent), read through the tree layer."""
     from postflightd.errors import UsageError
     from postflightd.tree import RefusedError
 
@@ -245,7 +246,7 @@ def _read_text(root: Path, rel: str) -> str | None:
         raise UsageError(f"{path}: not UTF-8 text; init leaves it alone") from None
 
 
-def _write_text(root: Path, rel: str, text: str) -> None:
+def write_project_text(root: Path, rel: str, text: str) -> None:
     """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
     from postflightd.store import StoreError, atomic_write
 
@@ -256,59 +257,3 @@ def _write_text(root: Path, rel: str, text: str) -> None:
             atomic_write(directory, PurePosixPath(rel).name, text.encode("utf-8"))
         except StoreError as exc:
             raise OSError(str(exc)) from None
-
-
-def run_init(root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> int:
-    """``postflightd init``: 0 set up (or already), 1 changes shown but not written, 2 error."""
-    import sys
-
-    from postflightd.config import load_config
-    from postflightd.errors import UsageError
-    from postflightd.pipeline import resolve_root
-
-    root = resolve_root(root_arg)
-    config = load_config(config_path, [root])
-    paths = {name: root / name for name in (GITIGNORE_NAME, SETTINGS_PATH, CONFIG_NAME)}
-    current = {name: _read_text(root, name) for name in paths}
-    try:
-        changes = plan_init(current, config.specs_dir)
-    except SettingsShapeError as exc:
-        raise UsageError(f"{paths[SETTINGS_PATH]}: {exc}") from None
-    unit = f"postflightd@{systemd_escape_path(str(root))}.service"
-    if not changes:
-        out.write(f"{root}: already set up for postflightd; nothing to change\n")
-        _print_systemd_line(unit, out)
-        return 0
-    for change in changes:
-        out.write(change.diff())
-    if not yes:
-        if not sys.stdin.isatty():
-            print(
-                "postflightd: nothing written: no terminal to ask on; "
-                "run `postflightd init --yes` to write these changes",
-                file=sys.stderr,
-            )
-            return 1
-        out.write(f"Write these changes to {len(changes)} file(s) under {root}? [y/N] ")
-        out.flush()
-        answer = sys.stdin.readline().strip().lower()
-        if answer not in ("y", "yes"):
-            out.write("nothing written\n")
-            return 1
-    for change in changes:
-        try:
-            _write_text(root, change.path, change.new)
-        except OSError as exc:
-            raise UsageError(f"{paths[change.path]}: cannot write: {exc.strerror or exc}") from None
-        verb = "created" if change.old is None else "updated"
-        out.write(f"{verb} {change.path}\n")
-    _print_systemd_line(unit, out)
-    return 0
-
-
-def _print_systemd_line(unit: str, out: TextIO) -> None:
-    out.write(
-        "To watch this root with a systemd user service (unit: systemd/postflightd@.service "
-        "from the postflightd repository, in ~/.config/systemd/user/):\n"
-        f"  systemctl --user enable --now '{unit}'\n"
-    )

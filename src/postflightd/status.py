@@ -6,7 +6,6 @@ uses), and says whether one is watching the root (the daemon's instance lock).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -217,7 +216,7 @@ STATUS_REPORTERS: dict[str, Callable[[Sequence[RootStatus], TextIO], None]] = {
 }
 
 
-def _add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -> None:
+def add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -> None:
     """What the daemon's healer did (issue 10), from the journal: it runs in another process."""
     from postflightd.journal import Journal, journal_path
     from postflightd.verify import healing_counts
@@ -227,53 +226,3 @@ def _add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) 
             return
         for entry in statuses:
             entry.healing = healing_counts(journal, entry.root, now)
-
-
-def status_target(
-    roots: Sequence[str], config_path: str | None, select: Sequence[str], ignore: Sequence[str]
-) -> tuple[list[Path], Config, Policy]:
-    """The roots ``status`` looks at (the arguments, else ``[watch] roots``, else the current
-    directory), their configuration and the code filter."""
-    from postflightd.config import load_config
-    from postflightd.errors import UsageError
-    from postflightd.findings import UnknownCodeError
-    from postflightd.pipeline import policy_from, resolve_root
-
-    if roots:
-        resolved = [resolve_root(r) for r in roots]
-        config = load_config(config_path, resolved)
-    else:
-        config = load_config(config_path, [Path.cwd()])
-        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
-    try:
-        return resolved, config, policy_from(config, select, ignore)
-    except UnknownCodeError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def run_status(
-    roots: Sequence[str],
-    fmt: str,
-    config_path: str | None,
-    select: Sequence[str] = (),
-    ignore: Sequence[str] = (),
-    color: str = "auto",
-) -> int:
-    """``postflightd status``: exit 1 when a run is stuck (as ``scan`` does), else 0."""
-    from datetime import UTC
-
-    resolved, config, policy = status_target(roots, config_path, select, ignore)
-    now = datetime.now(UTC)
-    statuses = collect_status(resolved, config, policy, now)
-    _add_healing(statuses, config, now)
-    if fmt == "text":
-        import os
-
-        from postflightd.reporters import use_color
-
-        report_status_text(statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
-    else:
-        STATUS_REPORTERS[fmt](statuses, sys.stdout)
-    if any(s.refused for s in statuses):
-        return 4
-    return 1 if any(r.stuck for s in statuses for r in s.runs) else 0

@@ -20,7 +20,6 @@ returns data; ``inspect_root``, ``repair_root`` and ``Healer`` are the thin I/O 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,8 +31,7 @@ from typing import Any, Final, TextIO
 import structlog
 
 from postflightd.config import Config
-from postflightd.durations import parse_since
-from postflightd.errors import ExitCode, StateUnusableError, UsageError
+from postflightd.errors import ExitCode, StateUnusableError
 from postflightd.inert import inert, json_text
 from postflightd.journal import Journal, RecordedChange, TaskChange, format_ts
 from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
@@ -703,37 +701,3 @@ REPORTERS: Final[Mapping[str, Callable[[VerifyReport, TextIO], None]]] = {
     "text": report_text,
     "json": report_json,
 }
-
-
-def run_verify(
-    roots: Sequence[str],
-    since_text: str,
-    repair: bool,
-    fmt: str,
-    config_path: str | None,
-) -> int:
-    """``postflightd verify``: exit 0 all shown, 1 lost/reverted/TODO, 4 state.json unusable."""
-    from postflightd.config import load_config
-    from postflightd.journal import journal_path
-    from postflightd.pipeline import resolve_root
-
-    try:
-        start = parse_since(since_text, datetime.now(UTC))
-    except ValueError as exc:
-        raise UsageError(f"--since: {exc}") from None
-    resolved = list(dict.fromkeys(resolve_root(r) for r in roots or ["."]))
-    config = load_config(config_path, resolved)
-    since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))
-    with Journal.open(journal_path(config.journal.path)) as journal:
-        if not journal.enabled:
-            raise UsageError(f"the journal cannot be opened: {journal.error}")
-        checked = []
-        for root in resolved:
-            root_config = load_config(config_path, [root]) if config_path is None else config
-            result = inspect_root(root, root_config, journal, since)
-            if repair and any(c.judgement.verdict is Verdict.LOST for c in result.checks):
-                result = repair_root(root, root_config, journal, since)
-            checked.append(result)
-    report = VerifyReport(since, repair, checked)
-    REPORTERS[fmt](report, sys.stdout)
-    return report.exit_code

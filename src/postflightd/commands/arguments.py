@@ -1,0 +1,44 @@
+"""Arguments several commands share, turned into typed values; a bad one is a UsageError (2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from postflightd.errors import UsageError
+
+if TYPE_CHECKING:
+    from postflightd.config import Config
+    from postflightd.findings import Policy
+    from postflightd.journal import Journal
+
+
+def policy(
+    config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
+) -> Policy:
+    """The configuration's policy with ``--select``/``--ignore``/``--strict`` applied."""
+    from postflightd.findings import UnknownCodeError
+    from postflightd.pipeline import policy_from
+
+    try:
+        return policy_from(config, select, ignore, strict)
+    except UnknownCodeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def parse_since_arg(text: str, now: datetime) -> datetime | None:
+    """``--since``: a duration back (30m, 2h, 7d), a date, or ``all`` (None)."""
+    from postflightd.durations import parse_since
+
+    try:
+        return parse_since(text, now)
+    except ValueError as exc:
+        raise UsageError(f"--since: {exc}") from None
+
+
+def open_journal(config: Config) -> Journal:
+    """The journal the configuration names (disabled, with its error, when it cannot open)."""
+    from postflightd.journal import Journal, journal_path
+
+    return Journal.open(journal_path(config.journal.path))

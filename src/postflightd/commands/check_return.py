@@ -1,0 +1,54 @@
+"""``postflightd check-return``: validate a subagent's console return (its rules: returns.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from postflightd.commands.arguments import policy
+from postflightd.config import load_config
+from postflightd.errors import UsageError
+from postflightd.returns import (
+    MAX_RETURN_BYTES,
+    REPORTERS,
+    Dialect,
+    check_bytes,
+    read_input,
+    return_probe,
+    too_big,
+)
+
+
+def run_check_return(
+    file: str,
+    dialect: str,
+    expect_session: str | None,
+    root: str,
+    fmt: str,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    strict: bool | None,
+    config_path: str | None,
+) -> int:
+    """Validate one return with the configuration's severity overrides, select, ignore and
+    strict; print the report; exit 0 valid, 1 invalid."""
+    root_dir = Path(root).expanduser()
+    config = load_config(config_path, [root_dir] if root_dir.is_dir() else [])
+    chosen = policy(config, select, ignore, strict)
+    if not root_dir.is_dir():
+        raise UsageError(f"--root {root}: not a directory (give the project root)")
+    probe = return_probe(root_dir)
+    source = "<stdin>" if file == "-" else file
+    raw = read_input(file)
+    if len(raw) > MAX_RETURN_BYTES:
+        report = too_big(source, dialect)
+    else:
+        report = check_bytes(raw, source, dialect, expect_session, probe, chosen)
+    if expect_session is not None and report.dialect is Dialect.AGENT_OUTPUT:
+        print(
+            "postflightd: agent-output returns carry no session id; --expect-session is ignored",
+            file=sys.stderr,
+        )
+    REPORTERS[fmt](report, sys.stdout)
+    return int(report.exit_code)

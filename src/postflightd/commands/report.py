@@ -1,0 +1,24 @@
+"""``postflightd report``: analytics from the journal (the query and fold: report_command.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from postflightd.errors import ExitCode
+from postflightd.report_command import make_report, write_output
+from postflightd.report_render import RENDERERS
+
+
+def run_report(
+    roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
+) -> int:
+    """Exit 0 whatever the report says: a report is information, not a verdict."""
+    report, notes = make_report(roots, since, config_path, datetime.now(UTC))
+    for note in notes:
+        print(f"postflightd: {note}", file=sys.stderr)
+    write_output(RENDERERS[fmt](report), output)
+    if output not in (None, "-"):
+        print(f"postflightd: report written to {output}", file=sys.stderr)
+    return int(ExitCode.OK)

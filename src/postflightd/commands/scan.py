@@ -1,0 +1,157 @@
+"""``postflightd scan``: validate every metadata file under the roots; ``--apply`` post-flights."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from postflightd.commands.arguments import open_journal, policy
+from postflightd.config import Config, load_config
+from postflightd.errors import ExitCode, UsageError
+from postflightd.inert import inert
+from postflightd.loader import META_NAME
+from postflightd.pipeline import (
+    FileReport,
+    Project,
+    ScanReport,
+    Tally,
+    apply_all,
+    preview,
+    resolve_root,
+    root_of,
+    scan,
+    scan_files,
+    unified_diff,
+)
+from postflightd.reporters import WRITERS, Options, display_path, report_statistics, use_color
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutput:
+    """How ``scan`` shows its result (the output conventions of ruff and friends)."""
+
+    statistics: bool = False
+    exit_zero: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    color: str = "auto"
+    dry_run: bool = False
+
+
+def run_scan(
+    roots: Sequence[str],
+    fmt: str,
+    select: Sequence[str],
+    ignore: Sequence[str],
+    strict: bool | None,
+    apply: bool,
+    config_path: str | None,
+    output: ScanOutput | None = None,
+) -> int:
+    """Exit 0 clean, 1 findings (or a stuck run), 4 a state.json or specs/ refused (SPEC 4)."""
+    out = output or ScanOutput()
+    if out.dry_run and not apply:
+        raise UsageError("--dry-run goes with --apply (a plain scan never writes anything)")
+    if out.dry_run and fmt != "text":
+        raise UsageError("--dry-run prints a unified diff: use it with --format text")
+    if out.statistics and fmt not in ("text", "json"):
+        raise UsageError("--statistics prints counts per code: use --format text or json")
+    resolved, only = scan_targets(roots or ["."], config_path)
+    config = load_config(config_path, resolved)
+    chosen = policy(config, select, ignore, strict)
+    now = datetime.now(UTC)
+    positions = fmt in ("github", "sarif")
+
+    def note(text: str) -> None:
+        if not out.quiet:
+            print(f"postflightd: {inert(text)}", file=sys.stderr)
+
+    options = Options(
+        color=use_color(out.color, sys.stdout, os.environ),
+        quiet=out.quiet,
+        verbose=out.verbose,
+        cwd=str(Path.cwd()),
+    )
+    report: ScanReport | None = None
+    files: Iterable[FileReport]
+    if apply:
+        # Postflight works on the batch as a whole (and --dry-run previews it): in memory.
+        if out.dry_run:
+            report = scan(resolved, config, chosen, now, only, positions=positions)
+        else:
+            report = apply_all(resolved, config, chosen, open_journal(config), now, only)
+        for text in report.notes:
+            note(text)
+        tally = report.tally()
+        scanned, files = report.roots, iter(report.files)
+    else:
+        # A plain scan streams: each file is checked, reported and forgotten (flat memory).
+        stream = scan_files(resolved, config, chosen, now, only, positions=positions)
+        tally = Tally(strict=chosen.strict)
+        scanned, files = stream.roots, map(tally.add, stream.reports(note))
+    if out.statistics:
+        report_statistics(files, sys.stdout, fmt, options)
+    else:
+        WRITERS[fmt](scanned, files, tally, sys.stdout, options)
+    if report is not None and out.dry_run:
+        _print_dry_run(report, config, now, options.cwd)
+    code = tally.exit_code
+    if out.exit_zero and code is ExitCode.FINDINGS:
+        return int(ExitCode.OK)
+    return int(code)
+
+
+def _print_dry_run(report: ScanReport, config: Config, now: datetime, cwd: str) -> None:
+    """The unified diff of what ``scan --apply`` would write; nothing is written."""
+    by_root: dict[Path, list[FileReport]] = {}
+    for file in report.files:
+        by_root.setdefault(file.root, []).append(file)
+    count = 0
+    for root, files in by_root.items():
+        project = Project.open(root, config)
+        for write in preview(project, files, config, now):
+            shown = display_path(write.path, cwd)
+            sys.stdout.write(unified_diff(write, shown))
+            count += 1
+    print(f"dry run: {count} file(s) would change; nothing was written")
+
+
+def scan_targets(
+    args: Sequence[str], config_path: str | None
+) -> tuple[list[Path], dict[Path, frozenset[str]] | None]:
+    """Roots to scan, and for roots reached through metadata file arguments, those files.
+
+    pre-commit passes the staged ``specs/*/.return-meta.json`` files; each is mapped to its
+    project root as ``process`` does (``ROOT/<specs_dir>/<task>/FILE``).
+    """
+    roots: list[Path] = []
+    files: dict[Path, set[str]] = {}
+    whole: set[Path] = set()
+    for arg in args:
+        path = Path(arg).expanduser()
+        if path.name == META_NAME and not path.is_dir():
+            if not (path.exists() or path.is_symlink()):
+                raise UsageError(f"{arg}: no such file")
+            absolute = path if path.is_absolute() else Path.cwd() / path
+            root, config = root_of(absolute, lambda rs: load_config(config_path, rs))
+            # Named through the root as the scan finds it: a symlinked file stays a symlink.
+            name = root / config.specs_dir / absolute.parent.name / META_NAME
+            files.setdefault(root, set()).add(str(name))
+            if root not in roots:
+                roots.append(root)
+            continue
+        if path.exists() and not path.is_dir():
+            raise UsageError(
+                f"{arg}: not a project root (a directory) nor a {META_NAME} metadata file"
+            )
+        root = resolve_root(arg)
+        whole.add(root)
+        if root not in roots:
+            roots.append(root)
+    if not files:
+        return roots, None
+    return roots, {r: frozenset(f) for r, f in files.items() if r not in whole}

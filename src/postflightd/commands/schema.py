@@ -1,0 +1,15 @@
+"""``postflightd schema``: the JSON Schema of the metadata file."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from postflightd.errors import ExitCode
+from postflightd.models import json_schema
+
+
+def run_schema() -> int:
+    json.dump(json_schema(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return int(ExitCode.OK)

@@ -1,0 +1,41 @@
+"""``postflightd verify``: outcomes the journal recorded that the project no longer shows."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from postflightd.commands.arguments import open_journal, parse_since_arg
+from postflightd.config import load_config
+from postflightd.errors import UsageError
+from postflightd.journal import format_ts
+from postflightd.pipeline import resolve_root
+from postflightd.verify import REPORTERS, Verdict, VerifyReport, inspect_root, repair_root
+
+
+def run_verify(
+    roots: Sequence[str],
+    since_text: str,
+    repair: bool,
+    fmt: str,
+    config_path: str | None,
+) -> int:
+    """Exit 0 all shown, 1 lost/reverted/TODO, 4 state.json unusable."""
+    start = parse_since_arg(since_text, datetime.now(UTC))
+    resolved = list(dict.fromkeys(resolve_root(r) for r in roots or ["."]))
+    config = load_config(config_path, resolved)
+    since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))
+    with open_journal(config) as journal:
+        if not journal.enabled:
+            raise UsageError(f"the journal cannot be opened: {journal.error}")
+        checked = []
+        for root in resolved:
+            root_config = load_config(config_path, [root]) if config_path is None else config
+            result = inspect_root(root, root_config, journal, since)
+            if repair and any(c.judgement.verdict is Verdict.LOST for c in result.checks):
+                result = repair_root(root, root_config, journal, since)
+            checked.append(result)
+    report = VerifyReport(since, repair, checked)
+    REPORTERS[fmt](report, sys.stdout)
+    return report.exit_code
