@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd.cli import FORMATS, main
+from postflightd.cli import main
 from postflightd.findings import RULES
+from postflightd.reporters.scan import WRITERS
 
 VALID, BROKEN, WARNED, STUCK = (
     "259_prove_completeness",
@@ -122,7 +123,7 @@ def test_json_report_has_the_exact_shape_of_spec_4(
     }
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", tuple(WRITERS))
 def test_every_format_reports_the_errors_and_exits_1(
     project: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
@@ -136,7 +137,7 @@ def test_every_format_reports_the_errors_and_exits_1(
         assert str(project.resolve()) not in out
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("fmt", tuple(WRITERS))
 def test_every_format_exits_0_on_a_clean_project(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:

@@ -18,7 +18,8 @@ from postflightd import pipeline
 from postflightd.config import Config
 from postflightd.inert import json_text
 from postflightd.loader import StateView, load_state
-from postflightd.reporters import Options, report_github, report_text, write_json
+from postflightd.reporters.scan import report_github, report_text, write_json
+from postflightd.reporters.style import Options
 from postflightd.scanstate import SCAN_FIELDS, load_state_for_scan
 
 
@@ -70,7 +71,7 @@ def _scan_cli(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 @pytest.mark.parametrize("fmt", ["json", "text", "github", "sarif"])
 def test_streamed_output_is_the_whole_reports_output(tmp_path: Path, fmt: str) -> None:
     """The CLI streams; the in-memory report and its reporter give the very same bytes."""
-    from postflightd.reporters import REPORTERS
+    from postflightd.reporters.scan import REPORTERS
 
     root = _mixed_project(tmp_path / "p")
     done = _scan_cli(root, "--format", fmt)

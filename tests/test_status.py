@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.status import format_duration
+from postflightd.durations import format_duration
 from postflightd.store import InstanceLock, lock_holder
 from postflightd.tree import Directory
 

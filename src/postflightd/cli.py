@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from postflightd import __version__
@@ -16,7 +16,6 @@ from postflightd import __version__
 if TYPE_CHECKING:
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-FORMATS = ("text", "json", "github", "sarif")
 COLOR_CHOICES = ("auto", "always", "never")
 
 
@@ -36,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ROOT|FILE",
         help="project roots, or metadata files (pre-commit passes these); default: .",
     )
-    scan.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text")
+    _add_format(scan, "postflightd.reporters.scan", "WRITERS", "--output-format")
     scan.add_argument(
         "--select", action="append", default=[], metavar="CODES", help="only these codes"
     )
@@ -61,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
     process = sub.add_parser("process", help="post-flight one metadata file now (hook target)")
     process.add_argument("file", metavar="FILE", help="specs/{N}_{SLUG}/.return-meta.json")
-    process.add_argument("--format", choices=("text", "json"), default="text")
+    _add_format(process, "postflightd.reporters.process")
     process.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     process.add_argument(
         "--dry-run",
@@ -89,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument(
         "--show", action="store_true", help="print the recorded file content of each row"
     )
-    history.add_argument("--format", choices=("text", "json"), default="text")
+    _add_format(history, "postflightd.reporters.history")
     history.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
     ret = sub.add_parser("check-return", help="validate a subagent's console return")
@@ -99,7 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ret.add_argument("--expect-session", metavar="SID", help="the session id delegated")
     ret.add_argument("--root", default=".", metavar="DIR", help="artifact paths are relative to it")
-    ret.add_argument("--format", choices=("text", "json", "github"), default="text")
+    _add_format(ret, "postflightd.reporters.check_return")
     ret.add_argument("--select", action="append", default=[], metavar="CODES")
     ret.add_argument("--ignore", action="append", default=[], metavar="CODES")
     ret.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
@@ -119,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="the runs in flight: stage, phases, elapsed, STUCK")
     status.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
-    status.add_argument("--format", choices=("text", "json"), default="text")
+    _add_format(status, "postflightd.reporters.status")
     status.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     status.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
     _add_code_filters(status)
@@ -134,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument(
         "--repair", action="store_true", help="re-apply the outcomes lost to non-locking writers"
     )
-    verify.add_argument("--format", choices=("text", "json"), default="text")
+    _add_format(verify, "postflightd.reporters.verify")
     verify.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
     # --- issue 13: project set-up and shell completion ---
@@ -146,6 +145,49 @@ def _parser() -> argparse.ArgumentParser:
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     _add_report_parsers(sub, status)
     return parser
+
+
+class RegistryKeys:
+    """A reporter registry's keys as argparse ``choices``, imported when argparse first asks.
+
+    ``--format`` choices are the registry's keys, never a copy; importing every registry
+    when the parser is built would cost ``--version`` the report renderer's 130 ms (SPEC 6:
+    start-up <= 250 ms), so the keys are read when a ``--format`` value is checked or a
+    command's usage is shown (argcomplete asks too).
+    """
+
+    __slots__ = ("_keys", "_module", "_registry")
+
+    def __init__(self, module: str, registry: str) -> None:
+        self._module = module
+        self._registry = registry
+        self._keys: tuple[str, ...] | None = None
+
+    def _load(self) -> tuple[str, ...]:
+        if self._keys is None:
+            from importlib import import_module
+
+            self._keys = tuple(getattr(import_module(self._module), self._registry))
+        return self._keys
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._load())
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._load()
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+def _add_format(
+    command: argparse.ArgumentParser, module: str, registry: str = "REPORTERS", *alias: str
+) -> None:
+    """``--format``, its choices the keys of ``module.registry`` (default: text)."""
+    action = command.add_argument("--format", *alias, dest="format", default="text")
+    # Set after add_argument, which formats the option's usage (and would iterate the
+    # choices, importing the registry) to check it.
+    action.choices = RegistryKeys(module, registry)
 
 
 def _add_code_filters(command: argparse.ArgumentParser) -> None:
@@ -170,7 +212,7 @@ def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> No
     report.add_argument(
         "--since", default="30d", metavar="DURATION", help="30d (default), 12h, 2026-01-31, all"
     )
-    report.add_argument("--format", choices=("text", "json", "html"), default="text")
+    _add_format(report, "postflightd.report_render", "RENDERERS")
     report.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     report.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 

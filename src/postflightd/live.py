@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Final, TextIO
 
 from postflightd.report_render import inert
-from postflightd.status import WRITING, RootStatus, RunStatus, report_status_text
+from postflightd.reporters.status import report_status_text
+from postflightd.status import WRITING, RootStatus, RunStatus
 
 HOME: Final = "\x1b[H"
 CLEAR_ALL: Final = "\x1b[2J"

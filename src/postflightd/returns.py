@@ -17,11 +17,11 @@ import difflib
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO, Final, TextIO
+from typing import Any, BinaryIO, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -32,7 +32,6 @@ from postflightd.findings import (
     Severity,
     finding,
 )
-from postflightd.inert import inert, json_text
 from postflightd.loader import artifact_probe, parse_json
 from postflightd.rules import (
     ArtifactProbe,
@@ -838,36 +837,3 @@ def return_probe(root: Path) -> ArtifactProbe:
         return ArtifactState.OUTSIDE
 
     return probe
-
-
-def report_text(report: ReturnReport, out: TextIO) -> None:
-    """``source:CODE severity: message`` per finding, then one verdict line."""
-    source = inert(report.source)
-    for f in report.findings:
-        out.write(f"{source}:{f.code} {f.severity.value}: {inert(f.message)}\n")
-    verdict = "valid" if report.valid else "invalid"
-    status = f", status {inert(report.status)}" if report.status is not None else ""
-    out.write(
-        f"{source}: {verdict} {report.dialect.value} return{status}; "
-        f"{report.count(Severity.ERROR)} error(s), {report.count(Severity.WARNING)} warning(s)\n"
-    )
-
-
-def report_json(report: ReturnReport, out: TextIO) -> None:
-    out.write(json_text(report.to_json(), indent=2) + "\n")
-
-
-def report_github(report: ReturnReport, out: TextIO) -> None:
-    """One GitHub workflow command per finding, on the return's file (none for stdin)."""
-    from postflightd.reporters import github_annotation
-
-    path = None if report.source == "<stdin>" else report.source
-    for f in report.findings:
-        out.write(github_annotation(f, path) + "\n")
-
-
-REPORTERS: dict[str, Callable[[ReturnReport, TextIO], None]] = {
-    "text": report_text,
-    "json": report_json,
-    "github": report_github,
-}

@@ -6,17 +6,15 @@ uses), and says whether one is watching the root (the daemon's instance lock).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any
 
 from postflightd.config import Config
 from postflightd.daemon_notes import daemon_note
-from postflightd.durations import format_duration
 from postflightd.findings import Policy
-from postflightd.inert import inert, json_text
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
 from postflightd.pipeline import FileReport, Project, check_file
@@ -138,82 +136,6 @@ def collect_status(
         # Tasks in numerical order (the directory listing puts 100_x before 14_x).
         entry.runs.sort(key=lambda r: (r.task is None, r.task or 0, r.file))
     return out
-
-
-def _phases(run: RunStatus) -> str:
-    if run.phases_completed is None and run.phases_total is None:
-        return "-"
-    done = "?" if run.phases_completed is None else str(run.phases_completed)
-    total = "?" if run.phases_total is None else str(run.phases_total)
-    return f"{done}/{total}"
-
-
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    rows = [[inert(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-
-
-_MARK_STYLE: Final = {"STUCK": "error", "INVALID": "error", "WAITING": "warning"}
-
-
-def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool = False) -> None:
-    for entry in statuses:
-        if entry.daemon_pid is None:
-            daemon = "no daemon"
-        else:
-            daemon = f"daemon pid {entry.daemon_pid}" if entry.daemon_pid else "daemon running"
-        out.write(f"{inert(str(entry.root))}  ({daemon})\n")
-        healing = entry.healing or {}
-        if healing.get("reapplied") or healing.get("overwritten"):
-            out.write(
-                f"  healed: {healing.get('reapplied', 0)} outcome(s) re-applied after writes "
-                f"that ignored the lock, {healing.get('overwritten', 0)} edited since "
-                "(last 24 h; `postflightd verify` lists them)\n"
-            )
-        if entry.note:
-            out.write(f"  {inert(entry.note)}\n")
-            continue
-        if not entry.runs:
-            out.write("  no runs in flight\n")
-            continue
-        rows = [["TASK", "STATUS", "AGENT", "STAGE", "PHASES", "ELAPSED / TIMEOUT", ""]]
-        for run in entry.runs:
-            rows.append(
-                [
-                    str(run.task) if run.task is not None else run.file,
-                    run.status or "?",
-                    run.agent or "-",
-                    run.stage or "-",
-                    _phases(run),
-                    f"{format_duration(run.elapsed_s)} / {format_duration(run.timeout_s)}",
-                    {"stuck": "STUCK", "invalid": "INVALID", "waiting": "WAITING"}.get(
-                        run.state, ""
-                    ),
-                ]
-            )
-        for line in _table(rows):
-            mark = line.rsplit(" ", 1)[-1]
-            if color and mark in _MARK_STYLE:
-                # Coloured after padding: escape codes would throw the column widths off.
-                from postflightd.reporters import paint
-
-                line = line[: -len(mark)] + paint(mark, _MARK_STYLE[mark], on=True)  # noqa: PLW2901
-            out.write(f"  {line}\n")
-    runs = [r for e in statuses for r in e.runs]
-    stuck = sum(1 for r in runs if r.stuck)
-    running = sum(1 for r in runs if r.state == "running")
-    out.write(f"{running} running, {stuck} stuck, {len(runs) - running - stuck} other\n")
-
-
-def report_status_json(statuses: Sequence[RootStatus], out: TextIO) -> None:
-    out.write(json_text({"roots": [s.to_json() for s in statuses]}, indent=2) + "\n")
-
-
-STATUS_REPORTERS: dict[str, Callable[[Sequence[RootStatus], TextIO], None]] = {
-    "text": report_status_text,
-    "json": report_status_json,
-}
 
 
 def add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 from postflightd.commands.arguments import policy
 from postflightd.config import load_config
 from postflightd.errors import UsageError
+from postflightd.reporters.check_return import REPORTERS
 from postflightd.returns import (
     MAX_RETURN_BYTES,
-    REPORTERS,
     Dialect,
     check_bytes,
     read_input,

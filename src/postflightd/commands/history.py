@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.inert import inert, json_text
 from postflightd.journal import format_ts
+from postflightd.reporters.history import REPORTERS, History
 
 
 def run_history(
@@ -47,27 +46,6 @@ def run_history(
             f"note: observations before {pruned} were pruned ([journal] keep_days = "
             f"{config.journal.keep_days:g}); older runs are not shown"
         )
-    if fmt == "json":
-        # The JSON rows always carry `content` (a fixed shape); --show is for the text form.
-        sys.stdout.write(json_text([asdict(r) for r in rows], indent=2) + "\n")
-        if note:
-            print(note, file=sys.stderr)
-        return int(ExitCode.OK)
-    if note:
-        print(note)
-    for r in rows:
-        task_s = "-" if r.task is None else str(r.task)
-        pruned_content = " (content pruned)" if r.kind == "postflighted" and not r.content else ""
-        print(
-            f"{inert(r.ts)}  {inert(r.kind):<13} task {task_s:<5} {inert(r.status or '-'):<12} "
-            f"{inert(r.session or '-')}  {inert(r.root)}/{inert(r.file)}{pruned_content}"
-        )
-        if show and r.content is not None:
-            # The recorded file, one output line per line of it (splitlines also splits on
-            # CR, VT, FF, NEL, U+2028: each piece is then escaped whole).
-            for line in r.content.splitlines():
-                print(f"    {inert(line)}")
-    if not rows:
-        filtered = any(x is not None for x in (task, session, root, since))
-        print("no observations recorded" + (" for that filter" if filtered else ""))
+    filtered = any(x is not None for x in (task, session, root, since))
+    REPORTERS[fmt](History(rows, note, filtered, show), sys.stdout, sys.stderr)
     return int(ExitCode.OK)

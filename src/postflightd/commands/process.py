@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.findings import Policy
-from postflightd.inert import inert, json_text
 from postflightd.journal import Journal
 from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
 from postflightd.models import Status
@@ -25,9 +26,36 @@ from postflightd.pipeline import (
     postflight,
     preview,
     root_of,
-    unified_diff,
 )
-from postflightd.reporters import display_path
+from postflightd.reporters.dry_run import report_process_dry_run
+from postflightd.reporters.process import REPORTERS, report_text
+
+#: The exit code of each outcome (SPEC 4); any other outcome is the file's fault: exit 1.
+EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {
+    Outcome.APPLIED: ExitCode.OK,
+    Outcome.GONE: ExitCode.OK,
+    Outcome.IN_PROGRESS: ExitCode.IN_PROGRESS,
+    Outcome.STATE_UNUSABLE: ExitCode.STATE_UNUSABLE,
+    Outcome.INCOMPLETE: ExitCode.STATE_UNUSABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """What ``process`` did with the file named ``file``: its report (None when the file was
+    already gone), and when the journal shows another run applied it first, when."""
+
+    file: str
+    report: FileReport | None
+    already: str | None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.report is None:
+            return ExitCode.OK  # gone before we looked: another run applied it
+        if self.report.outcome is None:
+            return ExitCode.FINDINGS  # not post-flighted (postflight always sets an outcome)
+        return EXIT_CODES.get(self.report.outcome, ExitCode.FINDINGS)
 
 
 def run_process(
@@ -68,8 +96,10 @@ def run_process(
             if done is None:
                 raise UsageError(f"{file}: no such file")
             # A daemon, hook or concurrent `process` took it first: the outcome is applied.
-            print(f"{inert(file)}: already post-flighted ({done}); nothing to do")
-            return int(ExitCode.OK)
+            # Said in text whatever --format asks (as it always was: there is no file report).
+            result = Processed(file, None, done)
+            report_text(result, sys.stdout)
+            return int(result.exit_code)
         # A file the agent rewrites while it is being applied is read and applied again.
         for _ in range(3):
             with Project.open(root, config) as project:
@@ -92,24 +122,9 @@ def run_process(
             done = _already_postflighted(journal, root, path, content)
     finally:
         journal.close()
-    if fmt == "json":
-        out = report.to_json()
-        if done is not None:
-            out["already_postflighted"] = done
-        sys.stdout.write(json_text(out, indent=2) + "\n")
-    elif done is not None:
-        print(f"{inert(file)}: already post-flighted ({done}); nothing to do")
-    else:
-        _print_process_summary(report)
-    codes = {
-        Outcome.APPLIED: ExitCode.OK,
-        Outcome.GONE: ExitCode.OK,
-        Outcome.IN_PROGRESS: ExitCode.IN_PROGRESS,
-        Outcome.STATE_UNUSABLE: ExitCode.STATE_UNUSABLE,
-        Outcome.INCOMPLETE: ExitCode.STATE_UNUSABLE,
-    }
-    assert report.outcome is not None
-    return int(codes.get(report.outcome, ExitCode.FINDINGS))
+    result = Processed(file, report, done)
+    REPORTERS[fmt](result, sys.stdout)
+    return int(result.exit_code)
 
 
 def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> int:
@@ -117,29 +132,16 @@ def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> 
     now = datetime.now(UTC)
     project = Project.open(root, config)
     report = check_file(project, MetaFileRef(path, path.parent.name), config, chosen, now)
-    cwd = str(Path.cwd())
-    for f in report.findings:
-        print(
-            f"{inert(display_path(report.path, cwd))}:{f.code} {f.severity.value}: "
-            f"{inert(f.message)}"
-        )
+    refusal, code = None, ExitCode.OK
     if not project.state.usable:
-        print("dry run: state.json is unusable (PF604): nothing would be applied")
-        return int(ExitCode.STATE_UNUSABLE)
-    if report.status is Status.IN_PROGRESS:
-        print("dry run: the file is still in_progress: nothing would be applied")
-        return int(ExitCode.IN_PROGRESS)
-    if not report.valid:
-        print("dry run: invalid: nothing would be applied")
-        return int(ExitCode.FINDINGS)
-    writes = preview(project, [report], config, now)
-    for write in writes:
-        sys.stdout.write(unified_diff(write, display_path(write.path, cwd)))
-    print(
-        f"dry run: would apply ({report.raw_status}) to task {report.task}, changing "
-        f"{len(writes)} file(s), and delete the metadata file; nothing was written"
-    )
-    return int(ExitCode.OK)
+        refusal, code = "state.json is unusable (PF604)", ExitCode.STATE_UNUSABLE
+    elif report.status is Status.IN_PROGRESS:
+        refusal, code = "the file is still in_progress", ExitCode.IN_PROGRESS
+    elif not report.valid:
+        refusal, code = "invalid", ExitCode.FINDINGS
+    writes = preview(project, [report], config, now) if refusal is None else []
+    report_process_dry_run(report, writes, refusal, sys.stdout, str(Path.cwd()))
+    return int(code)
 
 
 def _already_postflighted(
@@ -154,25 +156,3 @@ def _already_postflighted(
     if row is None:
         return None
     return f"recorded {row.ts}" + (f", session {row.session}" if row.session else "")
-
-
-def _print_process_summary(report: FileReport) -> None:
-    what = {
-        Outcome.APPLIED: f"applied ({inert(report.raw_status or '')}) to task {report.task}; "
-        + ("file kept" if report.path.exists() else "file deleted"),
-        Outcome.GONE: "the file vanished before it could be applied (another run took it; "
-        "this journal has no record of it)",
-        Outcome.INCOMPLETE: "applied to state.json, but not every file of the outcome could be "
-        "written (see below); the file is kept: run again once fixed",
-        Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
-        "errors.json, task status left as it was",
-        Outcome.STATE_UNUSABLE: "not applied: state.json is unusable (PF604); the file is kept",
-        Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",
-        Outcome.INVALID: "not applied: invalid; the file is kept",
-    }
-    assert report.outcome is not None
-    print(f"{inert(report.rel_path)}: {what.get(report.outcome, report.outcome.value)}")
-    for f in report.findings:
-        print(f"  {f.code} {f.severity.value}: {inert(f.message)}")
-    for note in report.notes:
-        print(f"  note: {inert(note)}")

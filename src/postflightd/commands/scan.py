@@ -16,6 +16,7 @@ from postflightd.inert import inert
 from postflightd.loader import META_NAME
 from postflightd.pipeline import (
     FileReport,
+    PlannedWrite,
     Project,
     ScanReport,
     Tally,
@@ -25,9 +26,10 @@ from postflightd.pipeline import (
     root_of,
     scan,
     scan_files,
-    unified_diff,
 )
-from postflightd.reporters import WRITERS, Options, display_path, report_statistics, use_color
+from postflightd.reporters.dry_run import report_scan_dry_run
+from postflightd.reporters.scan import WRITERS, report_statistics
+from postflightd.reporters.style import Options, use_color
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,26 +100,22 @@ def run_scan(
     else:
         WRITERS[fmt](scanned, files, tally, sys.stdout, options)
     if report is not None and out.dry_run:
-        _print_dry_run(report, config, now, options.cwd)
+        report_scan_dry_run(_planned_writes(report, config, now), sys.stdout, options.cwd)
     code = tally.exit_code
     if out.exit_zero and code is ExitCode.FINDINGS:
         return int(ExitCode.OK)
     return int(code)
 
 
-def _print_dry_run(report: ScanReport, config: Config, now: datetime, cwd: str) -> None:
-    """The unified diff of what ``scan --apply`` would write; nothing is written."""
+def _planned_writes(report: ScanReport, config: Config, now: datetime) -> list[PlannedWrite]:
+    """What ``scan --apply`` would write, root by root; nothing is written."""
     by_root: dict[Path, list[FileReport]] = {}
     for file in report.files:
         by_root.setdefault(file.root, []).append(file)
-    count = 0
+    writes: list[PlannedWrite] = []
     for root, files in by_root.items():
-        project = Project.open(root, config)
-        for write in preview(project, files, config, now):
-            shown = display_path(write.path, cwd)
-            sys.stdout.write(unified_diff(write, shown))
-            count += 1
-    print(f"dry run: {count} file(s) would change; nothing was written")
+        writes.extend(preview(Project.open(root, config), files, config, now))
+    return writes
 
 
 def scan_targets(

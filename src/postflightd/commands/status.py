@@ -17,8 +17,9 @@ from postflightd.findings import Policy
 from postflightd.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.pipeline import resolve_root
 from postflightd.report_command import parse_interval
-from postflightd.reporters import use_color
-from postflightd.status import STATUS_REPORTERS, add_healing, collect_status, report_status_text
+from postflightd.reporters.status import REPORTERS
+from postflightd.reporters.style import use_color
+from postflightd.status import add_healing, collect_status
 
 
 def status_target(
@@ -48,10 +49,7 @@ def run_status(
     now = datetime.now(UTC)
     statuses = collect_status(resolved, config, chosen, now)
     add_healing(statuses, config, now)
-    if fmt == "text":
-        report_status_text(statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
-    else:
-        STATUS_REPORTERS[fmt](statuses, sys.stdout)
+    REPORTERS[fmt](statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
     if any(s.refused for s in statuses):
         return 4
     return 1 if any(r.stuck for s in statuses for r in s.runs) else 0

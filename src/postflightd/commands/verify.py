@@ -11,7 +11,8 @@ from postflightd.config import load_config
 from postflightd.errors import UsageError
 from postflightd.journal import format_ts
 from postflightd.pipeline import resolve_root
-from postflightd.verify import REPORTERS, Verdict, VerifyReport, inspect_root, repair_root
+from postflightd.reporters.verify import REPORTERS
+from postflightd.verify import Verdict, VerifyReport, inspect_root, repair_root
 
 
 def run_verify(

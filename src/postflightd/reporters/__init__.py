@@ -1,0 +1,1 @@
+"""One registry of reporters per kind of result; its keys are the command's ``--format`` choices."""

@@ -1,0 +1,44 @@
+"""Reporters for ``check-return``: one function per ``--format``, writing to a stream."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+from postflightd.findings import Severity
+from postflightd.inert import inert, json_text
+from postflightd.reporters.scan import github_annotation
+
+if TYPE_CHECKING:
+    from postflightd.returns import ReturnReport
+
+
+def report_text(report: ReturnReport, out: TextIO) -> None:
+    """``source:CODE severity: message`` per finding, then one verdict line."""
+    source = inert(report.source)
+    for f in report.findings:
+        out.write(f"{source}:{f.code} {f.severity.value}: {inert(f.message)}\n")
+    verdict = "valid" if report.valid else "invalid"
+    status = f", status {inert(report.status)}" if report.status is not None else ""
+    out.write(
+        f"{source}: {verdict} {report.dialect.value} return{status}; "
+        f"{report.count(Severity.ERROR)} error(s), {report.count(Severity.WARNING)} warning(s)\n"
+    )
+
+
+def report_json(report: ReturnReport, out: TextIO) -> None:
+    out.write(json_text(report.to_json(), indent=2) + "\n")
+
+
+def report_github(report: ReturnReport, out: TextIO) -> None:
+    """One GitHub workflow command per finding, on the return's file (none for stdin)."""
+    path = None if report.source == "<stdin>" else report.source
+    for f in report.findings:
+        out.write(github_annotation(f, path) + "\n")
+
+
+REPORTERS: dict[str, Callable[[ReturnReport, TextIO], None]] = {
+    "text": report_text,
+    "json": report_json,
+    "github": report_github,
+}

@@ -1,0 +1,64 @@
+"""Reporters for ``process``: what happened to the one file, and why."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+from postflightd.inert import inert, json_text
+
+if TYPE_CHECKING:
+    from postflightd.commands.process import Processed
+    from postflightd.pipeline import FileReport
+
+
+def report_text(result: Processed, out: TextIO) -> None:
+    """One line for the outcome, then its findings and notes, indented."""
+    if result.already is not None:
+        out.write(
+            f"{inert(result.file)}: already post-flighted ({result.already}); nothing to do\n"
+        )
+        return
+    report = result.report
+    if report is None:
+        return
+    out.write(f"{inert(report.rel_path)}: {_outcome_text(report)}\n")
+    for f in report.findings:
+        out.write(f"  {f.code} {f.severity.value}: {inert(f.message)}\n")
+    for note in report.notes:
+        out.write(f"  note: {inert(note)}\n")
+
+
+def _outcome_text(report: FileReport) -> str:
+    from postflightd.pipeline import Outcome
+
+    what = {
+        Outcome.APPLIED: f"applied ({inert(report.raw_status or '')}) to task {report.task}; "
+        + ("file kept" if report.path.exists() else "file deleted"),
+        Outcome.GONE: "the file vanished before it could be applied (another run took it; "
+        "this journal has no record of it)",
+        Outcome.INCOMPLETE: "applied to state.json, but not every file of the outcome could be "
+        "written (see below); the file is kept: run again once fixed",
+        Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
+        "errors.json, task status left as it was",
+        Outcome.STATE_UNUSABLE: "not applied: state.json is unusable (PF604); the file is kept",
+        Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",
+        Outcome.INVALID: "not applied: invalid; the file is kept",
+    }
+    if report.outcome is None:  # check_file's report: postflight always sets one
+        return "not applied"
+    return what.get(report.outcome, report.outcome.value)
+
+
+def report_json(result: Processed, out: TextIO) -> None:
+    """The file's report (SPEC 4), with ``already_postflighted`` when another run applied it."""
+    doc = result.report.to_json() if result.report is not None else {"file": result.file}
+    if result.already is not None:
+        doc["already_postflighted"] = result.already
+    out.write(json_text(doc, indent=2) + "\n")
+
+
+REPORTERS: dict[str, Callable[[Processed, TextIO], None]] = {
+    "text": report_text,
+    "json": report_json,
+}
