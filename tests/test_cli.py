@@ -3,13 +3,20 @@ failures to exit codes (70 with a crash log, 130 on Ctrl-C, 141 on a broken pipe
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import subprocess
 import sys
 from importlib import import_module
+from pathlib import Path
 
 import pytest
 
+from conftest import make_project, task_entry, wait_until, write_meta
 from postflightd.cli import main
+from postflightd.errors import ExitCode, UsageError, exit_code_of
+from postflightd.store import LockTimeoutError, StoreError
 
 #: Each command with a --format, and the registry whose keys are its choices.
 REGISTRIES = [
@@ -65,3 +72,130 @@ def test_version_imports_no_registry_and_no_command() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.splitlines()[-1] == "[]"
+
+
+# --- exit codes: one mapping, errors.exit_code_of ----------------------------------------------
+
+
+def _postflightd(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "postflightd", *argv]
+
+
+def _broken_project(root: Path, count: int = 1) -> Path:
+    """A project whose ``count`` metadata files are each invalid (findings: exit 1)."""
+    make_project(root, [task_entry(259, "prove_completeness")])
+    for n in range(count):
+        write_meta(root, f"{300 + n}_broken", {"status": "researched"})
+    return root
+
+
+def test_exit_code_of_maps_each_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    """Usage errors 2 (message made inert), Ctrl-C 130, a bug 70 naming the crash log."""
+    assert exit_code_of(UsageError("bad \x1b[31mflag")) is ExitCode.USAGE
+    assert exit_code_of(KeyboardInterrupt()) is ExitCode.INTERRUPTED
+    assert exit_code_of(RuntimeError("boom")) is ExitCode.INTERNAL
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "postflightd: bad \\x1b[31mflag"
+    assert err[1] == "postflightd: interrupted"
+    assert err[2].startswith("postflightd: internal error (RuntimeError); details in ")
+
+
+def test_store_errors_take_their_codes_from_errors() -> None:
+    """The lock timeout is 2 and a store failure 4, decided next to ExitCode."""
+    assert LockTimeoutError("held").exit_code is ExitCode.USAGE
+    assert StoreError("unwritable").exit_code is ExitCode.STATE_UNUSABLE
+
+
+def test_internal_error_exits_70_and_writes_the_crash_log(tmp_path: Path) -> None:
+    """An error no command expects: one line on stderr naming the crash log, which holds the
+    traceback; no traceback on the terminal."""
+    env = {**os.environ, "POSTFLIGHTD_FAULT_AT": "command=EIO"}
+    proc = subprocess.run(
+        _postflightd("schema"), check=False, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 70
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    prefix = "postflightd: internal error (OSError); details in "
+    assert line.startswith(prefix)
+    log = Path(line.removeprefix(prefix))
+    # The autouse fixture's state directory: platformdirs' user log directory lives in it.
+    assert log.is_relative_to(os.environ["XDG_STATE_HOME"])
+    text = log.read_text(encoding="utf-8")
+    assert "Traceback (most recent call last)" in text
+    assert "OSError: [Errno 5]" in text
+
+
+def test_ctrl_c_exits_130(tmp_path: Path) -> None:
+    """SIGINT while a command waits (check-return reading a FIFO nobody writes yet): 130."""
+    make_project(tmp_path / "p", [])
+    fifo = tmp_path / "return.fifo"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        _postflightd("check-return", str(fifo), "--root", str(tmp_path / "p")),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    writer = None
+    try:
+        # A non-blocking open for writing succeeds only once a reader has the FIFO open: the
+        # command is inside main, blocked reading it.
+        def reader_waiting() -> int | None:
+            try:
+                return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return None
+
+        writer = wait_until("check-return to open the FIFO", reader_waiting)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 130
+    assert out == ""
+    assert err == "postflightd: interrupted\n"
+
+
+def test_broken_pipe_with_findings_is_not_success(tmp_path: Path) -> None:
+    """The reader closed stdout before the report: exit 141, never 0, and nothing on stderr
+    (no traceback, no "Exception ignored" from the interpreter's last flush)."""
+    root = _broken_project(tmp_path / "p")
+    proc = subprocess.Popen(
+        _postflightd("scan", str(root)), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the only read end: every write to stdout is EPIPE
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(60) == 141
+    assert err == b""
+
+
+def test_broken_pipe_in_a_shell_pipeline(tmp_path: Path) -> None:
+    """``postflightd scan ROOT | head -c1``: head exits after one byte; scan's exit is 141."""
+    root = _broken_project(tmp_path / "p", count=400)  # a report well past the pipe's 64 KiB
+    command = " ".join(shlex.quote(a) for a in _postflightd("scan", str(root)))
+    proc = subprocess.run(
+        ["bash", "-c", f'{command} | head -c1; echo " ${{PIPESTATUS[0]}}"'],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.split() == [proc.stdout[0], "141"]
+    assert proc.stderr == ""
+
+
+def test_complete_output_keeps_the_verdict(tmp_path: Path) -> None:
+    """A reader that reads everything: the findings' exit 1, as before."""
+    root = _broken_project(tmp_path / "p")
+    proc = subprocess.run(
+        _postflightd("scan", str(root)), check=False, capture_output=True, timeout=60
+    )
+    assert proc.returncode == 1
+    assert b"PF" in proc.stdout

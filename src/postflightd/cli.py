@@ -7,6 +7,7 @@ stay fast (SPEC 6: CLI start-up <= 250 ms).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 COLOR_CHOICES = ("auto", "always", "never")
+#: store.FAULT_ENV, named here so that start-up does not import the store to look it up.
+FAULT_ENV = "POSTFLIGHTD_FAULT_AT"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -229,6 +232,11 @@ def _run(argv: Sequence[str] | None) -> int:
     # Once, for every command, on stderr: structlog's default prints to stdout, where a
     # warning would corrupt a JSON report or the hook's answer.
     with command_logging():
+        if FAULT_ENV in os.environ:
+            # Test hook: an error no command expects, to prove the crash log and exit 70.
+            from postflightd.store import fault_point
+
+            fault_point("command")
         return _dispatch(args)
 
 
@@ -333,31 +341,21 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_completion(args.shell)
         case _:
+            from postflightd.errors import ExitCode
+
             _parser().print_help(sys.stderr)
-            return 2
+            return int(ExitCode.USAGE)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (SPEC 4)."""
-    from postflightd.errors import ExitCode, PostflightError, write_crash_log
-
+    """Run one command; return its exit code (SPEC 4; failures: ``errors.exit_code_of``)."""
     try:
-        return _run(argv)
-    except PostflightError as exc:
-        from postflightd.inert import inert
+        code = _run(argv)
+        # Flushed here, not at interpreter exit: a reader that went away is a broken pipe
+        # (exit 141), not an "Exception ignored" message and exit 120.
+        sys.stdout.flush()
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place they become codes
+        from postflightd.errors import exit_code_of
 
-        print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
-        return int(exc.exit_code)
-    except KeyboardInterrupt:
-        print("postflightd: interrupted", file=sys.stderr)
-        return int(ExitCode.INTERRUPTED)
-    except BrokenPipeError:
-        # The reader went away (`postflightd scan | head`): not an error of ours.
-        return 0
-    except Exception as exc:  # noqa: BLE001 - the one place an unexpected error becomes exit 70
-        where = write_crash_log(exc)
-        print(
-            f"postflightd: internal error ({type(exc).__name__}); details in {where}",
-            file=sys.stderr,
-        )
-        return int(ExitCode.INTERNAL)
+        return int(exit_code_of(exc))
+    return code

@@ -1,18 +1,35 @@
-"""Conditions a user can fix, and the one table of exit codes (SPEC 4)."""
+"""The one table of exit codes (SPEC 4), the errors a user can fix, and ``exit_code_of``:
+the one place a failure becomes an exit code.
+
+A command's own verdict comes from its result object (``Tally``, ``ReturnReport``,
+``VerifyReport``, ``Processed``, ``status_exit_code``), always as an ``ExitCode`` member;
+everything that stops a command early is an exception mapped here.
+"""
 
 from __future__ import annotations
 
+import sys
 from enum import IntEnum
 
 
 class ExitCode(IntEnum):
+    #: clean; an outcome applied; a report written
     OK = 0
+    #: findings (errors, or warnings with --strict), a stuck run, an outcome lost (verify)
     FINDINGS = 1
+    #: a usage or configuration error; the project lock held past the wait
     USAGE = 2
+    #: ``process``: the run is still in progress (interrupted)
     IN_PROGRESS = 3
+    #: state.json unusable (PF604), specs/ refused, a project file unreadable or unwritable
     STATE_UNUSABLE = 4
+    #: a bug: the traceback is in the crash log (BSD sysexits' EX_SOFTWARE)
     INTERNAL = 70
+    #: Ctrl-C (128 + SIGINT, as a shell reports a command the signal ended)
     INTERRUPTED = 130
+    #: the reader of stdout went away (128 + SIGPIPE, what the shell reports for grep or git
+    #: in ``| head``): the report was cut short, so its verdict is unknown; never 0
+    BROKEN_PIPE = 141
 
 
 class PostflightError(Exception):
@@ -31,6 +48,51 @@ class ConfigError(PostflightError):
 
 class StateUnusableError(PostflightError):
     exit_code = ExitCode.STATE_UNUSABLE
+
+
+class ProjectLockedError(PostflightError):
+    """Another process held the project lock past the wait: the user finds it and retries."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ProjectFileError(PostflightError):
+    """A project file could not be read or written (the store's errors)."""
+
+    exit_code = ExitCode.STATE_UNUSABLE
+
+
+def exit_code_of(exc: Exception | KeyboardInterrupt) -> ExitCode:
+    """The exit code of a command that raised ``exc``, with its one line on stderr."""
+    if isinstance(exc, PostflightError):
+        from postflightd.inert import inert
+
+        print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        print("postflightd: interrupted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    if isinstance(exc, BrokenPipeError):
+        # Nothing said: the reader left on purpose (`| head`). What is still buffered for
+        # stdout goes nowhere, or the interpreter's flush at exit fails again (and exits 120).
+        _discard_stdout()
+        return ExitCode.BROKEN_PIPE
+    where = write_crash_log(exc)
+    print(
+        f"postflightd: internal error ({type(exc).__name__}); details in {where}", file=sys.stderr
+    )
+    return ExitCode.INTERNAL
+
+
+def _discard_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):
+        pass  # no stdout descriptor to replace (captured, or closed): nothing will be flushed
 
 
 def write_crash_log(exc: BaseException) -> str:

@@ -194,9 +194,10 @@ def systemd_escape_path(path: str) -> str:
 # --- I/O edge: read, show, ask, write ------------------------------------------------------
 
 
-def _parent(root: Path, rel: str, *, create: bool) -> Directory | None:
+def _parent(root: Path, rel: str, *, create: bool) -> Directory:
     """The directory holding ``rel`` (``.claude`` for its settings), opened through the tree
-    layer: a directory on the way that is a link (out of the project) is refused."""
+    layer: a directory on the way that is a link (out of the project) is refused, one that is
+    missing is created, or with ``create=False`` is a FileNotFoundError."""
     import os
 
     from postflightd.tree import Directory
@@ -208,8 +209,7 @@ def _parent(root: Path, rel: str, *, create: bool) -> Directory | None:
                 nxt = current.subdir(part, listable=True)
             except FileNotFoundError:
                 if not create:
-                    current.close()
-                    return None
+                    raise
                 os.mkdir(part, 0o777, dir_fd=current.fd)
                 nxt = current.subdir(part, listable=True)
             current.close()
@@ -227,10 +227,7 @@ def read_project_text(root: Path, rel: str) -> str | None:
 
     path = root / rel
     try:
-        directory = _parent(root, rel, create=False)
-        if directory is None:
-            return None
-        with directory:
+        with _parent(root, rel, create=False) as directory:
             raw, _ = directory.read(PurePosixPath(rel).name)
     except FileNotFoundError:
         return None
@@ -250,9 +247,7 @@ def write_project_text(root: Path, rel: str, text: str) -> None:
     """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
     from postflightd.store import StoreError, atomic_write
 
-    directory = _parent(root, rel, create=True)
-    assert directory is not None
-    with directory:
+    with _parent(root, rel, create=True) as directory:
         try:
             atomic_write(directory, PurePosixPath(rel).name, text.encode("utf-8"))
         except StoreError as exc:

@@ -14,6 +14,7 @@ from typing import Any
 
 from postflightd.config import Config
 from postflightd.daemon_notes import daemon_note
+from postflightd.errors import ExitCode
 from postflightd.findings import Policy
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
@@ -148,3 +149,13 @@ def add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -
             return
         for entry in statuses:
             entry.healing = healing_counts(journal, entry.root, now)
+
+
+def status_exit_code(statuses: Sequence[RootStatus]) -> ExitCode:
+    """4 when a specs directory was refused (as for every command), 1 when a run is stuck
+    (as ``scan`` does), else 0."""
+    if any(s.refused for s in statuses):
+        return ExitCode.STATE_UNUSABLE
+    if any(r.stuck for s in statuses for r in s.runs):
+        return ExitCode.FINDINGS
+    return ExitCode.OK

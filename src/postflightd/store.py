@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from postflightd.errors import ExitCode, PostflightError, UsageError
+from postflightd.errors import ProjectFileError, ProjectLockedError, UsageError
 from postflightd.loader import FileIdentity
 from postflightd.tree import Directory, RefusedError, kind_of, open_specs
 
@@ -63,16 +63,12 @@ NEW_FILE_MODE: Final = 0o644
 _READ_CHUNK: Final = 1 << 20
 
 
-class LockTimeoutError(PostflightError):
+class LockTimeoutError(ProjectLockedError):
     """Another writer held the project lock for longer than we were willing to wait."""
 
-    exit_code = ExitCode.USAGE
 
-
-class StoreError(PostflightError):
+class StoreError(ProjectFileError):
     """A project file could not be read or written; the original is left untouched."""
-
-    exit_code = ExitCode.STATE_UNUSABLE
 
 
 # --- the lock -------------------------------------------------------------------------------

@@ -12,14 +12,14 @@ from pathlib import Path
 
 from postflightd.commands.arguments import policy
 from postflightd.config import Config, load_config
-from postflightd.errors import UsageError
+from postflightd.errors import ExitCode, UsageError
 from postflightd.findings import Policy
 from postflightd.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.pipeline import resolve_root
 from postflightd.report_command import parse_interval
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import use_color
-from postflightd.status import add_healing, collect_status
+from postflightd.status import add_healing, collect_status, status_exit_code
 
 
 def status_target(
@@ -50,9 +50,7 @@ def run_status(
     statuses = collect_status(resolved, config, chosen, now)
     add_healing(statuses, config, now)
     REPORTERS[fmt](statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
-    if any(s.refused for s in statuses):
-        return 4
-    return 1 if any(r.stuck for s in statuses for r in s.runs) else 0
+    return int(status_exit_code(statuses))
 
 
 def run_status_watch(
@@ -93,4 +91,4 @@ def run_status_watch(
         if ansi:
             out.write(SHOW_CURSOR)
             out.flush()
-    return 0
+    return int(ExitCode.OK)  # leaving a live view is not a failure
