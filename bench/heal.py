@@ -37,9 +37,10 @@ from typing import Any
 
 from machine import describe
 from postflightd.config import Config
+from postflightd.healer import Healer
 from postflightd.journal import Journal, TaskChange, format_ts
 from postflightd.loader import load_state
-from postflightd.verify import Healer, inspect_root
+from postflightd.verify import inspect_root
 
 
 def task(n: int, status: str) -> dict[str, Any]:

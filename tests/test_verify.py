@@ -574,7 +574,7 @@ def test_the_healer_reapplies_lost_outcomes_and_logs_an_edit_once(
     from structlog.testing import capture_logs
 
     from postflightd.config import Config
-    from postflightd.verify import Healer
+    from postflightd.healer import Healer
 
     root, before, after = applied
     healer = Healer()
@@ -609,9 +609,9 @@ def test_the_healer_does_not_wait_on_a_busy_lock_and_heals_on_the_next_check(
     from structlog.testing import capture_logs
 
     from postflightd.config import Config
+    from postflightd.healer import HEAL_LOCK_TIMEOUT_S, Healer
     from postflightd.store import project_lock
     from postflightd.tree import Directory
-    from postflightd.verify import HEAL_LOCK_TIMEOUT_S, Healer
 
     root, before, after = applied
     put_back(root, before)

@@ -141,8 +141,8 @@ def collect_status(
 
 def add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -> None:
     """What the daemon's healer did (issue 10), from the journal: it runs in another process."""
+    from postflightd.healer import healing_counts
     from postflightd.journal import Journal, journal_path
-    from postflightd.verify import healing_counts
 
     with Journal.open(journal_path(config.journal.path)) as journal:
         if not journal.enabled:

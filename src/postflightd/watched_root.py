@@ -28,6 +28,7 @@ import structlog
 from postflightd.config import Config
 from postflightd.errors import PostflightError
 from postflightd.findings import Policy, Severity
+from postflightd.healer import Healer
 from postflightd.journal import Journal
 from postflightd.lifecycle import Run, RunTable, Sighting, Transition
 from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, StateView, artifact_probe
@@ -42,7 +43,6 @@ from postflightd.pipeline import (
 )
 from postflightd.run_events import emit, transition_event
 from postflightd.store import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
-from postflightd.verify import Healer
 from postflightd.watcher import POLL_INTERVAL_S, DirtySet, RootWatch
 
 log = structlog.get_logger()
