@@ -50,6 +50,13 @@ class StateUnusableError(PostflightError):
     exit_code = ExitCode.STATE_UNUSABLE
 
 
+class MalformedInputError(PostflightError):
+    """What a protocol sends us on stdin is not what it promised (the hook's input): exit 1,
+    which an agent runtime shows without blocking the agent (2 would block it)."""
+
+    exit_code = ExitCode.FINDINGS
+
+
 class ProjectLockedError(PostflightError):
     """Another process held the project lock past the wait: the user finds it and retries."""
 

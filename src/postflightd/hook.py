@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.config import Config
-from postflightd.errors import ExitCode, PostflightError
+from postflightd.errors import MalformedInputError
 from postflightd.findings import Finding, Severity
 from postflightd.inert import inert
 from postflightd.journal import Journal
@@ -55,10 +55,8 @@ _TOKENS: Final = re.compile(rb'["\\{}]')
 _QUOTE, _BACKSLASH, _OPEN = ord('"'), ord("\\"), ord("{")
 
 
-class HookInputError(PostflightError):
+class HookInputError(MalformedInputError):
     """The hook's stdin is not the runtime's JSON object: a non-blocking error (exit 1)."""
-
-    exit_code = ExitCode.FINDINGS
 
 
 @dataclass(frozen=True, slots=True)
