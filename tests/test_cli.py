@@ -199,3 +199,20 @@ def test_complete_output_keeps_the_verdict(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert b"PF" in proc.stdout
+
+
+@pytest.mark.parametrize("flag", ["--limit", "--task"])
+@pytest.mark.parametrize("value", ["99999999999999999999", "-99999999999999999999", "x", "1.5"])
+def test_history_numbers_past_the_journal_range_are_usage_errors(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A number SQLite cannot hold is exit 2 naming the flag, not an internal error (70)."""
+    with pytest.raises(SystemExit) as exc:
+        main(["history", flag, value])
+    assert exc.value.code == 2
+    assert f"argument {flag}: " in capsys.readouterr().err
+
+
+def test_history_limit_at_the_journal_range_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["history", "--limit", str(2**63 - 1), "--task", str(-(2**63))]) == 0
+    assert "no observations recorded for that filter" in capsys.readouterr().out

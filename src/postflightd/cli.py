@@ -79,9 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     hook.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
     history = sub.add_parser("history", help="what the journal recorded")
-    history.add_argument("--task", type=int, metavar="N")
+    history.add_argument("--task", type=_journal_int, metavar="N")
     history.add_argument("--session", metavar="S")
-    history.add_argument("--limit", type=int, default=200, metavar="N")
+    history.add_argument("--limit", type=_journal_int, default=200, metavar="N")
     history.add_argument("--root", metavar="DIR", help="only this project root")
     history.add_argument(
         "--since",
@@ -191,6 +191,18 @@ def _add_format(
     # Set after add_argument, which formats the option's usage (and would iterate the
     # choices, importing the registry) to check it.
     action.choices = RegistryKeys(module, registry)
+
+
+def _journal_int(text: str) -> int:
+    """An integer the journal can be asked about: SQLite's are 64-bit, and a larger one made
+    ``history --limit 99999999999999999999`` an internal error (exit 70)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{text}: out of range (at most {2**63 - 1})")
+    return value
 
 
 def _add_code_filters(command: argparse.ArgumentParser) -> None:
