@@ -243,7 +243,8 @@ def test_worker_count_follows_the_cores_the_process_may_use() -> None:
 
 
 def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
-    """`scan | head -1` past the fork threshold: exit without a traceback or a stray process."""
+    """`scan | head -1` past the fork threshold: exit 141 (the verdict went unread: never 0)
+    without a traceback or a stray process."""
     n = pipeline.PARALLEL_MIN_FILES + 600
     root = make_project(tmp_path / "p", [])
     for i in range(1, n + 1):
@@ -257,7 +258,7 @@ def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
         first = scan.stdout.readline()
         scan.stdout.close()  # as `head -1` does
         err = scan.stderr.read()
-        assert scan.wait(timeout=120) == 0
+        assert scan.wait(timeout=120) == 141
     assert b"PF102 error: invalid JSON" in first
     assert b"Traceback" not in err
 
