@@ -364,8 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = _run(argv)
         # Flushed here, not at interpreter exit: a reader that went away is a broken pipe
-        # (exit 141), not an "Exception ignored" message and exit 120.
-        sys.stdout.flush()
+        # (exit 141), not an "Exception ignored" message and exit 120. (No stdout at all when
+        # started with it closed: `watch` never prints to it.)
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place they become codes
         from postflightd.errors import exit_code_of
 
