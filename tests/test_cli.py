@@ -133,35 +133,41 @@ def test_internal_error_exits_70_and_writes_the_crash_log(tmp_path: Path) -> Non
 
 
 def test_ctrl_c_exits_130(tmp_path: Path) -> None:
-    """SIGINT while a command waits (check-return reading a FIFO nobody writes yet): 130."""
+    """SIGINT while a command waits (check-return reading a FIFO nobody writes to): 130."""
     make_project(tmp_path / "p", [])
     fifo = tmp_path / "return.fifo"
     os.mkfifo(fifo)
-    proc = subprocess.Popen(
+    writer: int | None = None
+    with subprocess.Popen(
         _postflightd("check-return", str(fifo), "--root", str(tmp_path / "p")),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-    )
-    writer = None
-    try:
-        # A non-blocking open for writing succeeds only once a reader has the FIFO open: the
-        # command is inside main, blocked reading it.
-        def reader_waiting() -> int | None:
-            try:
-                return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                return None
+    ) as proc:
+        try:
+            # A non-blocking open for writing succeeds once a reader has the FIFO open: the
+            # command is inside main. Then wait for it to sleep in read(2): a signal that
+            # lands between the interpreter's last check and the read would only be seen
+            # after the read returns (CPython checks signals on EINTR), and none comes.
+            def writer_opened() -> int | None:
+                try:
+                    return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:
+                    return None
 
-        writer = wait_until("check-return to open the FIFO", reader_waiting)
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if writer is not None:
-            os.close(writer)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+            writer = wait_until("check-return to open the FIFO", writer_opened)
+            wchan = Path(f"/proc/{proc.pid}/wchan")
+            wait_until(
+                "check-return to block reading the FIFO",
+                lambda: "pipe" in wchan.read_text() and "partner" not in wchan.read_text(),
+            )
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if writer is not None:
+                os.close(writer)
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130
     assert out == ""
     assert err == "postflightd: interrupted\n"
