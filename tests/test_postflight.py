@@ -1,4 +1,5 @@
-"""The pure postflight transformation: outcomes, errors.json records, state.json rendering."""
+"""The pure postflight transformation: outcomes, errors.json records; state.json rendering
+(``statetext``)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,10 @@ from postflightd.postflight import (
     iso_timestamp,
     markdown_link,
     merge_errors,
-    render_state,
     task_index,
     todo_marker,
 )
+from postflightd.statetext import render_state
 
 NOW = datetime(2026, 1, 8, 14, 30, 5, 123456, tzinfo=UTC)
 STAMP = "2026-01-08T14:30:05Z"
@@ -848,7 +849,7 @@ def test_render_fast_task_splice_equals_the_full_walk(
     first_key: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Splicing only the changed tasks gives byte for byte what walking the document gives."""
-    import postflightd.postflight as pf
+    from postflightd import statetext
 
     tasks = []
     for n in range(1, 301):
@@ -861,9 +862,9 @@ def test_render_fast_task_splice_equals_the_full_walk(
     new = {**original, "active_projects": list(tasks)}
     new["active_projects"][149] = {**tasks[149], "status": "completed", "artifacts": [{"a": 1}]}
     new["active_projects"][7] = {**tasks[7], "session_id": "sess_1_abcdef"}
-    fast = pf.render_state(text, original, new)
-    monkeypatch.setattr(pf, "_FAST_SPLICE_MAX", 0)
-    assert fast == pf.render_state(text, original, new)
+    fast = statetext.render_state(text, original, new)
+    monkeypatch.setattr(statetext, "_FAST_SPLICE_MAX", 0)
+    assert fast == statetext.render_state(text, original, new)
     assert json.loads(fast) == new
     changed = [
         line

@@ -58,7 +58,6 @@ from postflightd.postflight import (
     error_record,
     find_task,
     merge_errors,
-    render_state,
     task_index,
 )
 from postflightd.rules import (
@@ -72,6 +71,7 @@ from postflightd.rules import (
 from postflightd.rules import (
     location as json_location,
 )
+from postflightd.statetext import render_state
 from postflightd.store import (
     LOCK_NAME,
     Leftover,

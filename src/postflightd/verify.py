@@ -33,7 +33,8 @@ from postflightd.config import Config
 from postflightd.errors import ExitCode, StateUnusableError
 from postflightd.journal import Journal, RecordedChange, TaskChange
 from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
-from postflightd.postflight import TodoEdit, find_task, render_state, task_index
+from postflightd.postflight import TodoEdit, find_task, task_index
+from postflightd.statetext import render_state
 from postflightd.store import (
     Snapshot,
     StoreError,
