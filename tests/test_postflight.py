@@ -1,5 +1,4 @@
-"""The pure postflight transformation: outcomes, errors.json records; state.json rendering
-(``statetext``)."""
+"""The pure postflight transformation: a metadata file's outcome on state.json and TODO.md."""
 
 from __future__ import annotations
 
@@ -14,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SESSION, researched_doc, task_entry
+from postflightd.errorlog import merge_errors
+from postflightd.lifecycle import iso_timestamp
 from postflightd.models import MetadataFile
 from postflightd.postflight import (
     UNREPORTED_ERROR_TYPE,
@@ -21,11 +22,8 @@ from postflightd.postflight import (
     TodoLink,
     apply_outcome,
     apply_outcomes,
-    error_record,
     find_task,
-    iso_timestamp,
     markdown_link,
-    merge_errors,
     task_index,
     todo_marker,
 )
@@ -497,71 +495,6 @@ def test_apply_outcome_with_index_is_the_same_fold() -> None:
             status_map=STATUS_MAP,
             index=index,
         )
-
-
-def test_error_record_depth_and_defaults() -> None:
-    """failed_at_depth is len(path) - 2, or null without a usable path."""
-    kwargs: dict[str, Any] = {
-        "session": SESSION,
-        "task": 3,
-        "agent_type": None,
-        "file": "f",
-        "now": NOW,
-        "n": 7,
-    }
-    rec = error_record("timeout", "stuck", delegation_path=["o", "i", "a", "b"], **kwargs)
-    assert rec["trajectory"]["failed_at_depth"] == 2
-    assert rec["id"] == f"err_{int(NOW.timestamp())}_7"
-    assert rec["recovery"] == {"suggested_action": "", "auto_recoverable": True}
-    for path in (None, ["orchestrator"]):
-        rec = error_record("timeout", "stuck", delegation_path=path, **kwargs)
-        assert rec["trajectory"]["failed_at_depth"] is None
-
-
-def _record(session: str, kind: str, message: str, n: int = 1) -> dict[str, Any]:
-    return error_record(
-        kind,
-        message,
-        session=session,
-        task=1,
-        agent_type="a",
-        file="f",
-        delegation_path=None,
-        now=NOW,
-        n=n,
-    )
-
-
-def test_merge_errors_dedupes_on_session_type_message() -> None:
-    """The same record is never written twice; a differing field makes a new record."""
-    existing = [_record("s1", "timeout", "m")]
-    new = [
-        _record("s1", "timeout", "m", n=5),
-        _record("s2", "timeout", "m"),
-        _record("s1", "other", "m"),
-        _record("s1", "timeout", "m2"),
-        _record("s1", "timeout", "m2"),
-    ]
-    merged, added = merge_errors(existing, new)
-    assert added == 3
-    assert merged[0] == existing[0]
-    assert [(r["context"]["session_id"], r["type"], r["message"]) for r in merged] == [
-        ("s1", "timeout", "m"),
-        ("s2", "timeout", "m"),
-        ("s1", "other", "m"),
-        ("s1", "timeout", "m2"),
-    ]
-    assert len({r["id"] for r in merged}) == len(merged), "colliding ids are renumbered"
-    again, added_again = merge_errors(merged, new)
-    assert (again, added_again) == (merged, 0)
-
-
-def test_merge_errors_tolerates_hand_written_records() -> None:
-    """Records without context or id (written by other tools) do not break the merge."""
-    merged, added = merge_errors([{"message": "x", "id": []}, "junk"], [_record("s", "t", "x")])  # type: ignore[list-item]
-    assert added == 1
-    assert merged[:2] == [{"message": "x", "id": []}, "junk"]
-    assert merged[-1]["type"] == "t"
 
 
 # --- render_state ------------------------------------------------------------------------------

@@ -66,6 +66,16 @@ def parse_timestamp(text: str) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
+def iso_timestamp(now: datetime) -> str:
+    """``2026-01-08T14:30:00Z``: UTC, whole seconds (a naive ``now`` is taken as UTC)."""
+    return utc(now).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc(now: datetime) -> datetime:
+    """``now`` in UTC (a naive ``now`` is taken as UTC)."""
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
+
+
 def stuck_deadline(started_at: datetime, timeout_s: float) -> float:
     """The POSIX time after which a run that started at ``started_at`` is stuck."""
     return started_at.timestamp() + timeout_s

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import pickle
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.config import Config
+from postflightd.errorlog import error_record, errors_text, merge_errors
 from postflightd.errors import ConfigError, ExitCode, StateUnusableError, UsageError
 from postflightd.findings import (
     Finding,
@@ -55,9 +55,7 @@ from postflightd.postflight import (
     Applied,
     TodoEdit,
     apply_outcome,
-    error_record,
     find_task,
-    merge_errors,
     task_index,
 )
 from postflightd.rules import (
@@ -1043,7 +1041,7 @@ def _check_writable(result: Applied, task: int, index: Mapping[int, int]) -> Non
         # Marker, date, every link's path and summary: what TODO.md and the journal get.
         json.dumps(todo.to_json(), ensure_ascii=False).encode("utf-8")
     if result.errors:
-        # errors.json spells a lone surrogate as its escape (``_errors_text``): only an
+        # errors.json spells a lone surrogate as its escape (``errors_text``): only an
         # integer past the conversion limit can fail there.
         json.dumps(result.errors)
 
@@ -1336,19 +1334,6 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
             _incomplete(live, _os_problem(exc, f"{path.name} could not be written"))
 
 
-def _errors_text(records: list[Any]) -> str:
-    """errors.json as text; a lone surrogate in a record is written as its JSON escape.
-
-    errors.json is our own log, so an odd value an agent sent (a ``\\ud800``) is kept, escaped,
-    rather than failing every record of the batch with it.
-    """
-    text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
-    return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-
-
-_SURROGATE_RE: Final = re.compile("[\ud800-\udfff]")
-
-
 def _write_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> str | None:
     """Add records to errors.json, de-duplicated; None, or why they could not be written."""
     added = _add_errors(project, config, records)
@@ -1374,14 +1359,14 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
         writable = []
         for record in records:
             try:
-                _errors_text([record])
+                errors_text([record])
             except _UNWRITABLE:
                 continue  # the file it belongs to was dropped (PF106) before state.json
             writable.append(record)
         merged, count = merge_errors(existing, writable)
         if not count:
             return None
-        return _errors_text(merged).encode("utf-8")
+        return errors_text(merged).encode("utf-8")
 
     try:
         commit(specs, name, transform, crash_label="errors")
