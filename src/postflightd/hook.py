@@ -30,7 +30,8 @@ from postflightd.findings import Finding, Severity
 from postflightd.inert import inert
 from postflightd.journal import Journal
 from postflightd.loader import MetaFileRef, find_metadata_files
-from postflightd.pipeline import FileReport, Outcome, Project, clean_litter, policy_from, postflight
+from postflightd.pipeline import Project, clean_litter, policy_from, postflight
+from postflightd.results import FileReport, Outcome
 from postflightd.store import LockTimeoutError
 
 MAX_HOOK_INPUT: Final = 1024 * 1024

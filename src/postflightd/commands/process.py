@@ -17,18 +17,10 @@ from postflightd.findings import Policy
 from postflightd.journal import Journal
 from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
 from postflightd.models import Status
-from postflightd.pipeline import (
-    FileReport,
-    Outcome,
-    Project,
-    check_file,
-    clean_litter,
-    postflight,
-    preview,
-    root_of,
-)
+from postflightd.pipeline import Project, check_file, clean_litter, postflight, preview, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
+from postflightd.results import FileReport, Outcome
 
 #: The exit code of each outcome (SPEC 4); any other outcome is the file's fault: exit 1.
 EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {

@@ -15,11 +15,8 @@ from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.loader import META_NAME
 from postflightd.pipeline import (
-    FileReport,
     PlannedWrite,
     Project,
-    ScanReport,
-    Tally,
     apply_all,
     preview,
     resolve_root,
@@ -30,6 +27,7 @@ from postflightd.pipeline import (
 from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import WRITERS, report_statistics
 from postflightd.reporters.style import Options, use_color
+from postflightd.results import FileReport, ScanReport, Tally
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ from postflightd.inert import inert
 from postflightd.reporters.style import display_path
 
 if TYPE_CHECKING:
-    from postflightd.pipeline import FileReport, PlannedWrite
+    from postflightd.pipeline import PlannedWrite
+    from postflightd.results import FileReport
 
 
 def write_diffs(writes: Sequence[PlannedWrite], out: TextIO, cwd: str) -> None:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from postflightd.findings import Finding
-    from postflightd.pipeline import FileReport, ScanReport, Tally
+    from postflightd.results import FileReport, ScanReport, Tally
 
 
 # --- text -------------------------------------------------------------------------------------
