@@ -11,6 +11,9 @@ import pytest
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd import pipeline
 from postflightd.config import Config
+from postflightd.findings import policy_from
+from postflightd.project import Project
+from postflightd.results import Outcome
 
 
 def test_parallel_scan_equals_sequential_scan(
@@ -27,7 +30,7 @@ def test_parallel_scan_equals_sequential_scan(
             write_artifact(root, f"specs/{i}_t{i}/reports/research-001.md")
         write_meta(root, f"{i}_t{i}", doc if i % 11 else '{"status": ')
     config = Config()
-    policy = pipeline.policy_from(config)
+    policy = policy_from(config)
     now = datetime.now(UTC)
     forked = pipeline.scan([root], config, policy, now).to_json()
     monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 10**9)
@@ -67,17 +70,17 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     config = Config()
-    project = pipeline.Project.open(root, config)
+    project = Project.open(root, config)
     with Journal.open(default_journal_path()) as journal:
         (report,) = pipeline.postflight(
             project,
             list(find_metadata_files(project.require_specs())),
             config,
-            pipeline.policy_from(config),
+            policy_from(config),
             journal,
             datetime.now(UTC),
         )
-    assert report.outcome is pipeline.Outcome.APPLIED
+    assert report.outcome is Outcome.APPLIED
     with Directory.anchor(root / "specs") as specs:
         state = load_state(specs, "state.json")
     assert state.tasks[259]["status"] == "researched"

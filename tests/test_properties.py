@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from postflightd.config import Config
 from postflightd.findings import RULES, Finding, Policy, Severity
 from postflightd.loader import META_NAME, MetaFileRef, parse_json
-from postflightd.pipeline import Project, check_file
+from postflightd.pipeline import check_file
+from postflightd.project import Project
 from postflightd.rules import ArtifactState, RuleOptions, TaskContext, validate
 
 SEED004 = Path(__file__).parent / "fixtures" / "seed004"

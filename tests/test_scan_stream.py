@@ -16,6 +16,7 @@ import pytest
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd import pipeline
 from postflightd.config import Config
+from postflightd.findings import policy_from
 from postflightd.inert import json_text
 from postflightd.loader import StateView, load_state
 from postflightd.reporters.scan import report_github, report_text, write_json
@@ -80,7 +81,7 @@ def test_streamed_output_is_the_whole_reports_output(tmp_path: Path, fmt: str) -
     report = pipeline.scan(
         [root.resolve()],
         config,
-        pipeline.policy_from(config),
+        policy_from(config),
         datetime.now(UTC),
         positions=fmt in ("github", "sarif"),
     )
@@ -102,7 +103,7 @@ def test_json_written_piecewise_is_json_dumps_of_the_whole(tmp_path: Path, count
     for i in range(1, count + 1):
         write_meta(root, f"{i}_t{i}", researched_doc(f"{i}_t{i}") if i != 2 else "[1, 2")
     config = Config()
-    report = pipeline.scan([root], config, pipeline.policy_from(config), datetime.now(UTC))
+    report = pipeline.scan([root], config, policy_from(config), datetime.now(UTC))
     for stream, indent in ((io.StringIO(), None), (_Terminal(), 2)):
         write_json(report.roots, report.files, report.tally(), stream)
         assert stream.getvalue() == json_text(report.to_json(), indent=indent) + "\n"
@@ -112,7 +113,7 @@ def test_json_written_piecewise_is_json_dumps_of_the_whole(tmp_path: Path, count
 def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", None)
     config = Config()
-    report = pipeline.scan([root], config, pipeline.policy_from(config), datetime.now(UTC))
+    report = pipeline.scan([root], config, policy_from(config), datetime.now(UTC))
     text, github = io.StringIO(), io.StringIO()
     report_text(report, text)
     report_github(report, github)

@@ -31,11 +31,11 @@ import structlog
 from postflightd.config import Config
 from postflightd.daemon_notes import remove_daemon_notes, write_daemon_notes
 from postflightd.errors import PostflightError, StateUnusableError, UsageError
+from postflightd.findings import policy_from
 from postflightd.journal import Journal, journal_path
 from postflightd.journal_pruner import JournalPruner
 from postflightd.lifecycle import RunTable
 from postflightd.logs import configure_logging
-from postflightd.pipeline import policy_from
 from postflightd.sdnotify import SystemdNotifier
 from postflightd.store import InstanceLock
 from postflightd.tree import RefusedError, open_specs

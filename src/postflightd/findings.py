@@ -9,6 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    # config.py imports this module (codes, severities): a runtime import would be a cycle.
+    from postflightd.config import Config
 
 
 class Severity(StrEnum):
@@ -207,3 +212,20 @@ def cap_findings(findings: list[Finding], limit: int = MAX_FINDINGS_PER_FILE) ->
         f"and {len(rest):,} more ({by_code}); only the first {limit} findings are kept",
     )
     return [*findings[:limit], more]
+
+
+def policy_from(
+    config: Config,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    strict: bool | None = None,
+) -> Policy:
+    """Command flags override the configuration file (SPEC 4.1)."""
+    v = config.validation
+    chosen = expand_codes(select) or frozenset(v.select)
+    return Policy(
+        select=chosen,
+        ignore=expand_codes(ignore) | frozenset(v.ignore),
+        severity=dict(v.severity),
+        strict=v.strict if strict is None else strict,
+    )

@@ -26,11 +26,12 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.errors import MalformedInputError
-from postflightd.findings import Finding, Severity
+from postflightd.findings import Finding, Severity, policy_from
 from postflightd.inert import inert
 from postflightd.journal import Journal
 from postflightd.loader import MetaFileRef, find_metadata_files
-from postflightd.pipeline import Project, clean_litter, policy_from, postflight
+from postflightd.pipeline import clean_litter, postflight
+from postflightd.project import Project
 from postflightd.results import FileReport, Outcome
 from postflightd.store import LockTimeoutError
 

@@ -17,13 +17,12 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.errorlog import error_record, errors_text, merge_errors
-from postflightd.errors import ConfigError, StateUnusableError, UsageError
+from postflightd.errors import ConfigError, StateUnusableError
 from postflightd.findings import (
     Finding,
     Policy,
     Severity,
     cap_findings,
-    expand_codes,
     finding,
 )
 from postflightd.journal import Journal, TaskChange
@@ -34,11 +33,8 @@ from postflightd.loader import (
     FileIdentity,
     Loaded,
     MetaFileRef,
-    StateView,
-    artifact_probe,
     cached_state,
     find_metadata_files,
-    load_state,
     parse_json,
     parse_task_dir,
     read_marker,
@@ -57,9 +53,9 @@ from postflightd.postflight import (
     find_task,
     task_index,
 )
+from postflightd.project import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.results import FileReport, Outcome, ScanReport
 from postflightd.rules import (
-    ArtifactProbe,
     RuleOptions,
     Validation,
     get_object,
@@ -71,7 +67,6 @@ from postflightd.rules import (
 )
 from postflightd.statetext import render_state
 from postflightd.store import (
-    LOCK_NAME,
     Leftover,
     LockTimeoutError,
     Snapshot,
@@ -88,102 +83,7 @@ from postflightd.store import (
     settle_leftover,
 )
 from postflightd.todo import apply_todo_edits
-from postflightd.tree import Directory, RefusedError, open_specs
-
-
-def policy_from(
-    config: Config,
-    select: Iterable[str] = (),
-    ignore: Iterable[str] = (),
-    strict: bool | None = None,
-) -> Policy:
-    """Command flags override the configuration file (SPEC 4.1)."""
-    v = config.validation
-    chosen = expand_codes(select) or frozenset(v.select)
-    return Policy(
-        select=chosen,
-        ignore=expand_codes(ignore) | frozenset(v.ignore),
-        severity=dict(v.severity),
-        strict=v.strict if strict is None else strict,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Project:
-    """One project root, with what the pipeline needs to read it.
-
-    ``specs`` is the specs directory opened once, without following links (``tree``): every
-    read, write and delete of the project goes through it. None when there is no specs
-    directory, or when it was refused (``specs_problem`` says why).
-    """
-
-    root: Path
-    specs_dir: Path
-    state: StateView
-    probe: ArtifactProbe
-    specs: Directory | None = None
-    specs_problem: str | None = None
-
-    @classmethod
-    def open(cls, root: Path, config: Config, *, read_only: bool = False) -> Project:
-        """``read_only``: a scan, which reads of state.json only what the rules need."""
-        path = root / config.specs_dir
-        problem = None
-        try:
-            specs: Directory | None = open_specs(root, config.specs_dir)
-        except FileNotFoundError:
-            specs = None
-        except RefusedError as exc:
-            specs = None
-            problem = (
-                f"{path}: the specs directory {exc.strerror} (PF604): nothing is read or "
-                "written through it; make it a plain directory inside the root"
-            )
-        except OSError as exc:
-            raise UsageError(
-                f"{path}: cannot list the specs directory: {exc.strerror}; check its permissions"
-            ) from None
-        pf = config.postflight
-        if specs is None:
-            missing = f"{config.specs_dir}/ does not exist"
-            state = StateView(path / pf.state_file, exists=False, problem=problem or missing)
-        elif read_only:
-            from postflightd.scanstate import load_state_for_scan
-
-            # Streamed by name (O_NOFOLLOW | O_NONBLOCK) in the specs directory just opened
-            # without links; a scan writes nothing.
-            state = load_state_for_scan(specs.child(pf.state_file))
-        else:
-            others = (pf.todo_file, pf.errors_file, LOCK_NAME)
-            state = load_state(specs, pf.state_file, others)
-        return cls(root, path, state, artifact_probe(root), specs, problem)
-
-    def require_specs(self) -> Directory:
-        """The open specs directory; a refused one is PF604 (exit 4), a missing one exit 2."""
-        if self.specs is not None:
-            return self.specs
-        if self.specs_problem is not None:
-            raise StateUnusableError(self.specs_problem)
-        raise UsageError(f"{self.specs_dir}: no such directory")
-
-    def close(self) -> None:
-        if self.specs is not None:
-            self.specs.close()
-
-    def __enter__(self) -> Project:
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.close()
-
-
-def resolve_root(raw: str | Path) -> Path:
-    root = Path(raw).expanduser()
-    if not root.is_dir():
-        raise UsageError(f"{raw}: not a directory (give a project root holding a specs directory)")
-    if not os.access(root, os.R_OK | os.X_OK):
-        raise UsageError(f"{raw}: permission denied: cannot read this directory")
-    return root.resolve()
+from postflightd.tree import Directory
 
 
 def check_file(
@@ -557,21 +457,6 @@ def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
 
 # --- postflight: apply, record, clean up ----------------------------------------------------
 
-#: How long a CLI run waits for another writer's lock before saying who to look for.
-LOCK_TIMEOUT_S = 30.0
-
-
-def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:
-    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>`` (SPEC 4)."""
-    specs = path.parent.parent.resolve()
-    for candidate in path.parent.parents:
-        config = load([candidate])
-        if (candidate / config.specs_dir).resolve() == specs:
-            return candidate.resolve(), config
-    raise UsageError(
-        f"{path}: not inside a project (expected ROOT/<specs_dir>/<N>_<slug>/{path.name})"
-    )
-
 
 def apply_all(
     roots: Iterable[Path],
@@ -684,7 +569,7 @@ def postflight(
     except (OSError, StoreError) as exc:
         # Permission denied on the specs directory or state.json, a full disk: nothing was
         # half-written (every write is atomic); say what and where, keep the files.
-        problem = _os_problem(exc, f"cannot write in {project.specs_dir}")
+        problem = os_problem(exc, f"cannot write in {project.specs_dir}")
         for report in ready:
             if report.outcome is Outcome.APPLIED:
                 report.outcome = Outcome.STATE_UNUSABLE
@@ -1148,7 +1033,7 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
     try:
         snapshot = read_snapshot(specs, name)
     except StoreError as exc:
-        _incomplete(live, _os_problem(exc, f"{path.name} could not be read"))
+        _incomplete(live, os_problem(exc, f"{path.name} could not be read"))
         return
     if snapshot.raw is None:
         for report in live:
@@ -1171,7 +1056,7 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
         try:
             atomic_write(specs, name, new.encode("utf-8"), crash_label="todo")
         except (OSError, StoreError) as exc:
-            _incomplete(live, _os_problem(exc, f"{path.name} could not be written"))
+            _incomplete(live, os_problem(exc, f"{path.name} could not be written"))
 
 
 def _write_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> str | None:
@@ -1211,7 +1096,7 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
     try:
         commit(specs, name, transform, crash_label="errors")
     except (OSError, StoreError) as exc:
-        return _os_problem(exc, f"{path.name} could not be written")
+        return os_problem(exc, f"{path.name} could not be written")
     except _ErrorsFileUnusableError as exc:
         return (
             f"{path.name} is not usable ({exc}); it was not overwritten and no error was "
@@ -1239,12 +1124,6 @@ class _ErrorsFileUnusableError(Exception):
     """errors.json is not a JSON array: it is never overwritten."""
 
 
-def _os_problem(exc: OSError | StoreError, what: str) -> str:
-    if isinstance(exc, OSError):
-        return f"{what}: {exc.strerror or exc}"
-    return f"{what}: {exc}"
-
-
 def _clean_up(project: Project, report: FileReport) -> bool:
     """Delete the metadata file if it is still what was processed, then the markers.
 
@@ -1267,7 +1146,7 @@ def _clean_up(project: Project, report: FileReport) -> bool:
             deleted = delete_if_unchanged(task, META_NAME, report.loaded.identity)
         except (OSError, StoreError) as exc:
             report.notes.append(
-                _os_problem(exc, "applied, but the file could not be deleted")
+                os_problem(exc, "applied, but the file could not be deleted")
                 + "; applying it again is harmless"
             )
             return False
@@ -1523,7 +1402,7 @@ def clean_litter(
         pass
     except (OSError, StoreError) as exc:
         # Not writable: the postflight that follows says so for each file.
-        notes.append(_os_problem(exc, "crash leftovers were not checked"))
+        notes.append(os_problem(exc, "crash leftovers were not checked"))
     return notes
 
 

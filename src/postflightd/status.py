@@ -18,7 +18,8 @@ from postflightd.errors import ExitCode
 from postflightd.findings import Policy
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
-from postflightd.pipeline import Project, check_file
+from postflightd.pipeline import check_file
+from postflightd.project import Project
 from postflightd.results import FileReport
 from postflightd.store import lock_holder
 

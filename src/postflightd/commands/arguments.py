@@ -18,8 +18,7 @@ def policy(
     config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
 ) -> Policy:
     """The configuration's policy with ``--select``/``--ignore``/``--strict`` applied."""
-    from postflightd.findings import UnknownCodeError
-    from postflightd.pipeline import policy_from
+    from postflightd.findings import UnknownCodeError, policy_from
 
     try:
         return policy_from(config, select, ignore, strict)

@@ -7,7 +7,7 @@ from typing import TextIO
 
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.pipeline import resolve_root
+from postflightd.project import resolve_root
 from postflightd.scaffold import (
     CONFIG_NAME,
     GITIGNORE_NAME,

@@ -17,7 +17,8 @@ from postflightd.findings import Policy
 from postflightd.journal import Journal
 from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
 from postflightd.models import Status
-from postflightd.pipeline import Project, check_file, clean_litter, postflight, preview, root_of
+from postflightd.pipeline import check_file, clean_litter, postflight, preview
+from postflightd.project import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
 from postflightd.results import FileReport, Outcome

@@ -14,16 +14,8 @@ from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.loader import META_NAME
-from postflightd.pipeline import (
-    PlannedWrite,
-    Project,
-    apply_all,
-    preview,
-    resolve_root,
-    root_of,
-    scan,
-    scan_files,
-)
+from postflightd.pipeline import PlannedWrite, apply_all, preview, scan, scan_files
+from postflightd.project import Project, resolve_root, root_of
 from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import WRITERS, report_statistics
 from postflightd.reporters.style import Options, use_color

@@ -15,7 +15,7 @@ from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.findings import Policy
 from postflightd.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
-from postflightd.pipeline import resolve_root
+from postflightd.project import resolve_root
 from postflightd.report_command import parse_interval
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import use_color

@@ -10,7 +10,7 @@ from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import UsageError
 from postflightd.journal import format_ts
-from postflightd.pipeline import resolve_root
+from postflightd.project import resolve_root
 from postflightd.reporters.verify import REPORTERS
 from postflightd.verify import Verdict, VerifyReport, inspect_root, repair_root
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from postflightd.config import Config, LogConfig, load_config
 from postflightd.daemon import Daemon
 from postflightd.logs import configure_logging
-from postflightd.pipeline import resolve_root
+from postflightd.project import resolve_root
 
 
 def serve(roots: Sequence[Path], config: Config, reload: Callable[[], Config]) -> int:
