@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd import pipeline
+from postflightd import parallel, pipeline
 from postflightd.config import Config
 from postflightd.findings import policy_from
 from postflightd.project import Project
@@ -20,7 +20,7 @@ def test_parallel_scan_equals_sequential_scan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A scan large enough to fork reports exactly what a single process reports."""
-    n = pipeline.PARALLEL_MIN_FILES + 10
+    n = parallel.PARALLEL_MIN_FILES + 10
     root = make_project(tmp_path, [task_entry(i, f"t{i}") for i in range(1, n + 1, 2)])
     for i in range(1, n + 1):
         doc = researched_doc(f"{i}_t{i}")
@@ -33,7 +33,7 @@ def test_parallel_scan_equals_sequential_scan(
     policy = policy_from(config)
     now = datetime.now(UTC)
     forked = pipeline.scan([root], config, policy, now).to_json()
-    monkeypatch.setattr(pipeline, "PARALLEL_MIN_FILES", 10**9)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_FILES", 10**9)
     single = pipeline.scan([root], config, policy, now).to_json()
     assert forked == single
     assert forked["summary"]["files"] == n

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd import pipeline
+from postflightd import parallel, pipeline
 from postflightd.config import Config
 from postflightd.findings import policy_from
 from postflightd.inert import json_text
@@ -223,7 +223,7 @@ def test_scan_with_an_unusable_state_says_pf604_once(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
 def test_worker_count_follows_the_cores_the_process_may_use() -> None:
-    code = "from postflightd.pipeline import worker_count as w; print(w(10), w(10_000), w(10**6))"
+    code = "from postflightd.parallel import worker_count as w; print(w(10), w(10_000), w(10**6))"
     one = subprocess.run(
         ["taskset", "-c", "0", sys.executable, "-c", code],
         capture_output=True,
@@ -239,14 +239,14 @@ def test_worker_count_follows_the_cores_the_process_may_use() -> None:
     )
     small, mid, big = (int(x) for x in anywhere.stdout.split())
     assert small == 1
-    assert mid == min(cores, 1 + 10_000 // pipeline.PARALLEL_MIN_FILES)
+    assert mid == min(cores, 1 + 10_000 // parallel.PARALLEL_MIN_FILES)
     assert big == cores
 
 
 def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
     """`scan | head -1` past the fork threshold: exit 141 (the verdict went unread: never 0)
     without a traceback or a stray process."""
-    n = pipeline.PARALLEL_MIN_FILES + 600
+    n = parallel.PARALLEL_MIN_FILES + 600
     root = make_project(tmp_path / "p", [])
     for i in range(1, n + 1):
         write_meta(root, f"{i}_t{i}", "{")
