@@ -11,10 +11,10 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from postflightd.check import check_file
 from postflightd.config import Config
 from postflightd.findings import RULES, Finding, Policy, Severity
 from postflightd.loader import META_NAME, MetaFileRef, parse_json
-from postflightd.pipeline import check_file
 from postflightd.project import Project
 from postflightd.rules import ArtifactState, RuleOptions, TaskContext, validate
 

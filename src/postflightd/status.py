@@ -12,13 +12,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from postflightd.check import check_file
 from postflightd.config import Config
 from postflightd.daemon_notes import daemon_note
 from postflightd.errors import ExitCode
 from postflightd.findings import Policy
 from postflightd.lifecycle import IN_PROGRESS, Sighting
 from postflightd.loader import find_metadata_files
-from postflightd.pipeline import check_file
 from postflightd.project import Project
 from postflightd.results import FileReport
 from postflightd.store import lock_holder

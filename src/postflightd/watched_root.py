@@ -25,6 +25,7 @@ from typing import Any, Final
 
 import structlog
 
+from postflightd.check import check_file
 from postflightd.config import Config
 from postflightd.errors import PostflightError
 from postflightd.findings import Policy, Severity
@@ -32,7 +33,7 @@ from postflightd.healer import Healer
 from postflightd.journal import Journal
 from postflightd.lifecycle import Run, RunTable, Sighting, Transition
 from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, StateView, artifact_probe
-from postflightd.pipeline import check_file, clean_litter, postflight, record_stuck
+from postflightd.pipeline import clean_litter, postflight, record_stuck
 from postflightd.project import Project
 from postflightd.results import FileReport, Outcome
 from postflightd.run_events import emit, transition_event

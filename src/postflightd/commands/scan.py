@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from postflightd.check import scan_files
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.loader import META_NAME
-from postflightd.pipeline import PlannedWrite, apply_all, preview, scan, scan_files
+from postflightd.pipeline import PlannedWrite, apply_all, preview, scan
 from postflightd.project import Project, resolve_root, root_of
 from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import WRITERS, report_statistics
