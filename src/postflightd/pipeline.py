@@ -11,14 +11,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from postflightd.check import Only, check_file, check_specs_dir, metadata_refs, scan_files
 from postflightd.config import Config
 from postflightd.errorlog import error_record, errors_text, merge_errors
 from postflightd.errors import StateUnusableError
 from postflightd.findings import (
-    Finding,
     Policy,
     Severity,
     finding,
@@ -67,6 +66,7 @@ from postflightd.store import (
 )
 from postflightd.todo import apply_todo_edits
 from postflightd.tree import Directory
+from postflightd.writable import UNWRITABLE, printable, unrecordable, unwritable_finding
 
 
 def scan(
@@ -161,11 +161,11 @@ def postflight(
             report.outcome = _classify(report, report_unparsed, policy)
             if report.outcome is Outcome.DEFERRED:
                 continue
-            unrecordable = _unrecordable(report)
-            if unrecordable is not None:
+            unfit = unrecordable(report)
+            if unfit is not None:
                 # Checked before the first journal row: one such file must not abort the
                 # batch's transaction (SPEC 7.1).
-                _drop(report, unrecordable)
+                report.drop(unfit)
                 continue
             _journal(journal, "validated", report)
             if report.outcome is Outcome.APPLIED:
@@ -262,109 +262,6 @@ def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
     return len(others) < len(report.findings) and not policy.fails(others)
 
 
-# --- one bad file never blocks the others (SPEC 7.1) ------------------------------------------
-
-#: What json, sqlite3 and str.encode raise for a value no file or row can hold: a lone
-#: surrogate (UnicodeEncodeError), an integer past the 4,300-digit conversion limit
-#: (ValueError), one past SQLite's 64 bits (OverflowError), a document nested too deeply.
-_UNWRITABLE = (ValueError, OverflowError, RecursionError)
-_SQLITE_INT = 1 << 63
-#: The smallest 4,300-digit number: adding one to the largest overflows json's int limit.
-_DIGITS_4300: Final = 10**4299
-
-
-def _printable(text: str) -> str:
-    """``text`` with what UTF-8 cannot hold spelled out: a ``\\xff`` name byte, a ``\\ud800``."""
-    try:
-        raw = text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return raw.decode("utf-8", "backslashreplace")
-
-
-def _encodes(text: str | None) -> bool:
-    if text is None:
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _unrecordable(report: FileReport) -> Finding | None:
-    """PF106 when the journal cannot store this file's row (every outcome writes one)."""
-    if not _encodes(str(report.root)) or not _encodes(report.rel_path):
-        where = _printable(str(report.path))
-        return finding(
-            "PF106",
-            "",
-            f"the path {where} is not valid UTF-8 (a byte such as \\xff in a directory name), "
-            "so it cannot be recorded in the journal or state.json: rename the directory with "
-            "a UTF-8 name",
-        )
-    for location, value in (("metadata.session_id", report.session), ("status", report.raw_status)):
-        if not _encodes(value):
-            assert value is not None
-            return finding(
-                "PF106",
-                location,
-                f"{location} '{_printable(value)}' holds a lone surrogate, which UTF-8 cannot "
-                "store: write the character itself (both halves of a pair) or drop it",
-            )
-    if report.task is not None and not -_SQLITE_INT <= report.task < _SQLITE_INT:
-        return finding(
-            "PF106",
-            "",
-            f"task number {str(report.task)[:30]}... is too large to record (the journal holds "
-            "64-bit numbers): use the task's real number",
-        )
-    return None
-
-
-def _first_unwritable(value: Any, location: str = "", depth: int = 0) -> tuple[str, str] | None:
-    """Where in a document a value is that JSON text in UTF-8 cannot hold, and why."""
-    if depth > 200:
-        return location, "nested too deeply to write"
-    if isinstance(value, str):
-        if _encodes(value):
-            return None
-        return location, f"'{_printable(value)}' holds a lone surrogate"
-    if isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) >= _DIGITS_4300:
-            return location, "an integer too long to write as JSON text (over 4,300 digits)"
-        return None
-    items: Iterable[tuple[str, Any]] = ()
-    if isinstance(value, dict):
-        items = ((f"{location}.{k}" if location else str(k), v) for k, v in value.items())
-    elif isinstance(value, list):
-        items = ((f"{location}[{i}]", v) for i, v in enumerate(value))
-    for where, item in items:
-        found = _first_unwritable(item, where, depth + 1)
-        if found is not None:
-            return found
-    return None
-
-
-def _unwritable_finding(report: FileReport, exc: Exception) -> Finding:
-    found = _first_unwritable(report.loaded.doc)
-    location, why = found if found is not None else ("", _printable(str(exc))[:200])
-    return finding(
-        "PF106",
-        location,
-        f"{why}: the outcome cannot be written to state.json, TODO.md or errors.json; fix the "
-        "value (the other files of the batch were applied)",
-    )
-
-
-def _drop(report: FileReport, problem: Finding) -> None:
-    """Take a file out of its batch with the finding saying why; it is kept and reported."""
-    report.findings.append(problem)
-    report.valid = False
-    if report.outcome is Outcome.APPLIED:
-        report.outcome = Outcome.INVALID
-
-
 def _outcome_of(
     state: dict[str, Any],
     report: FileReport,
@@ -375,7 +272,7 @@ def _outcome_of(
 ) -> tuple[Applied, int]:
     """One ready file's outcome on ``state``, checked writable, and its task number.
 
-    KeyError when the task is not in state.json (PF600), one of ``_UNWRITABLE`` when the
+    KeyError when the task is not in state.json (PF600), one of ``UNWRITABLE`` when the
     outcome cannot be written (PF106). The commit and its dry run fold with it alike.
     """
     assert report.validation is not None and report.validation.model is not None
@@ -491,10 +388,10 @@ def _commit(
                     render_state(text, doc, result.state).encode("utf-8")
             except KeyError:
                 missing = f"task {report.task} is not in state.json active_projects"
-                _drop(report, finding("PF600", "", missing))
+                report.drop(finding("PF600", "", missing))
                 continue
-            except _UNWRITABLE as exc:
-                _drop(report, _unwritable_finding(report, exc))
+            except UNWRITABLE as exc:
+                report.drop(unwritable_finding(report, exc))
                 continue
             new = _advanced(new, result, task, index)
             if result.todo is not None:
@@ -528,7 +425,7 @@ def _commit(
         if new != doc:
             try:
                 data = render_state(text, doc, new).encode("utf-8")
-            except _UNWRITABLE:
+            except UNWRITABLE:
                 # Something the per-file checks did not foresee: find the file(s) by
                 # rendering one outcome at a time, so only they drop out.
                 todo_edits.clear()
@@ -737,7 +634,7 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
         for record in records:
             try:
                 errors_text([record])
-            except _UNWRITABLE:
+            except UNWRITABLE:
                 continue  # the file it belongs to was dropped (PF106) before state.json
             writable.append(record)
         merged, count = merge_errors(existing, writable)
@@ -950,7 +847,7 @@ def preview(
         and r.validation is not None
         and r.validation.model is not None
         and r.task is not None
-        and _unrecordable(r) is None
+        and unrecordable(r) is None
     ]
     if not ready or not project.state.usable:
         return []
@@ -974,7 +871,7 @@ def preview(
             result, task = _outcome_of(new, report, now=now, status_map=status_map, index=index)
         except KeyError:
             continue  # PF600: the task is not in state.json; nothing would be written for it
-        except _UNWRITABLE:
+        except UNWRITABLE:
             continue  # PF106: postflight would leave it out of the batch
         new = _advanced(new, result, task, index)
         if result.todo is not None:
@@ -1040,7 +937,7 @@ def clean_litter(
         with project_lock(specs, timeout_s=0):
             for path in remove_stale_temps(specs, names):
                 notes.append(
-                    f"removed {_printable(path.name)}, a temporary file a killed writer left"
+                    f"removed {printable(path.name)}, a temporary file a killed writer left"
                 )
             for name in task_dirs:
                 try:
@@ -1069,7 +966,7 @@ def _settle(
     project: Project, config: Config, journal: Journal, task: Directory, leftover: Leftover
 ) -> str:
     """Finish or undo one interrupted deletion in ``task``, checking the journal first."""
-    rel = _printable(str(leftover.path.relative_to(project.root)))
+    rel = printable(str(leftover.path.relative_to(project.root)))
     raw = read_leftover(task, leftover, config.validation.max_file_bytes)
     recorded = False
     if raw is not None:

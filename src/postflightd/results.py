@@ -68,6 +68,13 @@ class FileReport:
     def status(self) -> Status | None:
         return self.validation.status if self.validation else None
 
+    def drop(self, problem: Finding) -> None:
+        """Take the file out of its batch with the finding saying why; it is kept and reported."""
+        self.findings.append(problem)
+        self.valid = False
+        if self.outcome is Outcome.APPLIED:
+            self.outcome = Outcome.INVALID
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "path": self.rel_path,
