@@ -15,11 +15,9 @@ from typing import Any
 
 from postflightd.check import Only, check_file, check_specs_dir, metadata_refs, scan_files
 from postflightd.config import Config
-from postflightd.errorlog import error_record, errors_text, merge_errors
 from postflightd.errors import StateUnusableError
 from postflightd.findings import (
     Policy,
-    Severity,
     finding,
 )
 from postflightd.journal import Journal, TaskChange
@@ -30,7 +28,6 @@ from postflightd.loader import (
     FileIdentity,
     MetaFileRef,
     cached_state,
-    parse_json,
     parse_task_dir,
     read_marker,
     remember_state,
@@ -46,6 +43,12 @@ from postflightd.postflight import (
     task_index,
 )
 from postflightd.project import LOCK_TIMEOUT_S, Project, os_problem
+from postflightd.records import (
+    interrupted_record,
+    invalid_record,
+    journal_row,
+    write_errors,
+)
 from postflightd.results import FileReport, Outcome, ScanReport
 from postflightd.statetext import render_state
 from postflightd.store import (
@@ -167,7 +170,7 @@ def postflight(
                 # batch's transaction (SPEC 7.1).
                 report.drop(unfit)
                 continue
-            _journal(journal, "validated", report)
+            journal_row(journal, "validated", report)
             if report.outcome is Outcome.APPLIED:
                 ready.append(report)
     if not project.state.usable:
@@ -184,7 +187,7 @@ def postflight(
                 )
         return reports
     records = [
-        _invalid_record(r, now, i)
+        invalid_record(r, now, i)
         for i, r in enumerate(reports)
         # A file that never parsed (PF102, past the settle time) is recorded too: it is
         # what an agent that died mid-write leaves behind.
@@ -192,7 +195,7 @@ def postflight(
     ]
     if interrupted:
         records += [
-            _interrupted_record(r, now, i)
+            interrupted_record(r, now, i)
             for i, r in enumerate(reports)
             if r.outcome is Outcome.IN_PROGRESS
         ]
@@ -203,13 +206,13 @@ def postflight(
             applied = _commit(project, ready, config, journal, now)
             # Files the commit found invalid (PF600, PF106) are logged as the others were.
             records += [
-                _invalid_record(r, now, len(records) + i)
+                invalid_record(r, now, len(records) + i)
                 for i, r in enumerate(ready)
                 if r.outcome is Outcome.INVALID
             ]
             # Records of invalid files: a failure to write them is a note (the files are
             # kept anyway). Records of applied files are part of their outcome.
-            problem = _write_errors(project, config, records + applied.errors)
+            problem = write_errors(project, config, records + applied.errors)
             if problem is not None:
                 for report in reports:
                     report.notes.append(problem)
@@ -217,7 +220,7 @@ def postflight(
             deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(project, r)]
             with journal.batch(durable=False):
                 for report in deleted:
-                    _journal(journal, "deleted", report)
+                    journal_row(journal, "deleted", report)
     except (OSError, StoreError) as exc:
         # Permission denied on the specs directory or state.json, a full disk: nothing was
         # half-written (every write is atomic); say what and where, keep the files.
@@ -230,7 +233,7 @@ def postflight(
         with journal.batch(durable=False):
             for report in reports:
                 if report.outcome is Outcome.IN_PROGRESS:
-                    _journal(journal, "interrupted", report)
+                    journal_row(journal, "interrupted", report)
     return reports
 
 
@@ -527,7 +530,7 @@ def _journal_applied(
     failed: list[FileReport] = []
     with journal.batch() as batch:
         for report, change in todo:
-            if not _journal(journal, "postflighted", report, content=True, change=change):
+            if not journal_row(journal, "postflighted", report, content=True, change=change):
                 failed.append(report)
     for report, change in todo:
         journaled[id(report)] = change
@@ -608,71 +611,6 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
             _incomplete(live, os_problem(exc, f"{path.name} could not be written"))
 
 
-def _write_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> str | None:
-    """Add records to errors.json, de-duplicated; None, or why they could not be written."""
-    added = _add_errors(project, config, records)
-    return added if isinstance(added, str) else None
-
-
-def _add_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> int | str:
-    """The number of records added to errors.json, or why none could be."""
-    if not records:
-        return 0
-    specs, name = project.require_specs(), config.postflight.errors_file
-    path = specs.child(name)
-    count = 0
-
-    def transform(snapshot: Snapshot) -> bytes | None:
-        nonlocal count
-        existing: list[Any] = []
-        if snapshot.raw is not None:
-            doc, problem = parse_json(snapshot.raw)
-            if problem is not None or not isinstance(doc, list):
-                raise _ErrorsFileUnusableError(problem or "not a JSON array")
-            existing = doc
-        writable = []
-        for record in records:
-            try:
-                errors_text([record])
-            except UNWRITABLE:
-                continue  # the file it belongs to was dropped (PF106) before state.json
-            writable.append(record)
-        merged, count = merge_errors(existing, writable)
-        if not count:
-            return None
-        return errors_text(merged).encode("utf-8")
-
-    try:
-        commit(specs, name, transform, crash_label="errors")
-    except (OSError, StoreError) as exc:
-        return os_problem(exc, f"{path.name} could not be written")
-    except _ErrorsFileUnusableError as exc:
-        return (
-            f"{path.name} is not usable ({exc}); it was not overwritten and no error was "
-            "logged: fix or move it away"
-        )
-    return count
-
-
-def _append_errors(
-    project: Project,
-    config: Config,
-    records: list[dict[str, Any]],
-    reports: list[FileReport],
-) -> int:
-    """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""
-    added = _add_errors(project, config, records)
-    if isinstance(added, str):
-        for report in reports:
-            report.notes.append(added)
-        return -1
-    return added
-
-
-class _ErrorsFileUnusableError(Exception):
-    """errors.json is not a JSON array: it is never overwritten."""
-
-
 def _clean_up(project: Project, report: FileReport) -> bool:
     """Delete the metadata file if it is still what was processed, then the markers.
 
@@ -710,113 +648,6 @@ def _clean_up(project: Project, report: FileReport) -> bool:
                     task.unlink(name)
     crash_point("after-delete")
     return True
-
-
-def _journal(
-    journal: Journal,
-    kind: str,
-    report: FileReport,
-    *,
-    content: bool = False,
-    change: TaskChange | None = None,
-) -> bool:
-    raw = report.loaded.raw
-    try:
-        return journal.record(
-            kind,
-            root=str(report.root),
-            file=report.rel_path,
-            task=report.task,
-            session=report.session,
-            status=report.raw_status,
-            findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
-            content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
-            change=change,
-        )
-    except (UnicodeEncodeError, OverflowError):
-        # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;
-        # sqlite3 refused it before it touched the transaction, so the batch goes on.
-        return False
-
-
-def _record_for(
-    report: FileReport,
-    kind: str,
-    message: str,
-    action: str,
-    now: datetime,
-    n: int,
-    recoverable: bool = True,
-) -> dict[str, Any]:
-    doc: dict[str, Any] = report.loaded.doc if isinstance(report.loaded.doc, dict) else {}
-    raw_meta = doc.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    path = meta.get("delegation_path")
-    agent = meta.get("agent_type")
-    return error_record(
-        kind,
-        message,
-        session=report.session,
-        task=report.task,
-        agent_type=agent if isinstance(agent, str) else None,
-        file=report.rel_path,
-        delegation_path=[p for p in path if isinstance(p, str)] if isinstance(path, list) else None,
-        now=now,
-        n=n,
-        recoverable=recoverable,
-        suggested_action=action,
-    )
-
-
-def _invalid_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
-    errors = [f for f in report.findings if f.severity is Severity.ERROR]
-    codes = ", ".join(sorted({f.code for f in errors})) or "warnings (strict)"
-    first = errors[0].message if errors else "see `postflightd scan`"
-    return _record_for(
-        report,
-        "validation_failed",
-        f"{report.rel_path} failed validation ({codes}); it was not applied",
-        f"Fix the metadata file, then it is applied: {first}",
-        now,
-        n,
-    )
-
-
-def _interrupted_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
-    return _record_for(
-        report,
-        "delegation_interrupted",
-        f"the agent's run ended while its metadata still said in_progress ({report.rel_path})",
-        "Resume the task: run the same command again; the task status was left as it was",
-        now,
-        n,
-    )
-
-
-def record_stuck(
-    project: Project,
-    report: FileReport,
-    config: Config,
-    journal: Journal,
-    now: datetime,
-    lock_timeout_s: float = LOCK_TIMEOUT_S,
-) -> bool:
-    """Record a stuck run: an errors.json ``timeout`` record (once per session), a journal row."""
-    validation = report.validation
-    timeout = validation.timeout_s if validation else None
-    record = _record_for(
-        report,
-        "timeout",
-        f"agent stuck: in_progress past the {validation.operation if validation else ''} "
-        f"timeout of {int(timeout or 0)} s ({report.rel_path})",
-        "The agent probably died: resume or restart the run; its metadata file is kept",
-        now,
-        0,
-    )
-    with project_lock(project.require_specs(), lock_timeout_s):
-        added = _append_errors(project, config, [record], [report])
-    _journal(journal, "stuck", report)
-    return added > 0
 
 
 # --- --dry-run: what postflight would write ---------------------------------------------------

@@ -33,8 +33,9 @@ from postflightd.healer import Healer
 from postflightd.journal import Journal
 from postflightd.lifecycle import Run, RunTable, Sighting, Transition
 from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, StateView, artifact_probe
-from postflightd.pipeline import clean_litter, postflight, record_stuck
+from postflightd.pipeline import clean_litter, postflight
 from postflightd.project import Project
+from postflightd.records import record_stuck
 from postflightd.results import FileReport, Outcome
 from postflightd.run_events import emit, transition_event
 from postflightd.store import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
