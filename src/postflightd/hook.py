@@ -24,13 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from postflightd.cleanup import clean_litter
 from postflightd.config import Config
 from postflightd.errors import MalformedInputError
 from postflightd.findings import Finding, Severity, policy_from
 from postflightd.inert import inert
 from postflightd.journal import Journal
 from postflightd.loader import MetaFileRef, find_metadata_files
-from postflightd.pipeline import clean_litter, postflight
+from postflightd.pipeline import postflight
 from postflightd.project import Project
 from postflightd.results import FileReport, Outcome
 from postflightd.store import LockTimeoutError

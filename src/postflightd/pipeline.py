@@ -5,7 +5,6 @@ It never prints and never exits: it returns reports, and ``ScanReport.exit_code`
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from postflightd.check import Only, check_file, check_specs_dir, metadata_refs, scan_files
+from postflightd.cleanup import clean_litter, delete_applied
 from postflightd.config import Config
 from postflightd.errors import StateUnusableError
 from postflightd.findings import (
@@ -22,14 +22,10 @@ from postflightd.findings import (
 )
 from postflightd.journal import Journal, TaskChange
 from postflightd.loader import (
-    LOOP_GUARD_NAME,
-    MARKER_NAME,
     META_NAME,
     FileIdentity,
     MetaFileRef,
     cached_state,
-    parse_task_dir,
-    read_marker,
     remember_state,
     state_shape_problem,
 )
@@ -44,6 +40,7 @@ from postflightd.postflight import (
 )
 from postflightd.project import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.records import (
+    NO_JOURNAL,
     interrupted_record,
     invalid_record,
     journal_row,
@@ -52,24 +49,16 @@ from postflightd.records import (
 from postflightd.results import FileReport, Outcome, ScanReport
 from postflightd.statetext import render_state
 from postflightd.store import (
-    Leftover,
-    LockTimeoutError,
     Snapshot,
     StoreError,
     atomic_write,
     commit,
     crash_point,
-    delete_if_unchanged,
-    deletions_left_aside,
     project_lock,
-    read_leftover,
     read_snapshot,
-    remove_stale_temps,
-    settle_leftover,
 )
 from postflightd.todo import apply_todo_edits
-from postflightd.tree import Directory
-from postflightd.writable import UNWRITABLE, printable, unrecordable, unwritable_finding
+from postflightd.writable import UNWRITABLE, unrecordable, unwritable_finding
 
 
 def scan(
@@ -217,7 +206,9 @@ def postflight(
                 for report in reports:
                     report.notes.append(problem)
                 _incomplete(applied.erroring, problem)
-            deleted = [r for r in ready if r.outcome is Outcome.APPLIED and _clean_up(project, r)]
+            deleted = [
+                r for r in ready if r.outcome is Outcome.APPLIED and delete_applied(project, r)
+            ]
             with journal.batch(durable=False):
                 for report in deleted:
                     journal_row(journal, "deleted", report)
@@ -518,7 +509,7 @@ def _journal_applied(
     ``journaled`` (report id -> the change recorded) spans the retries of one commit: a file
     is recorded again only when a writer that ignores the lock changed its task meanwhile, so
     the latest row holds what is actually written. A file whose row is not committed is kept
-    (``_NO_JOURNAL``): its content would be lost.
+    (``NO_JOURNAL``): its content would be lost.
     """
     todo: list[tuple[FileReport, TaskChange | None]] = []
     for report in live:
@@ -534,28 +525,14 @@ def _journal_applied(
                 failed.append(report)
     for report, change in todo:
         journaled[id(report)] = change
-        if (not batch.committed or report in failed) and _NO_JOURNAL not in report.notes:
-            report.notes.append(_NO_JOURNAL)
-
-
-_NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"
-
-
-def _task_dir(project: Project, report: FileReport) -> Directory:
-    """The task directory ``report`` was read from, opened again: the very same directory.
-
-    One put in its place since (a link: refused; another directory: gone) is never entered,
-    so nothing is applied from, or deleted in, a directory other than the one read.
-    """
-    return project.require_specs().subdir(
-        report.path.parent.name, expect=report.loaded.dir_identity
-    )
+        if (not batch.committed or report in failed) and NO_JOURNAL not in report.notes:
+            report.notes.append(NO_JOURNAL)
 
 
 def _current_identity(project: Project, report: FileReport) -> FileIdentity | None:
     """The metadata file's identity now, in the directory it was read from; None if gone."""
     try:
-        with _task_dir(project, report) as task:
+        with project.task_dir(report) as task:
             st = task.lstat(META_NAME)
     except OSError:
         return None
@@ -609,45 +586,6 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
             atomic_write(specs, name, new.encode("utf-8"), crash_label="todo")
         except (OSError, StoreError) as exc:
             _incomplete(live, os_problem(exc, f"{path.name} could not be written"))
-
-
-def _clean_up(project: Project, report: FileReport) -> bool:
-    """Delete the metadata file if it is still what was processed, then the markers.
-
-    All of it inside the task directory the file was read from (``_task_dir``).
-    """
-    if _NO_JOURNAL in report.notes:
-        return False
-    assert report.loaded.identity is not None
-    crash_point("before-delete")
-    try:
-        task = _task_dir(project, report)
-    except OSError:
-        # Swapped for a link or another directory since it was read: nothing is deleted
-        # there; the file, wherever it went, is applied again (harmlessly) when it is seen.
-        report.outcome = Outcome.GONE
-        report.notes.append("applied, but its task directory was replaced; nothing was deleted")
-        return False
-    with task:
-        try:
-            deleted = delete_if_unchanged(task, META_NAME, report.loaded.identity)
-        except (OSError, StoreError) as exc:
-            report.notes.append(
-                os_problem(exc, "applied, but the file could not be deleted")
-                + "; applying it again is harmless"
-            )
-            return False
-        if not deleted:
-            report.outcome = Outcome.REWRITTEN if task.lstat(META_NAME) else Outcome.GONE
-            return False
-        marker = read_marker(task)
-        if marker is None or marker.session_id in (None, report.session):
-            for name in (MARKER_NAME, LOOP_GUARD_NAME):
-                # A marker that cannot be removed is harmless: it only names a session.
-                with contextlib.suppress(OSError):
-                    task.unlink(name)
-    crash_point("after-delete")
-    return True
 
 
 # --- --dry-run: what postflight would write ---------------------------------------------------
@@ -737,91 +675,3 @@ def unified_diff(write: PlannedWrite, shown_as: str) -> str:
 
 
 # --- crash leftovers ------------------------------------------------------------------------
-
-
-def clean_litter(
-    project: Project,
-    config: Config,
-    journal: Journal,
-    task_dirs: Iterable[str] | None = None,
-) -> list[str]:
-    """Remove what a killed postflightd left behind; one line per file, for the log.
-
-    Temporary files beside state.json, TODO.md and errors.json go when their writer is dead.
-    A metadata file renamed aside for deletion (``..return-meta.json.PID.HEX.deleting``) goes
-    only when the journal holds a ``postflighted`` row with exactly its content; otherwise it
-    is put back as ``.return-meta.json`` (processed again, which is harmless), or kept when a
-    newer file took that name. ``task_dirs``: the task directories to look in (None: all).
-    Takes the project lock.
-    """
-    specs = project.specs
-    if specs is None:
-        return []
-    if task_dirs is None:
-        task_dirs = _task_dir_names(specs)
-    notes: list[str] = []
-    files = config.postflight
-    names = frozenset({files.state_file, files.todo_file, files.errors_file})
-    try:
-        # One try at the lock: a writer holding it may be mid-write (its temporary file and
-        # its aside file are in use), and whoever runs next under the lock looks again.
-        with project_lock(specs, timeout_s=0):
-            for path in remove_stale_temps(specs, names):
-                notes.append(
-                    f"removed {printable(path.name)}, a temporary file a killed writer left"
-                )
-            for name in task_dirs:
-                try:
-                    task = specs.subdir(name, listable=True)
-                except OSError:
-                    continue  # never entered through a link
-                with task:
-                    for leftover in deletions_left_aside(task, META_NAME):
-                        notes.append(_settle(project, config, journal, task, leftover))
-    except LockTimeoutError:
-        pass
-    except (OSError, StoreError) as exc:
-        # Not writable: the postflight that follows says so for each file.
-        notes.append(os_problem(exc, "crash leftovers were not checked"))
-    return notes
-
-
-def _task_dir_names(specs: Directory) -> list[str]:
-    try:
-        return [e.name for e in specs.names() if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-
-
-def _settle(
-    project: Project, config: Config, journal: Journal, task: Directory, leftover: Leftover
-) -> str:
-    """Finish or undo one interrupted deletion in ``task``, checking the journal first."""
-    rel = printable(str(leftover.path.relative_to(project.root)))
-    raw = read_leftover(task, leftover, config.validation.max_file_bytes)
-    recorded = False
-    if raw is not None:
-        meta = leftover.path.with_name(META_NAME)
-        parsed = parse_task_dir(meta.parent.name)
-        row = journal.last_postflighted(
-            root=str(project.root),
-            file=meta.relative_to(project.root).as_posix(),
-            task=parsed[0] if parsed else None,
-            content=raw.decode("utf-8", errors="replace"),
-        )
-        recorded = row is not None
-    try:
-        done = settle_leftover(task, leftover, recorded=recorded)
-    except OSError as exc:
-        return f"{rel}: a deletion interrupted by a crash could not be finished: {exc.strerror}"
-    if done == "removed":
-        return f"removed {rel}: a deletion interrupted by a crash (its content is in the journal)"
-    if done == "restored":
-        return (
-            f"restored {rel} as {META_NAME}: its deletion was interrupted by a crash and the "
-            "journal does not hold its content; it is processed again"
-        )
-    return (
-        f"kept {rel}: its deletion was interrupted by a crash, the journal does not hold its "
-        f"content and a newer {META_NAME} exists; look at it, then delete it"
-    )

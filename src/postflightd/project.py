@@ -14,6 +14,7 @@ from pathlib import Path
 from postflightd.config import Config
 from postflightd.errors import StateUnusableError, UsageError
 from postflightd.loader import StateView, artifact_probe, load_state
+from postflightd.results import FileReport
 from postflightd.rules import ArtifactProbe
 from postflightd.store import LOCK_NAME, StoreError
 from postflightd.tree import Directory, RefusedError, open_specs
@@ -76,6 +77,16 @@ class Project:
         if self.specs_problem is not None:
             raise StateUnusableError(self.specs_problem)
         raise UsageError(f"{self.specs_dir}: no such directory")
+
+    def task_dir(self, report: FileReport) -> Directory:
+        """The task directory ``report`` was read from, opened again: the very same directory.
+
+        One put in its place since (a link: refused; another directory: gone) is never
+        entered, so nothing is applied from, or deleted in, a directory other than the one read.
+        """
+        return self.require_specs().subdir(
+            report.path.parent.name, expect=report.loaded.dir_identity
+        )
 
     def close(self) -> None:
         if self.specs is not None:

@@ -192,3 +192,6 @@ def _append_errors(
 
 class _ErrorsFileUnusableError(Exception):
     """errors.json is not a JSON array: it is never overwritten."""
+
+
+NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"

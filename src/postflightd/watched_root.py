@@ -26,6 +26,7 @@ from typing import Any, Final
 import structlog
 
 from postflightd.check import check_file
+from postflightd.cleanup import clean_litter
 from postflightd.config import Config
 from postflightd.errors import PostflightError
 from postflightd.findings import Policy, Severity
@@ -33,7 +34,7 @@ from postflightd.healer import Healer
 from postflightd.journal import Journal
 from postflightd.lifecycle import Run, RunTable, Sighting, Transition
 from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, StateView, artifact_probe
-from postflightd.pipeline import clean_litter, postflight
+from postflightd.pipeline import postflight
 from postflightd.project import Project
 from postflightd.records import record_stuck
 from postflightd.results import FileReport, Outcome

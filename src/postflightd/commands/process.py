@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from postflightd.check import check_file
+from postflightd.cleanup import clean_litter
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
@@ -18,7 +19,7 @@ from postflightd.findings import Policy
 from postflightd.journal import Journal
 from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
 from postflightd.models import Status
-from postflightd.pipeline import clean_litter, postflight, preview
+from postflightd.pipeline import postflight, preview
 from postflightd.project import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
