@@ -19,7 +19,8 @@ from postflightd.findings import Policy
 from postflightd.journal import Journal
 from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
 from postflightd.models import Status
-from postflightd.pipeline import postflight, preview
+from postflightd.pipeline import postflight
+from postflightd.preview import preview
 from postflightd.project import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text

@@ -15,7 +15,8 @@ from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.loader import META_NAME
-from postflightd.pipeline import PlannedWrite, apply_all, preview, scan
+from postflightd.pipeline import apply_all, scan
+from postflightd.preview import PlannedWrite, preview
 from postflightd.project import Project, resolve_root, root_of
 from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import WRITERS, report_statistics

@@ -9,13 +9,13 @@ from postflightd.inert import inert
 from postflightd.reporters.style import display_path
 
 if TYPE_CHECKING:
-    from postflightd.pipeline import PlannedWrite
+    from postflightd.preview import PlannedWrite
     from postflightd.results import FileReport
 
 
 def write_diffs(writes: Sequence[PlannedWrite], out: TextIO, cwd: str) -> None:
     """Each planned write as a unified diff, labelled with the path shown from ``cwd``."""
-    from postflightd.pipeline import unified_diff
+    from postflightd.preview import unified_diff
 
     for write in writes:
         out.write(unified_diff(write, display_path(write.path, cwd)))
