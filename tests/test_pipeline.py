@@ -72,7 +72,7 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     config = Config()
     project = Project.open(root, config)
     with Journal.open(default_journal_path()) as journal:
-        (report,) = pipeline.postflight(
+        (report,) = pipeline.apply_files(
             project,
             list(find_metadata_files(project.require_specs())),
             config,

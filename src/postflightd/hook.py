@@ -31,7 +31,7 @@ from postflightd.findings import Finding, Severity, policy_from
 from postflightd.inert import inert
 from postflightd.journal import Journal
 from postflightd.loader import MetaFileRef, find_metadata_files
-from postflightd.pipeline import postflight
+from postflightd.pipeline import apply_files
 from postflightd.project import Project
 from postflightd.results import FileReport, Outcome
 from postflightd.store import LockTimeoutError
@@ -318,13 +318,13 @@ def answer(
             for note in clean_litter(project, config, journal):
                 print(f"postflightd: {inert(note)}", file=sys.stderr)
             if settled:
-                reports += postflight(
+                reports += apply_files(
                     project, settled, config, policy, journal, now, lock_timeout_s=HOOK_LOCK_WAIT_S
                 )
             if young:
                 # Like the daemon before a file settles: one that does not parse yet is left
                 # alone, unrecorded; one that validates is applied.
-                reports += postflight(
+                reports += apply_files(
                     project,
                     young,
                     config,

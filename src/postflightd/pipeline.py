@@ -92,11 +92,11 @@ def apply_all(
         notes = clean_litter(project, config, journal)
         report.notes.extend(f"{project.root}: {note}" for note in notes)
         refs = metadata_refs(project, only) if notes else listed
-        report.files.extend(postflight(project, refs, config, policy, journal, now))
+        report.files.extend(apply_files(project, refs, config, policy, journal, now))
     return report
 
 
-def postflight(
+def apply_files(
     project: Project,
     refs: Sequence[MetaFileRef],
     config: Config,

@@ -34,7 +34,7 @@ from postflightd.healer import Healer
 from postflightd.journal import Journal
 from postflightd.lifecycle import Run, RunTable, Sighting, Transition
 from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, StateView, artifact_probe
-from postflightd.pipeline import postflight
+from postflightd.pipeline import apply_files
 from postflightd.project import Project
 from postflightd.records import record_stuck
 from postflightd.results import FileReport, Outcome
@@ -427,7 +427,7 @@ class WatchedRoot:
                         )
                     return  # kept; the supervisor follows the specs directory
                 try:
-                    reports = postflight(
+                    reports = apply_files(
                         project,
                         chunk,
                         shared.config,

@@ -19,7 +19,7 @@ from postflightd.findings import Policy
 from postflightd.journal import Journal
 from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
 from postflightd.models import Status
-from postflightd.pipeline import postflight
+from postflightd.pipeline import apply_files
 from postflightd.preview import preview
 from postflightd.project import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
@@ -103,7 +103,7 @@ def run_process(
                 ref = MetaFileRef(
                     project.specs_dir / path.parent.name / META_NAME, path.parent.name
                 )
-                (report,) = postflight(
+                (report,) = apply_files(
                     project, [ref], config, chosen, journal, datetime.now(UTC), interrupted=True
                 )
             if report.outcome is not Outcome.REWRITTEN:
