@@ -18,13 +18,15 @@ from postflightd.lifecycle import iso_timestamp
 from postflightd.models import MetadataFile
 from postflightd.postflight import (
     UNREPORTED_ERROR_TYPE,
+    Applied,
+    TaskNotFound,
     TodoEdit,
     TodoLink,
     apply_outcome,
-    apply_outcomes,
     find_task,
     markdown_link,
     task_index,
+    task_position,
     todo_marker,
 )
 from postflightd.statetext import render_state
@@ -382,10 +384,11 @@ def test_in_progress_is_not_an_outcome() -> None:
         apply(base_state(), MetadataFile.model_validate(doc))
 
 
-def test_unknown_task_raises_key_error() -> None:
-    """A task not in active_projects is a KeyError (PF600 is reported before)."""
-    with pytest.raises(KeyError, match="259"):
-        apply(state_with(task_entry(1, "x"), {"project_number": True}), meta_file("planned"))
+def test_unknown_task_is_a_value() -> None:
+    """A task not in active_projects is TaskNotFound (PF600), not an exception."""
+    result = apply(state_with(task_entry(1, "x"), {"project_number": True}), meta_file("planned"))
+    assert result == TaskNotFound(259)
+    assert "259" in result.message
 
 
 def test_other_keys_preserved() -> None:
@@ -424,7 +427,7 @@ def test_markdown_link_shapes() -> None:
     assert markdown_link("specs/1 x/a (b).md") == "[a (b).md](<specs/1 x/a (b).md>)"
 
 
-def test_apply_outcomes_folds_and_numbers_errors() -> None:
+def test_outcomes_fold_over_one_document_and_number_errors() -> None:
     """A group commit applies every file to one document and keeps error ids distinct."""
     other = MetadataFile.model_validate(
         {
@@ -438,7 +441,25 @@ def test_apply_outcomes_folds_and_numbers_errors() -> None:
         (meta_file("blocked"), 259, FILE),
     ]
     state = base_state(status="researching")
-    new, edits, errors = apply_outcomes(state, items, now=NOW, status_map=STATUS_MAP)
+    new: dict[str, Any] = state
+    edits: list[TodoEdit] = []
+    errors: list[dict[str, Any]] = []
+    index = task_index(state)
+    for meta, task, file in items:
+        applied = apply_outcome(
+            new,
+            meta,
+            task=task,
+            file=file,
+            now=NOW,
+            status_map=STATUS_MAP,
+            first_n=len(errors) + 1,
+            index=index,
+        )
+        assert isinstance(applied, Applied)
+        new = applied.state
+        edits += [applied.todo] if applied.todo is not None else []
+        errors += applied.errors
     assert task_of(new)["status"] == "blocked"
     assert "researched" in task_of(new)
     assert task_of(new, 1)["status"] == "planned"
@@ -463,6 +484,8 @@ def test_task_index_matches_find_task() -> None:
     assert find_task(state, 1, {1: 0}) == 3  # points at task 5: searched instead
     assert find_task(state, 1, {1: 99}) == 3  # out of range
     assert find_task(state, 1, {}) == 3  # not in the index: searched
+    assert task_position(state, 7, index) is None
+    assert task_position({"active_projects": "x"}, 1, index) is None
     with pytest.raises(KeyError):
         find_task(state, 7, index)
     with pytest.raises(KeyError):
@@ -485,16 +508,10 @@ def test_apply_outcome_with_index_is_the_same_fold() -> None:
     assert with_index == plain
     assert with_index["active_projects"][0] is state["active_projects"][0]
     assert state == before
-    with pytest.raises(KeyError):
-        apply_outcome(
-            state,
-            meta_file("planned"),
-            task=7,
-            file=FILE,
-            now=NOW,
-            status_map=STATUS_MAP,
-            index=index,
-        )
+    missing = apply_outcome(
+        state, meta_file("planned"), task=7, file=FILE, now=NOW, status_map=STATUS_MAP, index=index
+    )
+    assert missing == TaskNotFound(7)
 
 
 # --- render_state ------------------------------------------------------------------------------

@@ -139,6 +139,45 @@ def test_process_invalid_file_is_kept_and_logged(
     assert [r["type"] for r in errors_json(root)] == ["validation_failed"]
 
 
+def test_task_missing_at_commit_is_pf600_and_the_file_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--ignore PF600 lets a file for a task state.json lacks validate; the commit finds the
+    task missing (a value, not an exception), drops the file with PF600 and keeps it."""
+    root = project_with_task(tmp_path)
+    write_artifact(root, "specs/999_gone/reports/research-001.md")
+    doc = researched_doc()
+    doc["artifacts"][0]["path"] = "specs/999_gone/reports/research-001.md"
+    meta = write_meta(root, "999_gone", doc)
+    before = (root / "specs" / "state.json").read_bytes()
+    assert main(["process", "--dry-run", str(meta), "--ignore", "PF600"]) == 0
+    assert "+++" not in capsys.readouterr().out
+    assert main(["process", str(meta), "--ignore", "PF600"]) == 1
+    out = capsys.readouterr().out
+    assert "PF600" in out
+    assert "task 999 is not in state.json" in out
+    assert meta.exists()
+    assert (root / "specs" / "state.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["process", "scan"])
+def test_ignored_pf104_file_without_a_task_number_is_invalid_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """--ignore PF104 lets a file in `notes/` validate, but it cannot be applied: exit 1."""
+    root = project_with_task(tmp_path)
+    meta = write_meta(root, "notes", researched_doc())
+    before = (root / "specs" / "state.json").read_bytes()
+    argv = ["process", str(meta)] if command == "process" else ["scan", "--apply", str(root)]
+    assert main([*argv, "--ignore", "PF104"]) == 1
+    out = capsys.readouterr().out
+    assert "PF104" in out
+    assert "postflight needs the task number" in out
+    assert meta.exists()
+    assert (root / "specs" / "state.json").read_bytes() == before
+    assert [r["type"] for r in errors_json(root)] == ["validation_failed"]
+
+
 @pytest.mark.parametrize(
     "content",
     ["{not json", "[]", '{"active_projects": 5}', ""],

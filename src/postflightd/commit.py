@@ -28,14 +28,16 @@ from postflightd.loader import (
 from postflightd.postflight import (
     TIMESTAMP_FIELDS,
     Applied,
+    TaskNotFound,
     TodoEdit,
     apply_outcome,
     find_task,
     task_index,
+    task_position,
 )
 from postflightd.project import Project, os_problem
 from postflightd.records import NO_JOURNAL, journal_row
-from postflightd.results import FileReport, Outcome
+from postflightd.results import FileReport, Outcome, Ready
 from postflightd.statetext import render_state
 from postflightd.store import Snapshot, StoreError, atomic_write, commit, crash_point, read_snapshot
 from postflightd.todo import apply_todo_edits
@@ -44,30 +46,29 @@ from postflightd.writable import UNWRITABLE, unwritable_finding
 
 def outcome_of(
     state: dict[str, Any],
-    report: FileReport,
+    item: Ready,
     *,
     now: datetime,
     status_map: Mapping[str, str],
     index: Mapping[int, int],
-) -> tuple[Applied, int]:
-    """One ready file's outcome on ``state``, checked writable, and its task number.
+) -> Applied | TaskNotFound:
+    """One ready file's outcome on ``state``, checked writable; ``TaskNotFound`` (PF600).
 
-    KeyError when the task is not in state.json (PF600), one of ``UNWRITABLE`` when the
-    outcome cannot be written (PF106). The commit and its dry run fold with it alike.
+    Raises one of ``UNWRITABLE`` when the outcome cannot be written (PF106): copying or
+    encoding a value is where that shows. The commit and its dry run fold with it alike.
     """
-    assert report.validation is not None and report.validation.model is not None
-    assert report.task is not None
     result = apply_outcome(
         state,
-        report.validation.model,
-        task=report.task,
-        file=report.rel_path,
+        item.meta,
+        task=item.task,
+        file=item.report.rel_path,
         now=now,
         status_map=status_map,
         index=index,
     )
-    _check_writable(result, report.task, index)
-    return result, report.task
+    if isinstance(result, Applied):
+        _check_writable(result, item.task, index)
+    return result
 
 
 def advanced(
@@ -125,7 +126,7 @@ class Committed:
 
 def commit_outcomes(
     project: Project,
-    ready: list[FileReport],
+    ready: list[Ready],
     config: Config,
     journal: Journal,
     now: datetime,
@@ -139,7 +140,8 @@ def commit_outcomes(
     out = Committed()
     # Under the lock: a file another postflight took or an agent rewrote since it was read is
     # not applied from the stale copy.
-    for report in ready:
+    for item in ready:
+        report = item.report
         current = _current_identity(project, report)
         if current != report.loaded.identity:
             report.outcome = Outcome.GONE if current is None else Outcome.REWRITTEN
@@ -156,21 +158,21 @@ def commit_outcomes(
     ) -> dict[str, Any]:
         new = doc
         status_map = config.postflight.status_map.model_dump()
-        for report in ready:
+        for item in ready:
+            report = item.report
             if report.outcome is not Outcome.APPLIED:
                 continue
             try:
-                result, task = outcome_of(new, report, now=now, status_map=status_map, index=index)
-                if render_each:
+                result = outcome_of(new, item, now=now, status_map=status_map, index=index)
+                if render_each and isinstance(result, Applied):
                     render_state(text, doc, result.state).encode("utf-8")
-            except KeyError:
-                missing = f"task {report.task} is not in state.json active_projects"
-                report.drop(finding("PF600", "", missing))
-                continue
             except UNWRITABLE as exc:
                 report.drop(unwritable_finding(report, exc))
                 continue
-            new = advanced(new, result, task, index)
+            if isinstance(result, TaskNotFound):
+                report.drop(finding("PF600", "", result.message))
+                continue
+            new = advanced(new, result, item.task, index)
             if result.todo is not None:
                 todo_edits.append((report, result.todo))
             if result.errors:
@@ -212,14 +214,14 @@ def commit_outcomes(
                 data = render_state(text, doc, new).encode("utf-8") if new != doc else None
         # What each task's entry was and became, for the journal (``verify``, the healer).
         edits = [e for _, e in todo_edits] if config.postflight.sync_todo else []
-        live = [r for r in ready if r.outcome is Outcome.APPLIED]
+        live = [i for i in ready if i.report.outcome is Outcome.APPLIED]
         changes = _task_changes((doc, new, index), live, edits)
         _journal_applied(journal, live, journaled, changes)
         if data is not None:
             written_bytes, written_doc = data, new
         return data
 
-    live = [r for r in ready if r.outcome is Outcome.APPLIED]
+    live = [i.report for i in ready if i.report.outcome is Outcome.APPLIED]
     if not live:
         return out
     crash_point("before-state-write")
@@ -252,7 +254,7 @@ def commit_outcomes(
 
 def _task_changes(
     folded: tuple[dict[str, Any], dict[str, Any], dict[int, int]] | None,
-    live: list[FileReport],
+    live: list[Ready],
     todo_edits: list[TodoEdit],
 ) -> dict[int, TaskChange]:
     """Each applied task's entry before and after this commit, and its TODO.md edits.
@@ -265,13 +267,12 @@ def _task_changes(
         return {}
     before_doc, after_doc, index = folded
     changes: dict[int, TaskChange] = {}
-    for report in live:
-        task = report.task
-        if task is None or task in changes:
+    for item in live:
+        task = item.task
+        if task in changes:
             continue
-        try:
-            position = find_task(before_doc, task, index)
-        except KeyError:
+        position = task_position(before_doc, task, index)
+        if position is None:
             continue
         changes[task] = TaskChange(
             before=before_doc["active_projects"][position],
@@ -283,7 +284,7 @@ def _task_changes(
 
 def _journal_applied(
     journal: Journal,
-    live: list[FileReport],
+    live: list[Ready],
     journaled: dict[int, TaskChange | None],
     changes: Mapping[int, TaskChange],
 ) -> None:
@@ -295,8 +296,8 @@ def _journal_applied(
     (``NO_JOURNAL``): its content would be lost.
     """
     todo: list[tuple[FileReport, TaskChange | None]] = []
-    for report in live:
-        change = changes.get(report.task) if report.task is not None else None
+    for item in live:
+        report, change = item.report, changes.get(item.task)
         if id(report) not in journaled or journaled[id(report)] != change:
             todo.append((report, change))
     if not todo:

@@ -20,7 +20,7 @@ from postflightd.check import Only, check_file, check_specs_dir, metadata_refs, 
 from postflightd.cleanup import clean_litter, delete_applied
 from postflightd.commit import commit_outcomes, mark_incomplete
 from postflightd.config import Config
-from postflightd.findings import Policy, finding
+from postflightd.findings import Finding, Policy, finding
 from postflightd.journal import Journal
 from postflightd.loader import MetaFileRef
 from postflightd.models import Status
@@ -31,7 +31,7 @@ from postflightd.records import (
     journal_row,
     write_errors,
 )
-from postflightd.results import FileReport, Outcome, ScanReport
+from postflightd.results import FileReport, Outcome, Ready, ScanReport
 from postflightd.store import StoreError, project_lock
 from postflightd.writable import unrecordable
 
@@ -121,7 +121,7 @@ def apply_files(
     drops out of the batch; the others commit.
     """
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
-    ready: list[FileReport] = []
+    ready: list[Ready] = []
     # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
     with journal.batch(durable=False):
         for report in reports:
@@ -134,11 +134,15 @@ def apply_files(
                 # batch's transaction (SPEC 7.1).
                 report.drop(unfit)
                 continue
+            item = report.ready() if report.outcome is Outcome.APPLIED else None
+            if report.outcome is Outcome.APPLIED and item is None:
+                # Valid only because PF104 is ignored: an outcome needs the task's number.
+                report.drop(_unnumbered(report))
             journal_row(journal, "validated", report)
-            if report.outcome is Outcome.APPLIED:
-                ready.append(report)
+            if item is not None:
+                ready.append(item)
     if not project.state.usable:
-        for report in ready:
+        for report in (item.report for item in ready):
             report.outcome = Outcome.STATE_UNUSABLE
             if not any(f.code == "PF604" for f in report.findings):
                 report.findings.append(
@@ -171,7 +175,7 @@ def apply_files(
             # Files the commit found invalid (PF600, PF106) are logged as the others were.
             records += [
                 invalid_record(r, now, len(records) + i)
-                for i, r in enumerate(ready)
+                for i, r in enumerate(item.report for item in ready)
                 if r.outcome is Outcome.INVALID
             ]
             # Records of invalid files: a failure to write them is a note (the files are
@@ -182,7 +186,9 @@ def apply_files(
                     report.notes.append(problem)
                 mark_incomplete(applied.erroring, problem)
             deleted = [
-                r for r in ready if r.outcome is Outcome.APPLIED and delete_applied(project, r)
+                item.report
+                for item in ready
+                if item.report.outcome is Outcome.APPLIED and delete_applied(project, item.report)
             ]
             with journal.batch(durable=False):
                 for report in deleted:
@@ -191,7 +197,7 @@ def apply_files(
         # Permission denied on the specs directory or state.json, a full disk: nothing was
         # half-written (every write is atomic); say what and where, keep the files.
         problem = os_problem(exc, f"cannot write in {project.specs_dir}")
-        for report in ready:
+        for report in (item.report for item in ready):
             if report.outcome is Outcome.APPLIED:
                 report.outcome = Outcome.STATE_UNUSABLE
                 report.findings.append(finding("PF604", "", f"{problem}; the file is kept"))
@@ -229,3 +235,13 @@ def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
         return False
     others = [f for f in report.findings if f.code != "PF604"]
     return len(others) < len(report.findings) and not policy.fails(others)
+
+
+def _unnumbered(report: FileReport) -> Finding:
+    task_dir = report.path.parent.name
+    return finding(
+        "PF104",
+        "",
+        f"task directory {task_dir!r} is not {{number}}_{{slug}}: postflight needs the task "
+        "number to apply the file (PF104 is ignored, so it was only checked)",
+    )

@@ -173,6 +173,17 @@ class Applied:
     changed: bool
 
 
+@dataclass(frozen=True, slots=True)
+class TaskNotFound:
+    """The outcome's task is not in state.json ``active_projects``: nothing was applied."""
+
+    task: int
+
+    @property
+    def message(self) -> str:
+        return f"task {self.task} is not in state.json active_projects"
+
+
 def todo_marker(status: str) -> str:
     """The TODO.md marker of a state.json status: ``not_started`` -> ``NOT STARTED``."""
     return status.strip().upper().replace("_", " ")
@@ -209,15 +220,17 @@ def _project_number(entry: Any) -> int | None:
     return number if isinstance(number, int) and not isinstance(number, bool) else None
 
 
-def find_task(state: Mapping[str, Any], task: int, index: Mapping[int, int] | None = None) -> int:
-    """Index of the task in ``active_projects``; KeyError when it is not listed.
+def task_position(
+    state: Mapping[str, Any], task: int, index: Mapping[int, int] | None = None
+) -> int | None:
+    """Index of the task in ``active_projects``, or None when it is not listed.
 
     ``index`` (from ``task_index``) makes it a dict look-up; an entry it names that does not
     hold the task (a stale index) is ignored and the list searched as without one.
     """
     projects = state.get("active_projects")
     if not isinstance(projects, list):
-        raise KeyError(f"task {task} is not in state.json active_projects")
+        return None
     if index is not None:
         position = index.get(task)
         if (
@@ -229,7 +242,15 @@ def find_task(state: Mapping[str, Any], task: int, index: Mapping[int, int] | No
     for position, entry in enumerate(projects):
         if _project_number(entry) == task:
             return position
-    raise KeyError(f"task {task} is not in state.json active_projects")
+    return None
+
+
+def find_task(state: Mapping[str, Any], task: int, index: Mapping[int, int] | None = None) -> int:
+    """``task_position`` for a task the caller knows is listed; KeyError when it is not."""
+    position = task_position(state, task, index)
+    if position is None:
+        raise KeyError(f"task {task} is not in state.json active_projects")
+    return position
 
 
 def task_index(state: Mapping[str, Any]) -> dict[int, int]:
@@ -369,19 +390,22 @@ def apply_outcome(
     status_map: Mapping[str, str],
     first_n: int = 1,
     index: Mapping[int, int] | None = None,
-) -> Applied:
+) -> Applied | TaskNotFound:
     """Apply a final metadata file to the state.json document (SPEC 3 table).
 
     ``file`` is the metadata file's path as errors.json should name it; ``first_n`` numbers
-    the error records' ids (``err_{unix}_{n}``). Raises ValueError for an ``in_progress``
-    file (not an outcome) and KeyError when the task is not in ``active_projects``.
+    the error records' ids (``err_{unix}_{n}``). A task not in ``active_projects`` is
+    ``TaskNotFound`` (PF600). An ``in_progress`` file has no outcome: passing one is a bug
+    (ValueError).
 
     ``index`` is ``task_index`` of the state (or of any earlier state of the same fold): with
     it, finding the task is a dict look-up instead of a search of ``active_projects``.
     """
     if not meta.status.is_final:
         raise ValueError("an in_progress metadata file has no outcome to apply")
-    position = find_task(state, task, index)
+    position = task_position(state, task, index)
+    if position is None:
+        return TaskNotFound(task)
     projects: list[Any] = state["active_projects"]
     old_entry: dict[str, Any] = projects[position]
     # Copy on write: only the task that changes is copied, so a fold over a 1,000-task
@@ -435,37 +459,3 @@ def apply_outcome(
         errors=errors,
         changed=changed,
     )
-
-
-def apply_outcomes(
-    state: Mapping[str, Any],
-    items: Sequence[tuple[MetadataFile, int, str]],
-    *,
-    now: datetime,
-    status_map: Mapping[str, str],
-) -> tuple[dict[str, Any], list[TodoEdit], list[dict[str, Any]]]:
-    """Fold many ``(meta, task, file)`` outcomes over one state document (group commit).
-
-    Returns the new state, the TODO.md edits in order (apply them one after the other) and
-    the errors.json records, numbered so their ids differ within the batch.
-    """
-    current: dict[str, Any] = dict(state)
-    edits: list[TodoEdit] = []
-    errors: list[dict[str, Any]] = []
-    index = task_index(current)
-    for meta, task, file in items:
-        applied = apply_outcome(
-            current,
-            meta,
-            task=task,
-            file=file,
-            now=now,
-            status_map=status_map,
-            first_n=len(errors) + 1,
-            index=index,
-        )
-        current = applied.state
-        if applied.todo is not None:
-            edits.append(applied.todo)
-        errors.extend(applied.errors)
-    return current, edits, errors

@@ -15,8 +15,7 @@ from pathlib import Path
 from postflightd.commit import advanced, outcome_of
 from postflightd.config import Config
 from postflightd.loader import state_shape_problem
-from postflightd.models import Status
-from postflightd.postflight import TodoEdit, task_index
+from postflightd.postflight import TaskNotFound, TodoEdit, task_index
 from postflightd.project import Project
 from postflightd.results import FileReport
 from postflightd.statetext import render_state
@@ -39,18 +38,14 @@ def preview(
 ) -> list[PlannedWrite]:
     """What applying the valid final ``reports`` would write to state.json and TODO.md.
 
-    The same pure transformation ``commit_outcomes`` runs, on the files as they are now; nothing is
-    locked, journaled, written or deleted (``scan --apply --dry-run``, ``process --dry-run``).
+    The same pure transformation ``commit_outcomes`` runs, on the files as they are now;
+    nothing is locked, journaled, written or deleted (``scan --apply --dry-run``,
+    ``process --dry-run``).
     """
     ready = [
-        r
+        item
         for r in reports
-        if r.valid
-        and r.status is not Status.IN_PROGRESS
-        and r.validation is not None
-        and r.validation.model is not None
-        and r.task is not None
-        and unrecordable(r) is None
+        if r.valid and unrecordable(r) is None and (item := r.ready()) is not None
     ]
     if not ready or not project.state.usable:
         return []
@@ -69,14 +64,14 @@ def preview(
     index = task_index(doc)
     status_map = config.postflight.status_map.model_dump()
     edits: list[TodoEdit] = []
-    for report in ready:
+    for item in ready:
         try:
-            result, task = outcome_of(new, report, now=now, status_map=status_map, index=index)
-        except KeyError:
-            continue  # PF600: the task is not in state.json; nothing would be written for it
+            result = outcome_of(new, item, now=now, status_map=status_map, index=index)
         except UNWRITABLE:
             continue  # PF106: postflight would leave it out of the batch
-        new = advanced(new, result, task, index)
+        if isinstance(result, TaskNotFound):
+            continue  # PF600: nothing would be written for it
+        new = advanced(new, result, item.task, index)
         if result.todo is not None:
             edits.append(result.todo)
     planned: list[PlannedWrite] = []

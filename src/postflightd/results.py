@@ -15,7 +15,7 @@ from typing import Any, Final
 from postflightd.errors import ExitCode
 from postflightd.findings import Finding, Severity
 from postflightd.loader import Loaded
-from postflightd.models import Status
+from postflightd.models import MetadataFile, Status
 from postflightd.rules import Validation
 
 
@@ -68,6 +68,13 @@ class FileReport:
     def status(self) -> Status | None:
         return self.validation.status if self.validation else None
 
+    def ready(self) -> Ready | None:
+        """What applying the file needs (its model, its task number), or None without them."""
+        model = self.validation.model if self.validation is not None else None
+        if model is None or not model.status.is_final or self.task is None:
+            return None
+        return Ready(self, model, self.task)
+
     def drop(self, problem: Finding) -> None:
         """Take the file out of its batch with the finding saying why; it is kept and reported."""
         self.findings.append(problem)
@@ -91,6 +98,15 @@ class FileReport:
             if self.notes:
                 out["notes"] = list(self.notes)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A file postflight can apply: its report, its final metadata and its task number."""
+
+    report: FileReport
+    meta: MetadataFile
+    task: int
 
 
 @dataclass(slots=True)
