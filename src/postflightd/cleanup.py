@@ -37,9 +37,11 @@ def delete_applied(project: Project, report: FileReport) -> bool:
 
     All of it inside the task directory the file was read from (``Project.task_dir``).
     """
-    if NO_JOURNAL in report.notes:
+    identity = report.loaded.identity
+    if NO_JOURNAL in report.notes or identity is None:
+        # Without the journal row its content would be lost; without the identity it was read
+        # with (a file never read whole), nothing proves it unchanged: kept either way.
         return False
-    assert report.loaded.identity is not None
     crash_point("before-delete")
     try:
         task = project.task_dir(report)
@@ -51,7 +53,7 @@ def delete_applied(project: Project, report: FileReport) -> bool:
         return False
     with task:
         try:
-            deleted = delete_if_unchanged(task, META_NAME, report.loaded.identity)
+            deleted = delete_if_unchanged(task, META_NAME, identity)
         except (OSError, StoreError) as exc:
             report.notes.append(
                 os_problem(exc, "applied, but the file could not be deleted")

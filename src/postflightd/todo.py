@@ -227,8 +227,8 @@ class _LinkField:
     line: int
     #: the last line of the block (the label line itself when it has no sub-list)
     last: int
-    #: the block's list items
-    items: list[int]
+    #: the block's list items: line index and bullet (``"  - "``)
+    items: list[tuple[int, str]]
 
 
 class _Paths:
@@ -347,7 +347,11 @@ class _Section:
             self.blocks[index] = last
             kind = _LINK_KINDS.get(label)
             if kind is not None:
-                items = [i for i in range(index + 1, last + 1) if _ITEM.match(lines[i])]
+                items = [
+                    (i, bullet.group(1))
+                    for i in range(index + 1, last + 1)
+                    if (bullet := _ITEM.match(lines[i])) is not None
+                ]
                 self._link_fields.append(_LinkField(kind, index, last, items))
             index = last + 1
 
@@ -376,9 +380,12 @@ class _Section:
             self._set_line(index, value)
 
     def _set_line(self, index: int, value: str) -> None:
+        """Replace the value of the field line at ``index`` (one ``_scan`` found)."""
         line = self.lines[index]
         match = _field(line)
-        assert match is not None  # callers pass field lines
+        if match is None:
+            # Never from a line _scan indexed: a wrong index must fail, not edit another line.
+            raise ValueError(f"line {index + 1} of the section is not a field line")
         ending = "\r" if line.endswith("\r") else ""
         prefix, name, separator, space = match.group(1, 2, 3, 4)
         self.lines[index] = f"{prefix}{name}{separator}{space or ' '}{value}{ending}"
@@ -452,15 +459,14 @@ class _Section:
         its link in the form and style of the first one (the list's own; later items may be
         another task's artifacts), with a `` — summary`` when the items have one."""
         texts: list[str] = []
-        for index in field.items:
+        for index, _ in field.items:
             line = self.lines[index].rstrip("\r")
             texts.append(line[_item_start(line) :])
-        bullet = _ITEM.match(self.lines[field.items[-1]])
-        assert bullet is not None  # items are the block's lines that match _ITEM
+        bullet = field.items[-1][1]
         first = next((written[0] for text in texts if (written := _links_in(text))), None)
         form = paths.form(first.target) if first is not None else "root"
         style = first.style if first is not None else "link"
-        item = bullet.group(1) + _render(paths.written(path, form), style)
+        item = bullet + _render(paths.written(path, form), style)
         summary = " ".join(_inline(link.summary or "").split())
         separator = next((s for text in texts if (s := _suffix(text)) is not None), None)
         if separator is not None and summary:

@@ -53,8 +53,7 @@ def unrecordable(report: FileReport) -> Finding | None:
             "a UTF-8 name",
         )
     for location, value in (("metadata.session_id", report.session), ("status", report.raw_status)):
-        if not _encodes(value):
-            assert value is not None
+        if value is not None and not _encodes(value):
             return finding(
                 "PF106",
                 location,
