@@ -4,10 +4,8 @@ Links accumulate: a new artifact is added to the label line, sub-list or Artifac
 section already has, in that form (see ``examples/todo-forms.md`` beside SPEC.md), unless the
 section links its path already, in any form. Nothing is ever removed.
 
-A task's section starts at a heading ``### {N}. Title`` (``##`` and zero-padded numbers are
-accepted too) and runs to the next heading of the same or a higher level. Headings inside
-fenced code blocks are not headings: task descriptions often quote shell scripts whose
-``# comments`` would otherwise end the section early.
+Where a task's section is and which paths its links stand for is read by ``tasklist.py``;
+this module edits the section's lines.
 
 ``apply_todo_edits`` applies a whole group commit's edits in one pass: the file is split
 once, every task section is indexed once, and each edit works on its own section's lines,
@@ -16,24 +14,27 @@ so 1,000 edits to a 1,000-task TODO.md cost about as much as reading it.
 
 from __future__ import annotations
 
-import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from postflightd.postflight import MAX_LINK_CHARS, TodoEdit, TodoLink, markdown_link
+from postflightd.tasklist import (
+    PLAIN_PATH,
+    LinkPaths,
+    WrittenLink,
+    find_section,
+    links_in,
+    norm_path,
+    section_index,
+)
 
-_HEADING: Final = re.compile(r"^(#{1,6})[ \t]+(?:(\d+)\.(?:[ \t]|$))?")
-_FENCE: Final = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
 #: ``- **Label**: value`` or ``* **Label:** value``; groups: prefix, label, separator, space, value
 _FIELD: Final = re.compile(
     r"^([ \t]*[-*+][ \t]+\*\*)([A-Za-z][A-Za-z ]*?)(\*\*:|:\*\*)([ \t]*)(.*)$"
 )
 _MARKER: Final = re.compile(r"\[[^\[\]]*\]")
-#: What a heading or fence line starts with (a fence may follow spaces: checked apart).
-_MAYBE_SPECIAL: Final = ("#", "`", "~")
-_FIRST_CHARS: Final = frozenset({"#", "`", "~", " ", "\t"})
 _BLANKS: Final = (" ", "\t")
 
 #: Where new lines go, in this order, and which existing lines they follow.
@@ -60,17 +61,9 @@ _LINK_KINDS: Final[Mapping[str, str]] = {
 }
 _ANCHORS: Final = frozenset({"status", "language", "completed", *_LINK_KINDS})
 
-#: ``[text]`` not preceded by a backslash, optionally followed by ``(target)``/``(<target>)``.
-_LINK: Final = re.compile(
-    r"(?<!\\)\[((?:\\.|[^\[\]\\])*)\]"
-    r"(?:\((<(?:\\.|[^<>\\])*>|(?:\\.|[^\s()\\])*)\))?"
-)
-#: A plain path written without brackets (form E's ``reports/research-001.md``).
-_PLAIN_PATH: Final = re.compile(r"[^\s\[\]()<>,]*/[^\s\[\]()<>,]+")
 _ITEM: Final = re.compile(r"^([ \t]+[-*+][ \t]+)")
 #: What separates an item's link from its description (form A: `` — summary``).
 _SUFFIX: Final = re.compile(r"^([ \t]+[\u2014\u2013-][ \t]+)\S")
-_ESCAPED: Final = re.compile(r"\\(.)")
 #: Control characters (C0, DEL, C1) and the Unicode line separators: never written.
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: A value that stands for "no link yet" and may be replaced by the first link.
@@ -81,89 +74,6 @@ _PLACEHOLDERS: Final = frozenset(
 _MAX_SUMMARY: Final = 200
 
 
-def _body_start(lines: list[str]) -> int:
-    """Index of the first line after the YAML front matter (0 when there is none)."""
-    if lines and lines[0].rstrip("\r") == "---":
-        # YAML front matter: its `# comments` are not headings.
-        for close in range(1, len(lines)):
-            if lines[close].rstrip("\r") in {"---", "..."}:
-                return close + 1
-    return 0
-
-
-def _headings(lines: list[str]) -> Iterator[tuple[int, int, int | None]]:
-    """``(line index, level, task number or None)`` of every heading outside front matter
-    and code fences."""
-    fence: str | None = None
-    body = _body_start(lines)
-    # A comprehension picks the few lines that can be headings or fences: the per-line work
-    # below is what a 1,000-task TODO.md costs on every postflight.
-    maybe = [i for i, line in enumerate(lines) if line[:1] in _FIRST_CHARS and i >= body]
-    for index in maybe:
-        line = lines[index]
-        if not line.startswith(_MAYBE_SPECIAL) and not line.lstrip(" \t").startswith(("`", "~")):
-            continue
-        line = line.rstrip("\r")
-        fence_match = _FENCE.match(line)
-        if fence_match is not None:
-            marker = fence_match.group(1)
-            if fence is None:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = None
-            continue
-        heading = _HEADING.match(line) if fence is None else None
-        if heading is not None:
-            number = heading.group(2)
-            yield index, len(heading.group(1)), None if number is None else int(number)
-
-
-def _section(lines: list[str], task: int) -> tuple[int, int, int] | None:
-    """``(heading index, end index, own end)`` of the task's section, or None.
-
-    The section runs to the next heading of the same or a higher level; its *own* lines stop
-    earlier, at the first task heading nested in it: a postflight of task 3 must never edit
-    the Status line of a task 1 listed under ``## 3.``.
-    """
-    start: int | None = None
-    level = 0
-    own = len(lines)
-    for index, depth, number in _headings(lines):
-        if start is not None and depth <= level:
-            return start, index, min(own, index)
-        if start is None and number == task and depth >= 2:
-            start, level = index, depth
-        elif start is not None and number is not None and depth >= 2:
-            own = min(own, index)
-    return None if start is None else (start, len(lines), own)
-
-
-def _index(lines: list[str]) -> dict[int, list[int]]:
-    """Task number -> ``[heading index, end index, own end]`` of its section, every task in
-    one pass.
-
-    The same rules as ``_section``: the first ``##``-or-deeper heading with the number wins,
-    its section ends at the next heading of the same or a higher level, and its own lines at
-    the first task heading nested in it.
-    """
-    found: dict[int, list[int]] = {}
-    #: sections still open, their levels strictly increasing from bottom to top
-    open_: list[tuple[list[int], int]] = []
-    for index, depth, number in _headings(lines):
-        while open_ and open_[-1][1] >= depth:
-            span = open_.pop()[0]
-            span[1] = index
-            span[2] = min(span[2], index)
-        if number is not None and depth >= 2:
-            for span, _ in open_:
-                span[2] = min(span[2], index)
-            if number not in found:
-                span = [index, len(lines), len(lines)]
-                found[number] = span
-                open_.append((span, depth))
-    return found
-
-
 def _field(line: str) -> re.Match[str] | None:
     return _FIELD.match(line.rstrip("\r"))
 
@@ -172,47 +82,6 @@ def _inline(value: str) -> str:
     """``value`` with every control character and line separator made a space: nothing an
     edit writes can start a line (a heading, a fence) or change the line endings."""
     return _CONTROL.sub(" ", value)
-
-
-def _unescape(text: str) -> str:
-    return _ESCAPED.sub(r"\1", text)
-
-
-@dataclass(frozen=True, slots=True)
-class _Written:
-    """One link as a section writes it."""
-
-    #: the target as written (unescaped): relative to the root, the specs or the task dir
-    target: str
-    #: "link" ``[name](target)``, "bare" ``[target]`` or "plain" ``target``
-    style: str
-    #: where the link ends in the text it was found in
-    end: int
-
-
-def _links_in(text: str) -> list[_Written]:
-    """The links of a field value or sub-list item, in order."""
-    found: list[_Written] = []
-    for match in _LINK.finditer(text):
-        label, target = match.group(1, 2)
-        if target is not None:
-            if target.startswith("<"):
-                target = target[1:-1]
-            found.append(_Written(_unescape(target), "link", match.end()))
-        else:
-            bare = _unescape(label)
-            # `[specs/036_x/reports/r.md]` is a link (form D); `[x]` or `[see notes]` is not.
-            if bare and not any(c.isspace() for c in bare) and ("/" in bare or "." in bare):
-                found.append(_Written(bare, "bare", match.end()))
-    if found:
-        return found
-    offset = 0
-    for part in text.split(","):
-        words = part.split()
-        if words and _PLAIN_PATH.fullmatch(words[0]):
-            found.append(_Written(words[0], "plain", offset + part.index(words[0]) + len(words[0])))
-        offset += len(part) + 1
-    return found
 
 
 def _indent(line: str) -> int:
@@ -231,56 +100,14 @@ class _LinkField:
     items: list[tuple[int, str]]
 
 
-class _Paths:
-    """How a section's link targets map to root-relative paths, and back."""
-
-    def __init__(self, task_dir: str | None) -> None:
-        task = posixpath.normpath(task_dir) if task_dir else None
-        specs = posixpath.dirname(task) if task else None
-        self.task_prefix = f"{task}/" if task else None
-        self.specs_prefix = f"{specs}/" if specs else None
-
-    def same(self, target: str) -> set[str]:
-        """The root-relative paths a written target may stand for (SPEC 3: relative to the
-        root, to the specs directory or, in an Artifacts list, to the task directory)."""
-        paths = {_norm(target)}
-        if self.specs_prefix is not None:
-            paths.add(_norm(self.specs_prefix + target))
-        if self.task_prefix is not None:
-            paths.add(_norm(self.task_prefix + target))
-        return paths
-
-    def form(self, target: str) -> str:
-        """ "root", "specs" or "task": which directory a written target is relative to."""
-        if self.specs_prefix is None or target.startswith(self.specs_prefix):
-            return "root"
-        first = target.lstrip("./").split("/", 1)[0]
-        if first[:1].isdigit() and "_" in first:
-            return "specs"  # starts with a task directory, `081_witness_theorem/...`
-        return "task"
-
-    def written(self, path: str, form: str) -> str:
-        """``path`` (root-relative) written relative to the directory of ``form``."""
-        prefix = self.task_prefix if form == "task" else self.specs_prefix
-        if form != "root" and prefix is not None and path.startswith(prefix):
-            return path[len(prefix) :]
-        # Outside that directory (another task's artifact): the full path says which it is.
-        return path
-
-
-def _norm(path: str) -> str:
-    # `./a`, `a//b` and `a/x/../b` name the same file; normpath("") would say ".".
-    return posixpath.normpath(path.replace("\\", "/")) if path else path
-
-
 def _render(path: str, style: str) -> str:
     """``path`` as a link in ``style``; a Markdown link when that style could not be read back
     as this path (a bare ``[a b.md]`` is text, not a link), so a second run finds it linked."""
     if style == "bare":
         bare = "[" + re.sub(r"([\\\[\]])", r"\\\1", path) + "]"
-        if [(w.target, w.style) for w in _links_in(bare)] == [(path, "bare")]:
+        if [(w.target, w.style) for w in links_in(bare)] == [(path, "bare")]:
             return bare
-    elif style == "plain" and _PLAIN_PATH.fullmatch(path):
+    elif style == "plain" and PLAIN_PATH.fullmatch(path):
         return path
     return markdown_link(path)
 
@@ -358,13 +185,13 @@ class _Section:
     def link_fields(self) -> list[_LinkField]:
         return self._link_fields
 
-    def written_links(self) -> Iterator[_Written]:
+    def written_links(self) -> Iterator[WrittenLink]:
         """Every link of the link fields (label lines and their sub-lists), in order."""
         for field in self.link_fields():
             for index in range(field.line, field.last + 1):
                 line = self.lines[index].rstrip("\r")
                 text = _field_value(line) if index == field.line else _item_text(line)
-                yield from _links_in(text)
+                yield from links_in(text)
 
     def value(self, label: str) -> str | None:
         index = self.fields.get(label.lower())
@@ -412,21 +239,23 @@ class _Section:
         self.inserted.append(at)
         self._scan()
 
-    def add_links(self, links: Sequence[TodoLink], paths: _Paths) -> None:
+    def add_links(self, links: Sequence[TodoLink], paths: LinkPaths) -> None:
         """Add every link not yet in the section's link fields, in the form they use."""
         linked: set[str] = set()
-        last_written: _Written | None = None
+        last_written: WrittenLink | None = None
         for written in self.written_links():
             linked |= paths.same(written.target)
             last_written = written
         for link in links:
-            path = _norm(link.path)
+            path = norm_path(link.path)
             if not _safe(link) or path in linked:
                 continue
             self._add_link(link, path, paths, last_written)
             linked.add(path)
 
-    def _add_link(self, link: TodoLink, path: str, paths: _Paths, default: _Written | None) -> None:
+    def _add_link(
+        self, link: TodoLink, path: str, paths: LinkPaths, default: WrittenLink | None
+    ) -> None:
         fields = self.link_fields()
         field = next((f for f in fields if f.kind == link.label), None)
         if field is None:
@@ -441,7 +270,7 @@ class _Section:
             return
         line = self.lines[field.line].rstrip("\r")
         value = _field_value(line)
-        on_line = _links_in(value)
+        on_line = links_in(value)
         if not on_line:
             form = paths.form(default.target) if default is not None else "root"
             new = _render(paths.written(path, form), "link")
@@ -454,7 +283,7 @@ class _Section:
         new = _render(paths.written(path, paths.form(model.target)), model.style)
         self._set_line(field.line, f"{value[: model.end]}, {new}{value[model.end :]}")
 
-    def _append_item(self, field: _LinkField, link: TodoLink, path: str, paths: _Paths) -> None:
+    def _append_item(self, field: _LinkField, link: TodoLink, path: str, paths: LinkPaths) -> None:
         """A new item after the block's last line: indented and bulleted like the last item,
         its link in the form and style of the first one (the list's own; later items may be
         another task's artifacts), with a `` — summary`` when the items have one."""
@@ -463,7 +292,7 @@ class _Section:
             line = self.lines[index].rstrip("\r")
             texts.append(line[_item_start(line) :])
         bullet = field.items[-1][1]
-        first = next((written[0] for text in texts if (written := _links_in(text))), None)
+        first = next((written[0] for text in texts if (written := links_in(text))), None)
         form = paths.form(first.target) if first is not None else "root"
         style = first.style if first is not None else "link"
         item = bullet + _render(paths.written(path, form), style)
@@ -483,7 +312,7 @@ def _item_start(line: str) -> int:
 
 def _suffix(text: str) -> str | None:
     """The separator between an item's link and its description (`` — ``), if it has one."""
-    written = _links_in(text)
+    written = links_in(text)
     match = _SUFFIX.match(text[written[0].end :]) if written else None
     return match.group(1) if match is not None else None
 
@@ -512,7 +341,7 @@ def _edit_section(section: _Section, edit: TodoEdit) -> list[int]:
             section.set("Status", current[: old.start()] + marker + current[old.end() :])
     # Research, then Plan, then Summary: new label lines come in the seeds' order.
     links = sorted(edit.links, key=lambda link: _order(link.label))
-    section.add_links(links, _Paths(edit.task_dir))
+    section.add_links(links, LinkPaths(edit.task_dir))
     if edit.completed is not None:
         completed = _inline(edit.completed)
         current = section.value("Completed")
@@ -536,7 +365,7 @@ def _apply_one_by_one(text: str, edits: Sequence[TodoEdit]) -> tuple[str, list[i
     missing: list[int] = []
     for edit in edits:
         lines = text.split("\n")
-        found = _section(lines, edit.task)
+        found = find_section(lines, edit.task)
         if found is None:
             missing.append(edit.task)
             continue
@@ -555,7 +384,7 @@ def apply_todo_edits(text: str, edits: Sequence[TodoEdit]) -> tuple[str, list[in
     field lines, never headings or fences, so the sections found once stay the sections.
     """
     lines = text.split("\n")
-    spans = _index(lines)
+    spans = section_index(lines)
     cr = "\r" if "\r\n" in text else ""
     missing: list[int] = []
     by_task: dict[int, list[TodoEdit]] = {}
@@ -631,10 +460,10 @@ def section_links(text: str, task: int, task_dir: str | None = None) -> list[set
     """The links of the task's link fields (label lines and their sub-lists), in order: for
     each, the root-relative paths it may stand for. None when TODO.md has no such section."""
     lines = text.split("\n")
-    found = _section(lines, task)
+    found = find_section(lines, task)
     if found is None:
         return None
     start, _, own = found
     section = _Section(lines, start, own, cr="")
-    paths = _Paths(task_dir)
+    paths = LinkPaths(task_dir)
     return [paths.same(written.target) for written in section.written_links()]
