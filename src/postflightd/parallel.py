@@ -12,8 +12,8 @@ import os
 import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from io import BufferedReader
 from pathlib import Path
-from typing import Any
 
 from postflightd.findings import Finding, Severity
 from postflightd.loader import Loaded, MetaFileRef
@@ -90,7 +90,7 @@ class _Worker:
     """A forked process checking its share of the chunks, sending rows back through a pipe."""
 
     pid: int
-    pipe: Any  # BufferedReader
+    pipe: BufferedReader
 
     @classmethod
     def start(

@@ -1,9 +1,10 @@
 """The pipeline every command runs, stage by stage; each stage lives in its own module.
 
-    find, read, validate   check.py (parallel.py forks it for a large scan)
+    find, read             loader.py, through project.py (a root, its specs directory opened once)
+    validate               rules.py; check.py runs both per file (parallel.py: a large scan)
     follow the run         lifecycle.py, through the rules
-    postflight             postflight.py, statetext.py, todo.py, errorlog.py (pure), written
-                           by commit.py (state.json, journal, TODO.md), records.py (errors.json)
+    postflight, pure       postflight.py, statetext.py, todo.py + tasklist.py, errorlog.py
+    postflight, written    commit.py (state.json, journal, TODO.md), records.py (errors.json)
     clean up               cleanup.py
 
 It never prints and never exits: it returns reports (``results``), and their ``exit_code``
