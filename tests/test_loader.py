@@ -29,7 +29,7 @@ from postflightd.loader import (
     read_task,
     task_context,
 )
-from postflightd.rules import ArtifactState
+from postflightd.rule_toolkit import ArtifactState
 from postflightd.tree import Directory, open_specs
 
 LIMIT = 1024 * 1024

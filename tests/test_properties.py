@@ -16,7 +16,8 @@ from postflightd.config import Config
 from postflightd.findings import RULES, Finding, Policy, Severity
 from postflightd.loader import META_NAME, MetaFileRef, parse_json
 from postflightd.project import Project
-from postflightd.rules import ArtifactState, RuleOptions, TaskContext, validate
+from postflightd.rule_toolkit import ArtifactState
+from postflightd.rules import RuleOptions, TaskContext, validate
 
 SEED004 = Path(__file__).parent / "fixtures" / "seed004"
 EXAMPLES = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(SEED004.glob("*.json"))]

@@ -27,7 +27,7 @@ from postflightd.returns import (
     extract_return,
     return_probe,
 )
-from postflightd.rules import ArtifactState
+from postflightd.rule_toolkit import ArtifactState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "returns"
 README = Path(__file__).parent.parent / "README.md"

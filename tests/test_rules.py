@@ -13,12 +13,11 @@ from conftest import SESSION, researched_doc, task_entry
 from postflightd.config import TimeoutsConfig
 from postflightd.findings import RULES, Finding, Severity
 from postflightd.models import Status
+from postflightd.rule_toolkit import ArtifactState, location
 from postflightd.rules import (
-    ArtifactState,
     RuleOptions,
     TaskContext,
     Validation,
-    location,
     suggest_status,
     validate,
 )

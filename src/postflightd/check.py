@@ -26,8 +26,9 @@ from postflightd.loader import (
 from postflightd.parallel import check_all
 from postflightd.project import Project
 from postflightd.results import FileReport
-from postflightd.rules import RuleOptions, Validation, get_object, get_str, validate
-from postflightd.rules import location as json_location
+from postflightd.rule_toolkit import get_object, get_str
+from postflightd.rule_toolkit import location as json_location
+from postflightd.rules import RuleOptions, Validation, validate
 
 
 def check_file(

@@ -20,7 +20,8 @@ from typing import Any, BinaryIO, Final
 
 from postflightd.errors import UsageError
 from postflightd.findings import Finding, finding
-from postflightd.rules import ArtifactProbe, ArtifactState, TaskContext
+from postflightd.rule_toolkit import ArtifactProbe, ArtifactState
+from postflightd.rules import TaskContext
 from postflightd.tree import FILE_FLAGS, Directory, DirIdentity, RefusedError, kind_of
 
 META_NAME: Final = ".return-meta.json"

@@ -15,7 +15,7 @@ from postflightd.config import Config
 from postflightd.errors import StateUnusableError, UsageError
 from postflightd.loader import StateView, artifact_probe, load_state
 from postflightd.results import FileReport
-from postflightd.rules import ArtifactProbe
+from postflightd.rule_toolkit import ArtifactProbe
 from postflightd.store import LOCK_NAME, StoreError
 from postflightd.tree import Directory, RefusedError, open_specs
 

@@ -33,7 +33,7 @@ from postflightd.findings import (
     finding,
 )
 from postflightd.loader import artifact_probe, parse_json
-from postflightd.rules import (
+from postflightd.rule_toolkit import (
     ArtifactProbe,
     ArtifactState,
     get_list,

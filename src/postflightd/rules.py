@@ -10,15 +10,11 @@ Order follows seed 003: required fields, status, session, artifacts; then the pr
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import Enum
 from typing import Any, Final
-
-from pydantic import ValidationError
 
 from postflightd.durations import format_duration
 from postflightd.findings import Finding, Severity, finding
@@ -26,28 +22,34 @@ from postflightd.lifecycle import operation_of, parse_timestamp, timeout_for
 from postflightd.models import (
     ARTIFACT_TYPES,
     KNOWN_FIELDS,
-    MAX_DELEGATION_DEPTH,
     TROUBLE_STATUSES,
     MetadataFile,
     Status,
     type_from_folder,
 )
 from postflightd.postflight import MAX_LINK_CHARS, markdown_link
+from postflightd.rule_toolkit import (
+    ArtifactContract,
+    ArtifactProbe,
+    artifact_rules,
+    asked_fields,
+    blank_fields,
+    get_int,
+    get_list,
+    get_object,
+    get_str,
+    guess_status,
+    is_blank,
+    not_an_object,
+    outside_root,
+    session_rules,
+    status_finding,
+    status_word,
+    structure,
+    unknown_fields,
+)
 
-SESSION_RE: Final = re.compile(r"sess_\d+_[a-z0-9]{6}")
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
-
-
-class ArtifactState(Enum):
-    OK = "ok"
-    MISSING = "missing"
-    EMPTY = "empty"
-    NOT_A_FILE = "not_a_file"
-    OUTSIDE = "outside"
-
-
-#: Answers what an artifact path (relative to the project root) is on disk.
-ArtifactProbe = Callable[[str], ArtifactState]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,22 +87,6 @@ class TaskContext:
         return None
 
 
-def _session_message(sid: str, expected: str, source: str) -> str:
-    if source == "state.json":
-        # The usual cause is not a foreign agent but a pre-flight that did not record the run.
-        return (
-            f"session_id {sid!r} is not {expected!r}, the session state.json records for this "
-            "task: state.json's session is the one the task was last delegated with, so a run "
-            "whose pre-flight did not record its session (no .postflight-pending marker, "
-            "state.json not updated) looks foreign; return the session_id you were given, or "
-            "have the workflow write the marker before delegating"
-        )
-    return (
-        f"session_id {sid!r} is not the delegated session {expected!r} (from {source}): "
-        "return the session_id you were given"
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class RuleOptions:
     timeouts: Mapping[str, float]
@@ -120,66 +106,6 @@ class Validation:
     stuck: bool = False
 
 
-# --- accessors that never raise -------------------------------------------------------------
-
-
-def get_object(doc: Any, key: str) -> dict[str, Any] | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, dict) else None
-
-
-def get_list(doc: Any, key: str) -> list[Any] | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, list) else None
-
-
-def get_str(doc: Any, key: str) -> str | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, str) else None
-
-
-def get_int(doc: Any, key: str) -> int | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def get_number(doc: Any, key: str) -> float | None:
-    value = doc.get(key) if isinstance(doc, dict) else None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def is_blank(value: object) -> bool:
-    return isinstance(value, str) and not value.strip()
-
-
-def json_type(value: object) -> str:
-    """The JSON name of a Python value's type, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def location(loc: Sequence[str | int]) -> str:
-    """('artifacts', 1, 'path') -> 'artifacts[1].path'."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else part
-    return out
-
-
 # --- status suggestions ---------------------------------------------------------------------
 
 _SUCCESS_BY_OPERATION: Final = {
@@ -190,7 +116,8 @@ _SUCCESS_BY_OPERATION: Final = {
 _SUCCESS_WORDS: Final = frozenset(
     {"success", "succeeded", "successful", "done", "complete", "completed", "finished", "ok"}
 )
-_STATUS_WORDS: Final = (
+#: (stem, status): a word holding the stem probably means the status (``research_done``).
+_STATUS_STEMS: Final = (
     ("research", Status.RESEARCHED),
     ("plan", Status.PLANNED),
     ("implement", Status.IMPLEMENTED),
@@ -202,17 +129,16 @@ _STATUS_WORDS: Final = (
     ("error", Status.FAILED),
     ("block", Status.BLOCKED),
 )
+_STATUS_VALUES: Final = tuple(s.value for s in Status)
 
 
 def suggest_status(raw: str, operation: str | None) -> Status | None:
     """The status a near-miss such as ``research_done`` or ``success`` probably means."""
-    word = raw.strip().lower().replace("-", "_").replace(" ", "_")
-    close = difflib.get_close_matches(word, [s.value for s in Status], n=1, cutoff=0.75)
-    if close:
-        return Status(close[0])
-    for stem, status in _STATUS_WORDS:
-        if stem in word:
-            return status
+    guess = guess_status(raw, _STATUS_VALUES, stems=_STATUS_STEMS)
+    if guess is not None:
+        return Status(guess)
+    # A plain "success" means the success status of the run's operation, when that is known.
+    word = status_word(raw)
     if word in _SUCCESS_WORDS or any(w in word.split("_") for w in _SUCCESS_WORDS):
         return _SUCCESS_BY_OPERATION.get(operation or "")
     return None
@@ -225,20 +151,7 @@ def _success_hint(operation: str | None) -> str:
     return 'write "researched", "planned" or "implemented", whichever the run did'
 
 
-# --- structure (pydantic) -------------------------------------------------------------------
-
-_EXPECTED: Final = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "int_from_float": "an integer",
-    "int_parsing": "an integer",
-    "float_type": "a number",
-    "bool_type": "true or false",
-    "list_type": "an array",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-}
+# --- structure and fields (PF2xx) ---------------------------------------------------------
 
 #: PF206: text fields postflight needs, which must not be blank.
 _NEEDED_TEXT: Final = (
@@ -246,39 +159,6 @@ _NEEDED_TEXT: Final = (
     ("partial_progress", "stage"),
     ("partial_progress", "details"),
 )
-
-
-def _structure(
-    doc: dict[str, Any], operation: str | None
-) -> tuple[list[Finding], MetadataFile | None]:
-    try:
-        return [], MetadataFile.model_validate(doc)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-    missing: list[Finding] = []
-    wrong: list[Finding] = []
-    for err in errors:
-        loc = location(err["loc"])
-        kind = err["type"]
-        value = err.get("input")
-        if kind == "missing":
-            missing.append(finding("PF200", loc, f"missing required field {loc!r}: add it"))
-        elif loc == "status" and isinstance(value, str):
-            wrong.append(_status_finding(value, operation))
-        else:
-            expected = _EXPECTED.get(kind)
-            if expected is None:
-                msg = f"{loc or 'the document'}: {err['msg']}"
-            else:
-                msg = f"{loc} must be {expected}, not {json_type(value)}"
-                if isinstance(value, str) and expected in {
-                    "an integer",
-                    "a number",
-                    "true or false",
-                }:
-                    msg += f" (write {value.strip()} without quotes)"
-            wrong.append(finding("PF201", loc, msg))
-    return missing + wrong, None
 
 
 def _status_finding(value: str, operation: str | None) -> Finding:
@@ -289,30 +169,15 @@ def _status_finding(value: str, operation: str | None) -> Finding:
             '"completed" is forbidden in the metadata file (it triggers the agent runtime\'s '
             f"stop behaviour): {_success_hint(operation)}",
         )
-    valid = ", ".join(s.value for s in Status)
     guess = suggest_status(value, operation)
-    hint = f'; did you mean "{guess.value}"?' if guess else ""
-    return finding("PF202", "status", f"status {value!r} is not one of {valid}{hint}")
+    return status_finding(value, "status", _STATUS_VALUES, guess.value if guess else None)
 
 
-def _unknown_fields(doc: dict[str, Any]) -> Iterator[Finding]:
-    def check(obj: object, kind: str, prefix: str) -> Iterator[Finding]:
-        if not isinstance(obj, dict):
-            return
-        known = KNOWN_FIELDS[kind]
-        for key in obj:
-            if key not in known:
-                loc = f"{prefix}.{key}" if prefix else str(key)
-                yield finding("PF205", loc, f"unknown field {loc!r} (kept as is)")
-
-    yield from check(doc, "", "")
-    for kind in ("metadata", "partial_progress", "completion_data"):
-        yield from check(doc.get(kind), kind, kind)
-    for kind in ("artifacts", "errors"):
-        items = get_list(doc, kind) or []
-        for i, item in enumerate(items):
-            yield from check(item, f"{kind}[]", f"{kind}[{i}]")
-
+#: Kinds in the order PF205 reports them: the objects first, then the lists' items.
+_KNOWN_IN_ORDER: Final = {
+    kind: KNOWN_FIELDS[kind]
+    for kind in ("", "metadata", "partial_progress", "completion_data", "artifacts[]", "errors[]")
+}
 
 #: Schema-asked text that postflight can do without: blank counts as missing (PF207).
 _SPARE_METADATA: Final = ("agent_type", "delegation_depth", "delegation_path")
@@ -322,14 +187,7 @@ _SPARE_ERROR: Final = ("type", "recoverable", "recommendation")
 
 def _spare(obj: dict[str, Any], keys: Sequence[str], prefix: str) -> Iterator[Finding]:
     """PF207 for each schema-asked key of ``obj`` that is missing, or blank text."""
-    for key in keys:
-        value = obj.get(key)
-        if value is None:
-            yield finding("PF207", f"{prefix}.{key}", f"{prefix}.{key} is missing; add it")
-        elif is_blank(value):
-            yield finding(
-                "PF207", f"{prefix}.{key}", f"{prefix}.{key} is blank; fill it in (the schema asks)"
-            )
+    return asked_fields(obj, keys, prefix, "add it", "fill it in (the schema asks)")
 
 
 def _optional_blank(doc: dict[str, Any]) -> Iterator[Finding]:
@@ -365,9 +223,7 @@ def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
     (PF206), a PF207 warning where the schema asks for it but postflight can do without, and
     a PF206 warning for optional text given blank.
     """
-    for parent, key in _NEEDED_TEXT:
-        if is_blank((get_object(doc, parent) or {}).get(key)):
-            yield finding("PF206", f"{parent}.{key}", f"{parent}.{key} is blank: fill it in")
+    yield from blank_fields(doc, _NEEDED_TEXT)
     meta = get_object(doc, "metadata")
     if meta is not None:
         yield from _spare(meta, _SPARE_METADATA, "metadata")
@@ -504,146 +360,39 @@ def _status_rules(
             )
 
 
-# --- session and delegation (PF4xx) ---------------------------------------------------------
-
-
-def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Finding]:
-    """PF400-PF406 for a ``metadata`` object; ``expected`` is (session, where it came from)."""
-    if not isinstance(meta, dict):
-        return
-    sid = get_str(meta, "session_id")
-    if sid and not SESSION_RE.fullmatch(sid):
-        yield finding(
-            "PF400",
-            "metadata.session_id",
-            f"session_id {sid!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
-            "letters or digits}, e.g. sess_1736700000_abc123",
-        )
-    if sid and expected is not None and sid != expected[0]:
-        yield finding("PF405", "metadata.session_id", _session_message(sid, *expected))
-    depth = get_int(meta, "delegation_depth")
-    if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
-        yield finding(
-            "PF401",
-            "metadata.delegation_depth",
-            f"delegation_depth {depth} is outside 0..{MAX_DELEGATION_DEPTH}: the delegation "
-            "chain is too deep; return to the caller instead of delegating further",
-        )
-    path = get_list(meta, "delegation_path")
-    names = [p for p in path or [] if isinstance(p, str)]
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            yield finding(
-                "PF402",
-                "metadata.delegation_path",
-                f"delegation_path names {name!r} twice: a delegation cycle",
-            )
-            break
-        seen.add(name)
-    if path is not None and depth is not None and len(path) >= 2 and depth != len(path) - 2:
-        yield finding(
-            "PF403",
-            "metadata.delegation_depth",
-            f"delegation_depth {depth} does not match delegation_path "
-            f"({len(path)} entries means depth {len(path) - 2})",
-        )
-    agent = get_str(meta, "agent_type")
-    if agent and names and names[-1] != agent:
-        yield finding(
-            "PF404",
-            "metadata.agent_type",
-            f"agent_type {agent!r} is not the last entry of delegation_path ({names[-1]!r})",
-        )
-    duration = get_number(meta, "duration_seconds")
-    if duration is not None and duration < 0:
-        yield finding("PF406", "metadata.duration_seconds", "duration_seconds is negative")
-
-
 # --- artifacts (PF5xx) ----------------------------------------------------------------------
 
 
-def _artifact_rules(
-    doc: dict[str, Any], status: Status, probe: ArtifactProbe | None
-) -> Iterator[Finding]:
-    artifacts = get_list(doc, "artifacts")
-    if artifacts is None:
-        return
-    if status.is_success and not artifacts:
-        yield finding(
-            "PF500",
-            "artifacts",
-            f"status {status.value} with no artifacts: a phantom operation; list the files "
-            "the run created, or report partial/failed",
-        )
-    # A missing or empty artifact blocks a success outcome; for other statuses it is expected.
-    disk_severity = Severity.ERROR if status.is_success else Severity.WARNING
-    seen: set[str] = set()
-    for i, art in enumerate(artifacts):
-        if isinstance(art, str):
-            loc = f"artifacts[{i}]"
-            kind = type_from_folder(art)
-            yield finding(
-                "PF208",
-                loc,
-                f'artifact {art!r} is a plain path string: read as {{"path": ...}}'
-                + (f' of type "{kind}" (from its folder)' if kind else " with no type (not linked)")
-                + '; write {"type": ..., "path": ..., "summary": ...}',
-            )
-            path: str | None = art
-        elif isinstance(art, dict):
-            loc = f"artifacts[{i}]"
-            kind = get_str(art, "type")
-            if kind is not None and kind not in ARTIFACT_TYPES:
-                note = "read as report" if kind == "research" else "linked as written"
-                yield finding(
-                    "PF204",
-                    f"{loc}.type",
-                    f"artifact type {kind!r} is not one of {', '.join(ARTIFACT_TYPES)} ({note})",
-                )
-            path = get_str(art, "path")
-            loc = f"{loc}.path"
-        else:
-            continue
-        if not path or not path.strip():
-            continue
-        if path in seen:
-            yield finding("PF504", loc, f"artifact {path!r} is listed twice")
-        seen.add(path)
-        unsafe = unsafe_path(path)
-        if unsafe is not None:
-            yield finding("PF501", loc, f"artifact path {_shown(path)} {unsafe}")
-            continue
-        if probe is None:
-            continue
-        state = probe(path)
-        if state is ArtifactState.OUTSIDE:
-            yield finding(
-                "PF501",
-                loc,
-                f"artifact path {path!r} resolves outside the project root (through a symlink)",
-            )
-        elif state is ArtifactState.MISSING:
-            yield finding(
-                "PF502",
-                loc,
-                f"artifact {path!r} does not exist: write it, or fix the path "
-                "(relative to the project root)",
-                disk_severity,
-            )
-        elif state is ArtifactState.NOT_A_FILE:
-            yield finding("PF502", loc, f"artifact {path!r} is not a regular file", disk_severity)
-        elif state is ArtifactState.EMPTY:
-            yield finding(
-                "PF503",
-                loc,
-                f"artifact {path!r} is empty: write its content",
-                disk_severity,
-            )
+def _plain_path(loc: str, art: str) -> Finding:
+    kind = type_from_folder(art)
+    return finding(
+        "PF208",
+        loc,
+        f'artifact {art!r} is a plain path string: read as {{"path": ...}}'
+        + (f' of type "{kind}" (from its folder)' if kind else " with no type (not linked)")
+        + '; write {"type": ..., "path": ..., "summary": ...}',
+    )
 
 
-_DRIVE_RE: Final = re.compile(r"[A-Za-z]:[\\/]")
-_SEPARATORS_RE: Final = re.compile(r"[\\/]+")
+def _type_note(kind: str) -> str:
+    return " (read as report)" if kind == "research" else " (linked as written)"
+
+
+def _path_problem(path: str) -> str | None:
+    unsafe = unsafe_path(path)
+    return None if unsafe is None else f"artifact path {_shown(path)} {unsafe}"
+
+
+_ARTIFACTS: Final = ArtifactContract(
+    types=ARTIFACT_TYPES,
+    path_problem=_path_problem,
+    phantom="report",
+    outside="(through a symlink)",
+    write_it="write it",
+    type_note=_type_note,
+    plain_path=_plain_path,
+)
+
 #: C0, DEL and C1 control characters, and the Unicode line separators (SPEC 3).
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: ``javascript:``, ``file:``, ``https:``, ... (a drive letter is caught as absolute first)
@@ -659,7 +408,7 @@ def unsafe_path(path: str) -> str | None:
     """
     if _CONTROL_RE.search(path):
         return "holds a control character (CR, LF, NUL, ...): name the file plainly"
-    if _lexically_outside(path):
+    if outside_root(path, absolute_allowed=False):
         return "must be relative to the project root and stay inside it"
     if _SCHEME_RE.match(path):
         return "is a URI, not a path relative to the project root"
@@ -671,20 +420,6 @@ def unsafe_path(path: str) -> str | None:
 def _shown(path: str) -> str:
     """``path`` quoted for a message, cut short when long (control characters escaped)."""
     return repr(path if len(path) <= 200 else path[:200] + "...")
-
-
-def _lexically_outside(path: str) -> bool:
-    if path.startswith(("/", "\\", "~")) or _DRIVE_RE.match(path):
-        return True
-    depth = 0
-    for part in _SEPARATORS_RE.split(path):
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return True
-        elif part not in {"", "."}:
-            depth += 1
-    return False
 
 
 # --- the project (PF6xx) --------------------------------------------------------------------
@@ -741,11 +476,10 @@ def validate(
     result = Validation()
     if not isinstance(doc, dict):
         result.findings.append(
-            finding(
-                "PF103",
-                "",
-                f"the file holds {json_type(doc)}, not a JSON object: write one object "
-                '{"status": ..., "artifacts": [...], "metadata": {...}}',
+            not_an_object(
+                doc,
+                "the file",
+                'write one object {"status": ..., "artifacts": [...], "metadata": {...}}',
             )
         )
         return result
@@ -755,7 +489,13 @@ def validate(
     )
     result.timeout_s = timeout_for(result.operation, options.timeouts)
 
-    structural, result.model = _structure(doc, result.operation)
+    structural, result.model = structure(
+        MetadataFile,
+        doc,
+        "the document",
+        quote_hint=True,
+        on_status=lambda value: _status_finding(value, result.operation),
+    )
     out = result.findings
     out.extend(structural)
     out.extend(_schema_fields(doc))
@@ -768,7 +508,11 @@ def validate(
     out.extend(ctx.marker_findings)
     if result.status is not None:
         probe_or_none = probe if options.check_artifacts else None
-        out.extend(_artifact_rules(doc, result.status, probe_or_none))
+        out.extend(
+            artifact_rules(
+                doc, result.status.value, result.status.is_success, _ARTIFACTS, probe_or_none
+            )
+        )
     out.extend(_project_rules(doc, result.status, ctx, now, result))
-    out.extend(_unknown_fields(doc))
+    out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
     return result
