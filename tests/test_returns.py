@@ -18,15 +18,9 @@ from hypothesis import strategies as st
 
 from postflightd.cli import main
 from postflightd.findings import RULES, Policy, Severity
-from postflightd.returns import (
-    MAX_RETURN_BYTES,
-    Dialect,
-    Origin,
-    check_bytes,
-    detect_dialect,
-    extract_return,
-    return_probe,
-)
+from postflightd.return_extract import MAX_RETURN_BYTES, Origin, detect_dialect, extract_return
+from postflightd.return_models import Dialect
+from postflightd.returns import check_bytes, return_probe
 from postflightd.rule_toolkit import ArtifactState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "returns"

@@ -1,4 +1,4 @@
-"""``postflightd check-return``: validate a subagent's console return (its rules: returns.py)."""
+"""``postflightd check-return``: validate a subagent's console return (rules: return_rules.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,9 @@ from postflightd.commands.arguments import policy
 from postflightd.config import load_config
 from postflightd.errors import UsageError
 from postflightd.reporters.check_return import REPORTERS
-from postflightd.returns import (
-    MAX_RETURN_BYTES,
-    Dialect,
-    check_bytes,
-    read_input,
-    return_probe,
-    too_big,
-)
+from postflightd.return_extract import MAX_RETURN_BYTES
+from postflightd.return_models import Dialect
+from postflightd.returns import check_bytes, read_input, return_probe, too_big
 
 
 def run_check_return(

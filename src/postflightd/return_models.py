@@ -1,0 +1,124 @@
+"""The two console return dialects of ``check-return`` as pydantic models (seeds 000-002).
+
+The *subagent return* of seeds 000/001 (``status`` completed|partial|failed|blocked,
+``summary``, ``artifacts``, ``metadata`` with session and delegation, ``errors``,
+``next_steps``) and the *agent output* of seed 002 (``meta.agent_name``/``status``/
+``execution_time_ms``, artifacts with ``key_points``, a ``next_steps`` list, an ``error``
+object). Strict about types, unknown keys kept, like ``models.py`` for the metadata file.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Dialect(StrEnum):
+    SUBAGENT_RETURN = "subagent-return"
+    AGENT_OUTPUT = "agent-output"
+
+
+SUBAGENT_STATUSES: Final = ("completed", "partial", "failed", "blocked")
+OUTPUT_STATUSES: Final = ("complete", "partial", "error")
+#: Seed 000 lists plan|report|summary|implementation|documentation, seed 001 adds research.
+SUBAGENT_ARTIFACT_TYPES: Final = (
+    "plan",
+    "report",
+    "research",
+    "summary",
+    "implementation",
+    "documentation",
+)
+OUTPUT_ARTIFACT_TYPES: Final = ("document", "code", "data")
+
+
+# --- the two dialects as models (strict types, unknown keys kept) ---------------------------
+
+
+class _Open(BaseModel):
+    # strict: a JSON string is never coerced to a number or a bool.
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+
+class ReturnArtifact(_Open):
+    path: str
+    type: str | None = None
+    summary: str | None = None
+
+
+class ReturnMetadata(_Open):
+    # Seed 003 step 2 requires all four; seed 000 lists the optional ones below.
+    session_id: str
+    agent_type: str
+    delegation_depth: int
+    delegation_path: list[str]
+    duration_seconds: float | None = None
+    phase_count: int | None = None
+    estimated_hours: float | None = None
+    findings_count: int | None = None
+
+
+class ReturnError(_Open):
+    message: str
+    type: str | None = None
+    code: str | None = None
+    recoverable: bool | None = None
+    recommendation: str | None = None
+
+
+class SubagentReturn(_Open):
+    """Seeds 000/001: what a subagent returns to the orchestrator."""
+
+    status: str
+    summary: str
+    artifacts: list[ReturnArtifact]
+    metadata: ReturnMetadata
+    errors: list[ReturnError] | None = None
+    next_steps: str | None = None
+
+
+class OutputMeta(_Open):
+    agent_name: str
+    status: str
+    execution_time_ms: float | None = None
+
+
+class OutputArtifact(_Open):
+    path: str
+    type: str | None = None
+    summary: str | None = None
+    key_points: list[str] | None = None
+
+
+class OutputError(_Open):
+    message: str
+    code: str | None = None
+    details: str | None = None
+
+
+class AgentOutput(_Open):
+    """Seed 002: the agent-output contract."""
+
+    meta: OutputMeta
+    artifacts: list[OutputArtifact]
+    next_steps: list[str]
+    error: OutputError | None = None
+
+
+#: Known field names per kind, for unknown-field (PF205) reporting.
+KNOWN_FIELDS: Final[dict[Dialect, dict[str, frozenset[str]]]] = {
+    Dialect.SUBAGENT_RETURN: {
+        "": frozenset(SubagentReturn.model_fields),
+        "metadata": frozenset(ReturnMetadata.model_fields),
+        "artifacts[]": frozenset(ReturnArtifact.model_fields),
+        "errors[]": frozenset(ReturnError.model_fields),
+    },
+    Dialect.AGENT_OUTPUT: {
+        "": frozenset(AgentOutput.model_fields),
+        "meta": frozenset(OutputMeta.model_fields),
+        "artifacts[]": frozenset(OutputArtifact.model_fields),
+        "error": frozenset(OutputError.model_fields),
+    },
+}
