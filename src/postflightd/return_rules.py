@@ -2,19 +2,18 @@
 dialect.
 
 Pure: takes the parsed value, the dialect, the expected session and an artifact probe, and
-returns findings; it never raises on any JSON value.
+returns findings; it never raises on any JSON value. The checks themselves are the rule
+toolkit's (``rule_toolkit``); this module holds the two dialects' tables and the rules only a
+console return has (PF7xx).
 """
 
 from __future__ import annotations
 
-import difflib
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from postflightd.findings import Finding, finding
 from postflightd.return_models import (
@@ -28,16 +27,23 @@ from postflightd.return_models import (
     SubagentReturn,
 )
 from postflightd.rule_toolkit import (
+    ArtifactContract,
     ArtifactProbe,
-    ArtifactState,
+    artifact_rules,
+    asked_fields,
+    blank_fields,
     get_list,
     get_number,
     get_object,
     get_str,
-    is_blank,
-    json_type,
-    location,
+    guess_status,
+    not_an_object,
+    objects_of,
+    outside_root,
     session_rules,
+    status_finding,
+    structure,
+    unknown_fields,
 )
 
 #: Seed 000: "<100 tokens (~400 characters)"; seed 001's validator asserts len <= 500.
@@ -65,146 +71,23 @@ _OUTPUT_STATUS_WORDS: Final = {
 }
 
 
-#: Fields the contract asks for but the orchestrator can do without: PF207, not PF200.
-_ASKED: Final[dict[Dialect, dict[str, tuple[str, ...]]]] = {
-    Dialect.SUBAGENT_RETURN: {
-        "artifacts[]": ("type", "summary"),
-        "errors[]": ("type", "recoverable", "recommendation"),
-    },
-    Dialect.AGENT_OUTPUT: {
-        "meta": ("execution_time_ms",),
-        "artifacts[]": ("type", "summary", "key_points"),
-        "error": ("code",),
-    },
-}
+# --- the rules only a console return has ----------------------------------------------------
 
 
-# --- structure (steps 1-2: required fields and types) --------------------------------------
-
-_EXPECTED: Final = {
-    "string_type": "a string",
-    "int_type": "an integer",
-    "int_from_float": "an integer",
-    "float_type": "a number",
-    "bool_type": "true or false",
-    "list_type": "an array",
-    "dict_type": "an object",
-    "model_type": "an object",
-    "model_attributes_type": "an object",
-}
-
-
-def _structure(model: type[BaseModel], doc: dict[str, Any]) -> Iterator[Finding]:
-    try:
-        model.model_validate(doc)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-    else:
-        return
-    missing: list[Finding] = []
-    wrong: list[Finding] = []
-    for err in errors:
-        loc = location(err["loc"])
-        if err["type"] == "missing":
-            missing.append(finding("PF200", loc, f"missing required field {loc!r}: add it"))
-            continue
-        expected = _EXPECTED.get(err["type"])
-        value = err.get("input")
-        msg = (
-            f"{loc} must be {expected}, not {json_type(value)}"
-            if expected is not None
-            else f"{loc or 'the return'}: {err['msg']}"
+def _subagent_rules(
+    doc: dict[str, Any], status: str | None, expect_session: str | None
+) -> Iterator[Finding]:
+    """PF703, the session and delegation (step 4), and the summary's length."""
+    if status is not None and status != "completed" and not get_list(doc, "errors"):
+        yield finding(
+            "PF703",
+            "errors",
+            f"status {status} needs an errors entry (type, message, recoverable, "
+            "recommendation) saying what went wrong",
         )
-        wrong.append(finding("PF201", loc, msg))
-    # Seed 003's order: every missing field first, then the fields of the wrong type.
-    yield from missing
-    yield from wrong
-
-
-def _items(doc: dict[str, Any], key: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    for i, item in enumerate(get_list(doc, key) or []):
-        if isinstance(item, dict):
-            yield f"{key}[{i}]", item
-
-
-def _parts(doc: dict[str, Any], kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(location, object) for each object a kind of ``_KNOWN``/``_ASKED`` names."""
-    if kind == "":
-        yield "", doc
-    elif kind.endswith("[]"):
-        yield from _items(doc, kind[:-2])
-    else:
-        obj = get_object(doc, kind)
-        if obj is not None:
-            yield kind, obj
-
-
-#: PF206: text fields the orchestrator needs, which must not be blank.
-_NEEDED_TEXT: Final[dict[Dialect, tuple[tuple[str, str], ...]]] = {
-    Dialect.SUBAGENT_RETURN: (
-        ("", "summary"),
-        ("metadata", "session_id"),
-        ("artifacts[]", "path"),
-        ("errors[]", "message"),
-    ),
-    Dialect.AGENT_OUTPUT: (("meta", "agent_name"), ("artifacts[]", "path"), ("error", "message")),
-}
-
-
-def _asked_fields(doc: dict[str, Any], dialect: Dialect) -> Iterator[Finding]:
-    for kind, keys in _ASKED[dialect].items():
-        for loc, obj in _parts(doc, kind):
-            for key in keys:
-                if obj.get(key) is None:
-                    yield finding(
-                        "PF207", f"{loc}.{key}", f"{loc}.{key} is missing; the contract asks for it"
-                    )
-
-
-def _blank_fields(doc: dict[str, Any], dialect: Dialect) -> Iterator[Finding]:
-    for kind, key in _NEEDED_TEXT[dialect]:
-        for loc, obj in _parts(doc, kind):
-            if is_blank(obj.get(key)):
-                where = f"{loc}.{key}" if loc else key
-                yield finding("PF206", where, f"{where} is blank: fill it in")
-
-
-def _unknown_fields(doc: dict[str, Any], dialect: Dialect) -> Iterator[Finding]:
-    for kind, known in KNOWN_FIELDS[dialect].items():
-        for loc, obj in _parts(doc, kind):
-            for key in obj:
-                if key not in known:
-                    where = f"{loc}.{key}" if loc else key
-                    yield finding("PF205", where, f"unknown field {where!r} (kept)")
-
-
-# --- status (step 3) ------------------------------------------------------------------------
-
-
-def _status_finding(
-    raw: str, loc: str, statuses: Sequence[str], words: Mapping[str, Sequence[str]]
-) -> Finding:
-    word = raw.strip().lower().replace("-", "_").replace(" ", "_")
-    guess: str | None = word if word in statuses else None
-    if guess is None:
-        guess = next((s for s, ws in words.items() if word in ws), None)
-    if guess is None:
-        close = difflib.get_close_matches(word, statuses, n=1, cutoff=0.75)
-        guess = close[0] if close else None
-    hint = f'; did you mean "{guess}"?' if guess else ""
-    return finding(
-        "PF202",
-        loc,
-        f"{loc} {raw!r} is not one of {', '.join(statuses)} (case-sensitive){hint}",
-    )
-
-
-# --- session and delegation (step 4) --------------------------------------------------------
-
-
-def _session_rules(doc: dict[str, Any], expect_session: str | None) -> Iterator[Finding]:
     expected = None if expect_session is None else (expect_session, "--expect-session")
     yield from session_rules(doc.get("metadata"), expected)
+    yield from _summary_rules(doc)
 
 
 def _summary_rules(doc: dict[str, Any]) -> Iterator[Finding]:
@@ -228,178 +111,126 @@ def _summary_rules(doc: dict[str, Any]) -> Iterator[Finding]:
         )
 
 
-# --- artifacts (step 5) ---------------------------------------------------------------------
-
-
-def _escapes_root(path: str) -> bool:
-    """A relative path that climbs out of the root with ``..`` (absolute paths are probed)."""
-    if path.startswith("~"):
-        return True
-    depth = 0
-    for part in re.split(r"[\\/]+", path):
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return True
-        elif part not in {"", "."}:
-            depth += 1
-    return False
-
-
-def _artifact_rules(
-    doc: dict[str, Any],
-    success: bool,
-    allowed_types: Sequence[str],
-    probe: ArtifactProbe | None,
+def _output_rules(
+    doc: dict[str, Any], status: str | None, expect_session: str | None
 ) -> Iterator[Finding]:
-    seen: set[str] = set()
-    for loc, art in _items(doc, "artifacts"):
-        kind = get_str(art, "type")
-        if kind is not None and kind not in allowed_types:
+    """PF704, PF706, a negative execution time and the key points of each artifact."""
+    if status == "error" and get_object(doc, "error") is None:
+        yield finding(
+            "PF704",
+            "error",
+            'status error needs an "error" object (code, message, details) saying what failed',
+        )
+    if status == "partial" and get_list(doc, "next_steps") == []:
+        yield finding(
+            "PF706",
+            "next_steps",
+            "status partial with no next_steps: say what is left to do",
+        )
+    elapsed = get_number(get_object(doc, "meta"), "execution_time_ms")
+    if elapsed is not None and elapsed < 0:
+        yield finding("PF406", "meta.execution_time_ms", "execution_time_ms is negative")
+    low, high = KEY_POINTS_RANGE
+    for loc, art in objects_of(doc, "artifacts[]"):
+        points = get_list(art, "key_points")
+        if points is not None and not low <= len(points) <= high:
             yield finding(
-                "PF204",
-                f"{loc}.type",
-                f"artifact type {kind!r} is not one of {', '.join(allowed_types)}",
+                "PF705",
+                f"{loc}.key_points",
+                f"{loc}.key_points has {len(points)} entries; give {low}-{high} key findings",
             )
-        path = get_str(art, "path")
-        if not path or not path.strip():
-            continue
-        if path in seen:
-            yield finding("PF504", f"{loc}.path", f"artifact {path!r} is listed twice")
-        seen.add(path)
-        if not Path(path).is_absolute() and _escapes_root(path):
-            yield finding(
-                "PF501",
-                f"{loc}.path",
-                f"artifact path {path!r} must be relative to the project root and stay inside it",
-            )
-            continue
-        # Seed 003: the disk is checked only for the success status; partial, failed and
-        # blocked returns may list artifacts that are incomplete or not written yet.
-        if not success or probe is None:
-            continue
-        state = probe(path)
-        if state is ArtifactState.OUTSIDE:
-            yield finding(
-                "PF501",
-                f"{loc}.path",
-                f"artifact path {path!r} resolves outside the project root (--root)",
-            )
-        elif state is ArtifactState.MISSING:
-            yield finding(
-                "PF502",
-                f"{loc}.path",
-                f"artifact {path!r} does not exist: write it before returning, or fix the path "
-                "(relative to the project root)",
-            )
-        elif state is ArtifactState.NOT_A_FILE:
-            yield finding("PF502", f"{loc}.path", f"artifact {path!r} is not a regular file")
-        elif state is ArtifactState.EMPTY:
-            yield finding("PF503", f"{loc}.path", f"artifact {path!r} is empty: write its content")
 
 
-# --- the two validators ---------------------------------------------------------------------
+# --- the two dialects' tables ---------------------------------------------------------------
+
+
+def _outside_problem(path: str) -> str | None:
+    # Absolute paths are the probe's to judge: seed 003 checks them with [ -f "$path" ].
+    if outside_root(path, absolute_allowed=True):
+        return f"artifact path {path!r} must be relative to the project root and stay inside it"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Contract:
+    """Where the two dialects differ; the steps are the same."""
+
+    model: type[BaseModel]
+    #: the object holding ``status``: "" for the return itself.
+    status_in: str
+    statuses: Sequence[str]
+    status_words: Mapping[str, Sequence[str]]
+    #: the status whose artifacts must exist on disk (seed 003 checks no other).
+    success: str
+    #: PF206: text fields the orchestrator needs, which must not be blank.
+    needed: Sequence[tuple[str, str]]
+    #: fields the contract asks for but the orchestrator can do without: PF207, not PF200.
+    asked: Mapping[str, Sequence[str]]
+    artifacts: ArtifactContract
+    #: the dialect's own rules, given the return, its valid status or None, the session.
+    own_rules: Callable[[dict[str, Any], str | None, str | None], Iterator[Finding]]
+    #: the shape of a return, for PF103.
+    example: str
+
+
+def _artifacts(types: Sequence[str], phantom: str | None) -> ArtifactContract:
+    return ArtifactContract(
+        types=types,
+        path_problem=_outside_problem,
+        phantom=phantom,
+        outside="(--root)",
+        write_it="write it before returning",
+    )
+
+
+_CONTRACTS: Final = {
+    Dialect.SUBAGENT_RETURN: _Contract(
+        model=SubagentReturn,
+        status_in="",
+        statuses=SUBAGENT_STATUSES,
+        status_words=_SUBAGENT_STATUS_WORDS,
+        success="completed",
+        needed=(
+            ("", "summary"),
+            ("metadata", "session_id"),
+            ("artifacts[]", "path"),
+            ("errors[]", "message"),
+        ),
+        asked={
+            "artifacts[]": ("type", "summary"),
+            "errors[]": ("type", "recoverable", "recommendation"),
+        },
+        artifacts=_artifacts(SUBAGENT_ARTIFACT_TYPES, phantom="return"),
+        own_rules=_subagent_rules,
+        example='{"status": ..., "summary": ..., "artifacts": [...], "metadata": {...}}',
+    ),
+    Dialect.AGENT_OUTPUT: _Contract(
+        model=AgentOutput,
+        status_in="meta",
+        statuses=OUTPUT_STATUSES,
+        status_words=_OUTPUT_STATUS_WORDS,
+        success="complete",
+        needed=(("meta", "agent_name"), ("artifacts[]", "path"), ("error", "message")),
+        asked={
+            "meta": ("execution_time_ms",),
+            "artifacts[]": ("type", "summary", "key_points"),
+            "error": ("code",),
+        },
+        # Seed 002 names no phantom operation: a complete output may list no files.
+        artifacts=_artifacts(OUTPUT_ARTIFACT_TYPES, phantom=None),
+        own_rules=_output_rules,
+        example='{"meta": {...}, "artifacts": [...], "next_steps": [...]}',
+    ),
+}
+
+
+# --- the validator --------------------------------------------------------------------------
 
 
 @dataclass(slots=True)
 class ReturnValidation:
     findings: list[Finding] = field(default_factory=list)
     status: str | None = None
-
-
-def _validate_subagent_return(
-    doc: dict[str, Any], expect_session: str | None, probe: ArtifactProbe | None
-) -> ReturnValidation:
-    result = ReturnValidation()
-    out = result.findings
-    out.extend(_structure(SubagentReturn, doc))
-    out.extend(_blank_fields(doc, Dialect.SUBAGENT_RETURN))
-    out.extend(_asked_fields(doc, Dialect.SUBAGENT_RETURN))
-
-    raw_status = get_str(doc, "status")
-    result.status = raw_status
-    status = raw_status if raw_status in SUBAGENT_STATUSES else None
-    if raw_status is not None and status is None:
-        out.append(_status_finding(raw_status, "status", SUBAGENT_STATUSES, _SUBAGENT_STATUS_WORDS))
-    if status is not None and status != "completed" and not get_list(doc, "errors"):
-        out.append(
-            finding(
-                "PF703",
-                "errors",
-                f"status {status} needs an errors entry (type, message, recoverable, "
-                "recommendation) saying what went wrong",
-            )
-        )
-
-    out.extend(_session_rules(doc, expect_session))
-    out.extend(_summary_rules(doc))
-
-    artifacts = get_list(doc, "artifacts")
-    if status == "completed" and artifacts is not None and not artifacts:
-        out.append(
-            finding(
-                "PF500",
-                "artifacts",
-                "status completed with no artifacts: a phantom operation; list the files the "
-                "run created, or return partial/failed",
-            )
-        )
-    if status is not None:
-        out.extend(_artifact_rules(doc, status == "completed", SUBAGENT_ARTIFACT_TYPES, probe))
-    out.extend(_unknown_fields(doc, Dialect.SUBAGENT_RETURN))
-    return result
-
-
-def _validate_agent_output(doc: dict[str, Any], probe: ArtifactProbe | None) -> ReturnValidation:
-    result = ReturnValidation()
-    out = result.findings
-    out.extend(_structure(AgentOutput, doc))
-    out.extend(_blank_fields(doc, Dialect.AGENT_OUTPUT))
-    out.extend(_asked_fields(doc, Dialect.AGENT_OUTPUT))
-
-    meta = get_object(doc, "meta")
-    raw_status = get_str(meta, "status")
-    result.status = raw_status
-    status = raw_status if raw_status in OUTPUT_STATUSES else None
-    if raw_status is not None and status is None:
-        out.append(
-            _status_finding(raw_status, "meta.status", OUTPUT_STATUSES, _OUTPUT_STATUS_WORDS)
-        )
-    if status == "error" and get_object(doc, "error") is None:
-        out.append(
-            finding(
-                "PF704",
-                "error",
-                'status error needs an "error" object (code, message, details) saying what failed',
-            )
-        )
-    if status == "partial" and get_list(doc, "next_steps") == []:
-        out.append(
-            finding(
-                "PF706",
-                "next_steps",
-                "status partial with no next_steps: say what is left to do",
-            )
-        )
-    elapsed = get_number(meta, "execution_time_ms")
-    if elapsed is not None and elapsed < 0:
-        out.append(finding("PF406", "meta.execution_time_ms", "execution_time_ms is negative"))
-
-    low, high = KEY_POINTS_RANGE
-    for loc, art in _items(doc, "artifacts"):
-        points = get_list(art, "key_points")
-        if points is not None and not low <= len(points) <= high:
-            out.append(
-                finding(
-                    "PF705",
-                    f"{loc}.key_points",
-                    f"{loc}.key_points has {len(points)} entries; give {low}-{high} key findings",
-                )
-            )
-    if status is not None:
-        out.extend(_artifact_rules(doc, status == "complete", OUTPUT_ARTIFACT_TYPES, probe))
-    out.extend(_unknown_fields(doc, Dialect.AGENT_OUTPUT))
-    return result
 
 
 def validate_return(
@@ -409,21 +240,39 @@ def validate_return(
     probe: ArtifactProbe | None = None,
 ) -> ReturnValidation:
     """Every finding for one parsed return, in seed 003's order."""
+    contract = _CONTRACTS[dialect]
     if not isinstance(doc, dict):
         return ReturnValidation(
-            [
-                finding(
-                    "PF103",
-                    "",
-                    f"the return holds {json_type(doc)}, not a JSON object: return one object "
-                    + (
-                        '{"status": ..., "summary": ..., "artifacts": [...], "metadata": {...}}'
-                        if dialect is Dialect.SUBAGENT_RETURN
-                        else '{"meta": {...}, "artifacts": [...], "next_steps": [...]}'
-                    ),
-                )
-            ]
+            [not_an_object(doc, "the return", f"return one object {contract.example}")]
         )
-    if dialect is Dialect.SUBAGENT_RETURN:
-        return _validate_subagent_return(doc, expect_session, probe)
-    return _validate_agent_output(doc, probe)
+    result = ReturnValidation()
+    out = result.findings
+    # Steps 1-2: required fields and their types.
+    out.extend(structure(contract.model, doc, "the return")[0])
+    out.extend(blank_fields(doc, contract.needed))
+    for kind, keys in contract.asked.items():
+        for loc, obj in objects_of(doc, kind):
+            out.extend(asked_fields(obj, keys, loc, "the contract asks for it"))
+
+    # Step 3: the status.
+    holder = doc if contract.status_in == "" else get_object(doc, contract.status_in)
+    raw_status = get_str(holder, "status")
+    result.status = raw_status
+    status = raw_status if raw_status in contract.statuses else None
+    if raw_status is not None and status is None:
+        loc = f"{contract.status_in}.status" if contract.status_in else "status"
+        guess = guess_status(raw_status, contract.statuses, contract.status_words)
+        out.append(status_finding(raw_status, loc, contract.statuses, guess, " (case-sensitive)"))
+
+    # Step 4, and what only this dialect asks.
+    out.extend(contract.own_rules(doc, status, expect_session))
+
+    # Step 5: the artifacts. Seed 003 checks the disk only for the success status: partial,
+    # failed and blocked returns may list artifacts that are incomplete or not written yet.
+    if status is not None:
+        success = status == contract.success
+        out.extend(
+            artifact_rules(doc, status, success, contract.artifacts, probe if success else None)
+        )
+    out.extend(unknown_fields(doc, KNOWN_FIELDS[dialect], "kept"))
+    return result
