@@ -448,18 +448,14 @@ def _project_rules(
         elapsed = (now - result.started_at).total_seconds()
         if elapsed > result.timeout_s:
             result.stuck = True
+            # format_duration: the one duration format of every output (`status` shows it too).
             yield finding(
                 "PF602",
                 "started_at",
-                f"agent stuck: in_progress for {_duration(elapsed)}, past the "
-                f"{result.operation} timeout of {_duration(result.timeout_s)}; the agent "
+                f"agent stuck: in_progress for {format_duration(elapsed)}, past the "
+                f"{result.operation} timeout of {format_duration(result.timeout_s)}; the agent "
                 "probably died: resume or restart the run",
             )
-
-
-def _duration(seconds: float) -> str:
-    # The one duration format of every output (`status` shows the same text).
-    return format_duration(seconds)
 
 
 # --- entry point ----------------------------------------------------------------------------
