@@ -6,6 +6,8 @@ structure allows one. It never raises on any JSON value: rules read the raw docu
 type-checking accessors, so one wrong type does not hide the rest of the findings.
 
 Order follows seed 003: required fields, status, session, artifacts; then the project checks.
+The checks check-return shares are in ``rule_toolkit``; what is left here (a little over 500
+lines) is one contract's rule set read top to bottom in that order, so it stays one module.
 """
 
 from __future__ import annotations
