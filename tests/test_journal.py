@@ -18,11 +18,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from postflightd.journal import (
-    SCHEMA_VERSION,
     Journal,
     default_journal_path,
     journal_path,
 )
+from postflightd.journal_schema import SCHEMA_VERSION
 
 SESSION = "sess_1736700000_abc123"
 OTHER = "sess_1736700001_def456"

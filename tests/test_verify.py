@@ -20,12 +20,12 @@ import pytest
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.journal import (
-    SCHEMA_VERSION,
     Journal,
     RecordedChange,
     TaskChange,
     default_journal_path,
 )
+from postflightd.journal_schema import SCHEMA_VERSION
 from postflightd.verify import (
     Tracked,
     Verdict,

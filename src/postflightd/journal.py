@@ -7,14 +7,20 @@ be opened or written, postflight goes on and the journal says why it is off.
 
 Several processes write it at once (the daemon, CLI runs, hooks): WAL mode lets readers and
 one writer proceed together, and the busy timeout makes a second writer wait its turn.
+
+The database file itself (schema, migrations, opening in WAL mode) is ``journal_schema``. This
+module stays whole at about 600 lines because it is one handle: ``Journal`` owns one
+connection, one lock and one batch state, shared by its writes (``record``, ``batch``,
+``prune``) and its queries (``history``, ``changes``, ``last_postflighted`` ...), and every
+method falls back the same way when the journal is off. Splitting the class across modules
+would take a mixin reaching into another module's private state; the row types it returns
+are defined next to it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import random
 import sqlite3
 import threading
 import time
@@ -28,9 +34,10 @@ from typing import Any, Final, Self
 
 import structlog
 
+from postflightd.journal_schema import SchemaTooNewError, connect, explain
+
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
-SCHEMA_VERSION: Final = 2
 BUSY_TIMEOUT_S: Final = 10.0
 KINDS: Final = frozenset(
     {
@@ -51,39 +58,6 @@ DURABLE_KINDS: Final = frozenset({"postflighted"})
 #: Rows deleted (or contents dropped) per pruning transaction, and the pause between two.
 PRUNE_CHUNK: Final = 500
 PRUNE_PAUSE_S: Final = 0.01
-
-_SCHEMA_V1: Final = """
-CREATE TABLE IF NOT EXISTS observations (
-    id       INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts       TEXT    NOT NULL,
-    kind     TEXT    NOT NULL,
-    root     TEXT    NOT NULL,
-    file     TEXT    NOT NULL,
-    task     INTEGER,
-    session  TEXT,
-    status   TEXT,
-    findings TEXT,
-    content  TEXT
-);
-CREATE INDEX IF NOT EXISTS observations_task ON observations (task, id);
-CREATE INDEX IF NOT EXISTS observations_session ON observations (session, id);
-"""
-
-#: Version 2: what each postflight changed, so that an outcome a writer that ignored the lock
-#: reverted can be told exactly from a deliberate edit (``verify``, the daemon's healer).
-#: ``entry_before``/``entry_after``: the task's state.json entry as JSON; ``todo_edits``: the
-#: TODO.md edits made for it (a JSON array); ``ref``: the row a reapplied/overwritten row is
-#: about. Adding nullable columns leaves every version 1 row as it was.
-_SCHEMA_V2: Final = """
-ALTER TABLE observations ADD COLUMN entry_before TEXT;
-ALTER TABLE observations ADD COLUMN entry_after TEXT;
-ALTER TABLE observations ADD COLUMN todo_edits TEXT;
-ALTER TABLE observations ADD COLUMN ref INTEGER;
-CREATE INDEX IF NOT EXISTS observations_kind_ts ON observations (kind, ts);
-"""
-
-#: version -> the statements that take a journal from the version before to it.
-_MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
 _COLUMNS: Final = "id, ts, kind, root, file, task, session, status, findings, content"
 
@@ -199,11 +173,11 @@ class Journal:
         except Exception as exc:  # noqa: BLE001 - platformdirs on an odd system: no journal
             return cls.disabled(path, f"no user state directory: {exc}")
         try:
-            conn = _connect(resolved, busy_timeout_s)
-        except _SchemaTooNewError as exc:
+            conn = connect(resolved, busy_timeout_s)
+        except SchemaTooNewError as exc:
             return cls.disabled(resolved, str(exc))
         except sqlite3.Error as exc:
-            return cls.disabled(resolved, f"{resolved}: {_explain(exc)}")
+            return cls.disabled(resolved, f"{resolved}: {explain(exc)}")
         except OSError as exc:
             return cls.disabled(resolved, f"{resolved}: {exc.strerror or exc}")
         except ValueError as exc:  # a path with a NUL byte, from a configuration file
@@ -268,7 +242,7 @@ class Journal:
                 log.warning(
                     "journal write failed",
                     path=str(self.path),
-                    error=_explain(exc),
+                    error=explain(exc),
                     kind=kind,
                     root=root,
                     file=file,
@@ -337,7 +311,7 @@ class Journal:
             self._warn("journal settings could not be restored", exc)
 
     def _warn(self, event: str, exc: sqlite3.Error) -> None:
-        log.warning(event, path=str(self.path), error=_explain(exc))
+        log.warning(event, path=str(self.path), error=explain(exc))
 
     @contextmanager
     def _transaction(self, *, durable: bool) -> Iterator[None]:
@@ -404,7 +378,7 @@ class Journal:
             try:
                 rows = conn.execute(query, (*params, max(limit, 0))).fetchall()
             except sqlite3.Error as exc:
-                log.warning("journal read failed", path=str(self.path), error=_explain(exc))
+                log.warning("journal read failed", path=str(self.path), error=explain(exc))
                 return []
         return [_observation(row) for row in reversed(rows)]
 
@@ -485,7 +459,7 @@ class Journal:
             try:
                 return conn.execute(query, params).fetchall()
             except sqlite3.Error as exc:
-                log.warning("journal read failed", path=str(self.path), error=_explain(exc))
+                log.warning("journal read failed", path=str(self.path), error=explain(exc))
                 return []
 
     def last_postflighted(
@@ -577,7 +551,7 @@ class Journal:
                 time.sleep(PRUNE_PAUSE_S)
         except sqlite3.Error as exc:
             self._warn("journal pruning failed", exc)
-            result.error = _explain(exc)
+            result.error = explain(exc)
         return result
 
     def pruned_before(self) -> str | None:
@@ -621,80 +595,6 @@ class Journal:
         self.close()
 
 
-class _SchemaTooNewError(Exception):
-    """The database was written by a newer postflightd: the journal is disabled."""
-
-
-def _connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
-    # The journal holds whatever agents wrote: private to the user, like the state directory.
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
-        # Created here first so that it is 0o600 (sqlite would use 0o644); the -wal and -shm
-        # files copy the database file's mode.
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
-    conn = sqlite3.connect(
-        path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-    )
-    try:
-        # The first statement reads the header: a corrupt file fails here, not on first use.
-        mode = _enter_wal(conn, busy_timeout_s)
-        if str(mode).lower() != "wal":
-            # Some filesystems (network ones) cannot share WAL memory; the journal still works.
-            log.warning("journal is not in WAL mode", path=str(path), journal_mode=mode)
-        conn.execute("PRAGMA synchronous = NORMAL")
-        _migrate(conn, path)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _enter_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> object:
-    """``PRAGMA journal_mode = WAL``, retried while another connection holds the database.
-
-    SQLite answers SQLITE_BUSY at once, without calling the busy handler, when two connections
-    switch a fresh database to WAL at the same instant (the switch needs an exclusive lock and
-    waiting could deadlock), so the busy timeout alone does not cover it.
-    """
-    deadline = time.monotonic() + busy_timeout_s
-    delay = 0.002
-    while True:
-        try:
-            return conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-        time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - timing jitter, not crypto
-        delay = min(delay * 2, 0.1)
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    # IMMEDIATE: two processes creating a fresh journal at once must not both migrate.
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        _check_version(version, path)
-        if version < SCHEMA_VERSION:
-            # Step by step: a version 1 journal gets only the version 2 statements.
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[step].split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-
-
-def _check_version(version: int, path: Path) -> None:
-    if version > SCHEMA_VERSION:
-        raise _SchemaTooNewError(
-            f"{path}: journal schema version {version} was written by a newer postflightd "
-            f"(this one knows version {SCHEMA_VERSION}); upgrade, or set [journal] path"
-        )
-
-
 def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, str | None]:
     if change is None:
         return (None, None, None)
@@ -705,20 +605,6 @@ def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, 
         return json.dumps(value, ensure_ascii=False)
 
     return (dump(change.before), dump(change.after), dump([dict(t) for t in change.todo]))
-
-
-def _explain(exc: sqlite3.Error) -> str:
-    text = str(exc)
-    if "not a database" in text or "malformed" in text:
-        return (
-            f"{text}: the journal file is corrupt; move it away (postflightd creates a new "
-            "one) or set [journal] path"
-        )
-    if "unable to open" in text:
-        return f"{text}: check that the path is a writable file, not a directory"
-    if "locked" in text:
-        return f"{text}: another process held the journal's write lock past the busy timeout"
-    return text
 
 
 def _observation(row: tuple[Any, ...]) -> Observation:
