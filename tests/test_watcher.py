@@ -25,12 +25,12 @@ from watchdog.events import (
 )
 
 from postflightd import inotify
+from postflightd.inotify_watch import SpecsTree
 from postflightd.watcher import (
     DirtySet,
     Pending,
     RootWatch,
     SpecsEventHandler,
-    SpecsTree,
     choose_kind,
     filesystem_type,
     install_overflow_trap,

@@ -1,7 +1,8 @@
-"""The watchdog adapter: which metadata files changed, and whether each watch still holds.
+"""Which metadata files changed, and whether each root's watch still holds.
 
-Events are hints; the directory is the truth. The handler only records dirty paths and wakes
-the daemon's loop. ``RootWatch`` owns one observer per root and answers whether it is still
+Events are hints; the directory is the truth. The handlers only record dirty paths and wake
+the daemon's loop. ``RootWatch`` owns one root's watch (inotify through ``inotify_watch`` on
+Linux, watchdog's observer elsewhere, or none when polling) and answers whether it is still
 watching the right directory: watchdog fails silently in several ways (a dead dispatcher or
 emitter thread, a specs directory replaced under it, a queue overflow that is only logged),
 and each one turns into a rescan request here.
@@ -13,7 +14,6 @@ import contextlib
 import errno
 import logging
 import os
-import select
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +30,7 @@ from watchdog.events import (
 )
 
 from postflightd import inotify
+from postflightd.inotify_watch import EventReader, SpecsTree, event_reader
 from postflightd.loader import META_NAME
 
 if TYPE_CHECKING:
@@ -193,273 +194,6 @@ def install_overflow_trap(sink: DirtySet) -> OverflowTrap:
     # Our trap is the one handler: watchdog's own warning is re-logged by the daemon instead.
     wd_logger.propagate = False
     return trap
-
-
-# --- inotify: specs/ and each task directory, one level down ----------------------------------
-
-#: specs/: task directories coming and going, state.json replaced or rewritten, itself moved.
-SPECS_MASK: Final = (
-    inotify.IN_CREATE
-    | inotify.IN_MOVED_FROM
-    | inotify.IN_MOVED_TO
-    | inotify.IN_DELETE
-    | inotify.IN_CLOSE_WRITE
-    | inotify.IN_DELETE_SELF
-    | inotify.IN_MOVE_SELF
-    | inotify.IN_ONLYDIR
-    | inotify.IN_DONT_FOLLOW
-    | inotify.IN_EXCL_UNLINK
-)
-#: A task directory: its metadata file written, closed, renamed in or out, deleted. No
-#: open/close-nowrite/access/attrib: reading a tree (our own rescans included) sends nothing.
-TASK_MASK: Final = (
-    inotify.IN_CREATE
-    | inotify.IN_MODIFY
-    | inotify.IN_CLOSE_WRITE
-    | inotify.IN_MOVED_FROM
-    | inotify.IN_MOVED_TO
-    | inotify.IN_DELETE
-    | inotify.IN_ONLYDIR
-    | inotify.IN_DONT_FOLLOW
-    | inotify.IN_EXCL_UNLINK
-)
-_META_B: Final = os.fsencode(META_NAME)
-_ARRIVED: Final = inotify.IN_CREATE | inotify.IN_MOVED_TO
-_LEFT: Final = inotify.IN_DELETE | inotify.IN_MOVED_FROM
-
-
-class SpecsTree:
-    """One root's inotify instance: a watch on specs/ and one on each task directory.
-
-    Never recursive: what an agent leaves inside a task directory (a ``node_modules``, a build
-    tree) adds no watch and no event. The event reader thread calls ``dispatch``; the
-    daemon's loop calls ``ensure`` after each rescan (a task directory created while events
-    were lost); both under ``_lock``.
-    """
-
-    def __init__(self, root: Path, specs_dir: Path, state_file: str, sink: DirtySet) -> None:
-        self.root = root
-        self._specs = os.fsencode(specs_dir)
-        self._specs_str = str(specs_dir)
-        self._state_b = os.fsencode(state_file)
-        self._sink = sink
-        self._lock = threading.Lock()
-        self._ino: inotify.Inotify | None = None
-        self._specs_wd = -1
-        #: wd -> task directory name (bytes), and back.
-        self._dirs: dict[int, bytes] = {}
-        self._wds: dict[bytes, int] = {}
-        #: set when a watch could not be added while running (the watch limit): the
-        #: supervisor falls back to polling for this root.
-        self.failed: str | None = None
-
-    @property
-    def fd(self) -> int:
-        return self._ino.fd if self._ino is not None else -1
-
-    @property
-    def watch_count(self) -> int:
-        return len(self._dirs) + (1 if self._specs_wd >= 0 else 0)
-
-    def start(self) -> None:
-        """Watch specs/ and every task directory in it; OSError (ENOSPC ...) leaves none."""
-        ino = inotify.Inotify()
-        try:
-            self._ino = ino
-            self._specs_wd = ino.add_watch(self._specs, SPECS_MASK)
-            with os.scandir(self._specs) as it:
-                names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
-            with self._lock:
-                for name in names:
-                    self._add(name)
-        except BaseException:
-            self.close()
-            raise
-
-    def _add(self, name: bytes) -> None:
-        """Watch task directory ``name`` (under the lock); a vanished one is skipped."""
-        assert self._ino is not None
-        if name in self._wds or name.startswith(b"."):
-            return
-        try:
-            wd = self._ino.add_watch(self._specs + b"/" + name, TASK_MASK)
-        except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
-                return  # gone, a file, unreadable or a link: nothing to watch there
-            raise
-        old = self._dirs.get(wd)
-        if old is not None:
-            self._wds.pop(old, None)  # the same inode under a new name (moved within specs)
-        self._dirs[wd] = name
-        self._wds[name] = wd
-
-    def _drop(self, name: bytes) -> None:
-        wd = self._wds.pop(name, None)
-        if wd is not None:
-            self._dirs.pop(wd, None)
-            if self._ino is not None:
-                # A directory moved out keeps its watch (inotify follows the inode): drop it,
-                # or its events would be reported under the old path.
-                self._ino.rm_watch(wd)
-
-    def ensure(self, names: list[str]) -> int:
-        """Watch the task directories in ``names`` not watched yet; how many were added."""
-        added = 0
-        with self._lock:
-            if self._ino is None:
-                return 0
-            for raw in names:
-                name = os.fsencode(raw)
-                if name in self._wds:
-                    continue
-                try:
-                    self._add(name)
-                except OSError as exc:
-                    self.failed = str(exc.strerror or exc)
-                    self._sink.request_check(self.root)
-                    return added
-                added += name in self._wds
-        return added
-
-    def read(self) -> None:
-        """Read every queued event and dispatch it (the event reader thread)."""
-        # Under the lock: close() takes it too, so the descriptor cannot be closed (and its
-        # number reused by another file) while it is being read.
-        with self._lock:
-            if self._ino is None:
-                return
-            try:
-                events = self._ino.read()
-            except OSError:
-                return
-        for event in events:
-            self.dispatch(*event)
-
-    def dispatch(self, wd: int, mask: int, _cookie: int, name: bytes) -> None:
-        """Turn one inotify event into dirty paths, a rescan or a check. Nothing slow."""
-        if mask & inotify.IN_Q_OVERFLOW:
-            # Events were lost: one rescan of this root (no watch is rebuilt, so the rescan
-            # itself sends no events and cannot overflow the queue again).
-            self._sink.request_rescan(self.root, "event queue overflow")
-            return
-        if wd == self._specs_wd:
-            self._specs_event(mask, name)
-            return
-        with self._lock:
-            task = self._dirs.get(wd)
-            if mask & inotify.IN_IGNORED:
-                if task is not None:
-                    self._dirs.pop(wd, None)
-                    if self._wds.get(task) == wd:
-                        del self._wds[task]
-                return
-        if task is None or name != _META_B:
-            return
-        path = os.fsdecode(self._specs + b"/" + task + b"/" + name)
-        # Modified or created: a writer has it open. Closed, renamed in, or gone: complete.
-        writing = bool(mask & (inotify.IN_MODIFY | inotify.IN_CREATE))
-        self._sink.mark(self.root, path, complete=not writing)
-
-    def _specs_event(self, mask: int, name: bytes) -> None:
-        if mask & (inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_IGNORED):
-            self._sink.request_check(self.root)
-            return
-        if not name:
-            return
-        if name == self._state_b:
-            if mask & (inotify.IN_CLOSE_WRITE | inotify.IN_MOVED_TO | inotify.IN_CREATE):
-                self._sink.state_changed(self.root)
-            return
-        if name.startswith(b"."):
-            return  # our own temporary files, the pid and lock files: never a task directory
-        meta = f"{self._specs_str}{os.sep}{os.fsdecode(name)}{os.sep}{META_NAME}"
-        if mask & _ARRIVED:
-            if mask & inotify.IN_ISDIR:
-                with self._lock:
-                    if self._ino is None:
-                        return
-                    try:
-                        # Watch first, then look: a file written before the watch existed is
-                        # found by the look, one written after sends its event.
-                        self._add(name)
-                    except OSError as exc:
-                        self.failed = str(exc.strerror or exc)
-                        self._sink.request_check(self.root)
-            # A symlink to a directory arrives as a file (no IN_ISDIR): marked too, so that
-            # the pipeline refuses it with PF100.
-            self._sink.mark(self.root, meta)
-        elif mask & _LEFT and mask & inotify.IN_ISDIR:
-            with self._lock:
-                self._drop(name)
-            self._sink.mark(self.root, meta)
-
-    def close(self) -> None:
-        with self._lock:
-            ino, self._ino = self._ino, None
-            self._dirs.clear()
-            self._wds.clear()
-            self._specs_wd = -1
-            if ino is not None:
-                ino.close()  # closing the instance frees every watch at once
-
-
-class EventReader(threading.Thread):
-    """The one thread reading every root's inotify instance (poll(2); no timeout when idle)."""
-
-    def __init__(self) -> None:
-        super().__init__(name="postflightd-inotify", daemon=True)
-        self._lock = threading.Lock()
-        self._trees: dict[int, SpecsTree] = {}
-        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        self._poller = select.poll()
-        self._poller.register(self._wake_r, select.POLLIN)
-
-    def add(self, tree: SpecsTree) -> None:
-        with self._lock:
-            self._trees[tree.fd] = tree
-            self._poller.register(tree.fd, select.POLLIN)
-        self._wake()
-
-    def remove(self, tree: SpecsTree) -> None:
-        with self._lock:
-            for fd, known in list(self._trees.items()):
-                if known is tree:
-                    del self._trees[fd]
-                    with contextlib.suppress(KeyError, ValueError):
-                        self._poller.unregister(fd)
-        self._wake()
-
-    def _wake(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"\0")
-
-    def run(self) -> None:
-        while True:
-            ready = self._poller.poll()
-            for fd, _ in ready:
-                if fd == self._wake_r:
-                    with contextlib.suppress(BlockingIOError):
-                        while os.read(self._wake_r, 4096):
-                            continue
-                    continue
-                with self._lock:
-                    tree = self._trees.get(fd)
-                if tree is not None:
-                    tree.read()
-
-
-_reader_lock = threading.Lock()
-_reader: EventReader | None = None
-
-
-def event_reader() -> EventReader:
-    """The running event reader thread, started on first use (again if it died)."""
-    global _reader  # noqa: PLW0603 - one reader thread per process, shared by every root
-    with _reader_lock:
-        if _reader is None or not _reader.is_alive():
-            _reader = EventReader()
-            _reader.start()
-        return _reader
 
 
 def filesystem_type(path: Path) -> str | None:
