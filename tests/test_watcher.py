@@ -27,6 +27,7 @@ from watchdog.events import (
 from postflightd import inotify
 from postflightd.inotify_watch import SpecsTree
 from postflightd.watcher import (
+    MOVE_PAIRING_S,
     DirtySet,
     Pending,
     RootWatch,
@@ -34,6 +35,7 @@ from postflightd.watcher import (
     choose_kind,
     filesystem_type,
     install_overflow_trap,
+    short_move_pairing,
 )
 
 ROOT = Path("/p")
@@ -124,8 +126,7 @@ def trap_sink() -> Iterator[DirtySet]:
     try:
         yield sink
     finally:
-        logging.getLogger("watchdog").removeHandler(trap)
-        logging.getLogger("watchdog").propagate = True
+        trap.remove()
 
 
 def test_watchdogs_overflow_warning_becomes_a_rescan_of_every_root(trap_sink: DirtySet) -> None:
@@ -136,6 +137,46 @@ def test_watchdogs_overflow_warning_becomes_a_rescan_of_every_root(trap_sink: Di
     assert trap_sink.take().rescans == {None: "event queue overflow"}
     logging.getLogger("watchdog.observers.inotify_c").warning("something else")
     assert trap_sink.take().rescans == {}
+
+
+def test_removing_the_trap_gives_watchdogs_logger_back_its_propagate_flag() -> None:
+    wd_logger = logging.getLogger("watchdog")
+    before = wd_logger.propagate
+    for flag in (True, False):
+        wd_logger.propagate = flag
+        try:
+            sink = DirtySet()
+            trap = install_overflow_trap(sink)
+            assert wd_logger.propagate is False
+            assert trap in wd_logger.handlers
+            trap.remove()
+            assert wd_logger.propagate is flag
+            assert trap not in wd_logger.handlers
+            # Removed: an overflow warning no longer reaches this sink.
+            logging.getLogger("watchdog.observers.inotify_c").warning("queue overflow")
+            assert sink.take().rescans == {}
+        finally:
+            wd_logger.propagate = before
+
+
+def test_watchdog_still_has_the_move_pairing_delay_we_shorten() -> None:
+    """An upgrade of watchdog that drops the attribute fails here, not silently in the daemon."""
+    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+
+    assert isinstance(InotifyMoveEventGrouper.delay, float)
+    assert InotifyMoveEventGrouper.delay > MOVE_PAIRING_S
+
+
+def test_move_pairing_is_short_only_while_an_observer_starts() -> None:
+    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+
+    default = InotifyMoveEventGrouper.delay
+    with short_move_pairing():
+        assert InotifyMoveEventGrouper.delay == MOVE_PAIRING_S
+    assert InotifyMoveEventGrouper.delay == default
+    with pytest.raises(OSError, match="start failed"), short_move_pairing():
+        raise OSError("start failed")
+    assert InotifyMoveEventGrouper.delay == default
 
 
 def test_filesystem_type_of_a_local_directory(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ loop, the signals, the supervision of the watches, and SIGHUP's reload.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import select
 import signal
@@ -299,7 +298,7 @@ class Daemon:
                 self._pruner.stop()
                 self._pruner = None
             if self._trap is not None:
-                logging.getLogger("watchdog").removeHandler(self._trap)
+                self._trap.remove()
                 self._trap = None
             if self._previous_hook is not None:
                 threading.excepthook = self._previous_hook

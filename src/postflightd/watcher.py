@@ -15,7 +15,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
@@ -171,12 +171,15 @@ class OverflowTrap(logging.Handler):
 
     watchdog (inotify) reports a kernel IN_Q_OVERFLOW only by logging a warning: for a
     non-recursive or rebuilt watch no event reaches the handler, so the events lost are
-    invisible unless the log line itself is caught.
+    invisible unless the log line itself is caught. ``remove`` takes the trap off and gives
+    watchdog's logger back the ``propagate`` flag it had.
     """
 
     def __init__(self, sink: DirtySet) -> None:
         super().__init__(level=logging.WARNING)
         self._sink = sink
+        self._logger = logging.getLogger("watchdog")
+        self._propagate: bool | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -186,13 +189,26 @@ class OverflowTrap(logging.Handler):
         if "overflow" in text.lower():
             self._sink.request_rescan(None, "event queue overflow")
 
+    def install(self) -> None:
+        if self._propagate is None:
+            self._propagate = self._logger.propagate
+        self._logger.addHandler(self)
+        # watchdog's records stop at the trap: the daemon logs an overflow in its own format
+        # (``event_queue_overflow``, when the rescan runs); a handler on the root logger (an
+        # embedding program's, pytest's) would otherwise print watchdog's raw warning too.
+        self._logger.propagate = False
+
+    def remove(self) -> None:
+        self._logger.removeHandler(self)
+        if self._propagate is not None:
+            self._logger.propagate = self._propagate
+            self._propagate = None
+
 
 def install_overflow_trap(sink: DirtySet) -> OverflowTrap:
+    """An ``OverflowTrap`` on watchdog's logger; ``remove()`` it when done."""
     trap = OverflowTrap(sink)
-    wd_logger = logging.getLogger("watchdog")
-    wd_logger.addHandler(trap)
-    # Our trap is the one handler: watchdog's own warning is re-logged by the daemon instead.
-    wd_logger.propagate = False
+    trap.install()
     return trap
 
 
@@ -221,7 +237,6 @@ def _observer() -> BaseObserver:
     """watchdog's native observer (FSEvents, kqueue, ReadDirectoryChangesW): not on Linux."""
     from watchdog.observers import Observer
 
-    _shorten_move_pairing()
     # The dispatcher thread wakes every ``timeout`` seconds even when idle (queue.get with a
     # timeout); stop() does not wait for it (it queues a stop marker), so a long one is free.
     return Observer(timeout=IDLE_WAKE_S)
@@ -231,21 +246,28 @@ def _observer() -> BaseObserver:
 MOVE_PAIRING_S: Final = 0.02
 
 
-def _shorten_move_pairing() -> None:
-    """Hold unpaired IN_MOVED_FROM events for 20 ms instead of watchdog's 0.5 s.
+@contextlib.contextmanager
+def short_move_pairing() -> Iterator[None]:
+    """Inside: watchdog's inotify observers started hold unpaired IN_MOVED_FROM events for
+    20 ms instead of 0.5 s. Outside, watchdog's default is back.
 
-    watchdog's inotify move grouper (``InotifyMoveEventGrouper.delay``, a class attribute)
-    puts every IN_MOVED_FROM on a DelayedQueue whose ``get`` sleeps out the whole delay when
-    that event reaches the head, even if the matching IN_MOVED_TO removes it a moment later.
-    Our own clean-up renames each applied file aside, so every event behind such a head
-    (the next agent's final file) waited 0.5 s. The handler reads src and dest paths itself
-    and needs no paired moves: an unpaired half is a deleted or created event, just as dirty.
+    watchdog's inotify move grouper (``InotifyMoveEventGrouper.delay``, a class attribute
+    read when an emitter starts; the module exists from watchdog 7, hence the pin in
+    pyproject.toml) puts every IN_MOVED_FROM on a DelayedQueue whose ``get`` sleeps out the
+    whole delay when that event reaches the head, even if the matching IN_MOVED_TO removes it
+    a moment later. Our own clean-up renames each applied file aside, so every event behind
+    such a head (the next agent's final file) waited 0.5 s. The handler reads src and dest
+    paths itself and needs no paired moves: an unpaired half is a deleted or created event,
+    just as dirty. Scoped to the observer's start, so the process keeps no patched state.
     """
-    try:
-        from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-    except ImportError:  # watchdog < 6 kept the delay on InotifyBuffer; leave it as it is
-        return
+    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+
+    original = InotifyMoveEventGrouper.delay
     InotifyMoveEventGrouper.delay = MOVE_PAIRING_S
+    try:
+        yield
+    finally:
+        InotifyMoveEventGrouper.delay = original
 
 
 def choose_kind(mode: ObserverMode, specs_dir: Path) -> tuple[ObserverKind, str]:
@@ -359,7 +381,9 @@ class RootWatch:
         observer.daemon = True
         observer.schedule(self._handler, str(self.specs_dir), recursive=True)
         try:
-            observer.start()
+            # Emitters (and their move groupers) are created when the observer starts.
+            with short_move_pairing():
+                observer.start()
         except BaseException:
             observer.unschedule_all()
             raise
