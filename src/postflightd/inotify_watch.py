@@ -97,18 +97,17 @@ class SpecsTree:
                 names = [e.name for e in it if e.is_dir(follow_symlinks=False)]
             with self._lock:
                 for name in names:
-                    self._add(name)
+                    self._add(ino, name)
         except BaseException:
             self.close()
             raise
 
-    def _add(self, name: bytes) -> None:
+    def _add(self, ino: inotify.Inotify, name: bytes) -> None:
         """Watch task directory ``name`` (under the lock); a vanished one is skipped."""
-        assert self._ino is not None
         if name in self._wds or name.startswith(b"."):
             return
         try:
-            wd = self._ino.add_watch(self._specs + b"/" + name, TASK_MASK)
+            wd = ino.add_watch(self._specs + b"/" + name, TASK_MASK)
         except OSError as exc:
             if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.ELOOP):
                 return  # gone, a file, unreadable or a link: nothing to watch there
@@ -132,14 +131,15 @@ class SpecsTree:
         """Watch the task directories in ``names`` not watched yet; how many were added."""
         added = 0
         with self._lock:
-            if self._ino is None:
+            ino = self._ino
+            if ino is None:
                 return 0
             for raw in names:
                 name = os.fsencode(raw)
                 if name in self._wds:
                     continue
                 try:
-                    self._add(name)
+                    self._add(ino, name)
                 except OSError as exc:
                     self.failed = str(exc.strerror or exc)
                     self._sink.request_check(self.root)
@@ -202,12 +202,13 @@ class SpecsTree:
         if mask & _ARRIVED:
             if mask & inotify.IN_ISDIR:
                 with self._lock:
-                    if self._ino is None:
+                    ino = self._ino
+                    if ino is None:
                         return
                     try:
                         # Watch first, then look: a file written before the watch existed is
                         # found by the look, one written after sends its event.
-                        self._add(name)
+                        self._add(ino, name)
                     except OSError as exc:
                         self.failed = str(exc.strerror or exc)
                         self._sink.request_check(self.root)

@@ -231,7 +231,7 @@ class Journal:
             if conn is None or self._batch_failed:
                 return False
             try:
-                with self._transaction(durable=kind in DURABLE_KINDS):
+                with self._transaction(conn, durable=kind in DURABLE_KINDS):
                     conn.execute(
                         "INSERT INTO observations (ts, kind, root, file, task, session, status, "
                         "findings, content, entry_before, entry_after, todo_edits, ref) "
@@ -314,9 +314,7 @@ class Journal:
         log.warning(event, path=str(self.path), error=explain(exc))
 
     @contextmanager
-    def _transaction(self, *, durable: bool) -> Iterator[None]:
-        conn = self._conn
-        assert conn is not None
+    def _transaction(self, conn: sqlite3.Connection, *, durable: bool) -> Iterator[None]:
         if self._batch_depth > 0:
             # Inside a batch: the batch commits, durably, as a whole.
             yield
@@ -510,7 +508,7 @@ class Journal:
             with self._lock:
                 conn.execute("CREATE INDEX IF NOT EXISTS observations_ts ON observations (ts)")
             while not (stop is not None and stop.is_set()):
-                with self._lock, self._transaction(durable=False):
+                with self._lock, self._transaction(conn, durable=False):
                     n = conn.execute(
                         "DELETE FROM observations WHERE id IN (SELECT id FROM observations "
                         "WHERE ts < ? ORDER BY ts LIMIT ?)",
@@ -542,7 +540,7 @@ class Journal:
                     if excess <= 0:
                         break
                 marks = ",".join("?" * len(ids))
-                with self._lock, self._transaction(durable=False):
+                with self._lock, self._transaction(conn, durable=False):
                     conn.execute(
                         f"UPDATE observations SET content = NULL WHERE id IN ({marks})",  # noqa: S608 - placeholders only
                         ids,
