@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from postflightd.loader import STATE_CACHE
+
 SESSION = "sess_1736700000_abc123"
 
 
@@ -30,6 +32,14 @@ def _isolated_dirs(
     monkeypatch.delenv("POSTFLIGHTD_CONFIG", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state_cache() -> Iterator[None]:
+    """Each test starts with no parsed state.json held over from another test's tmp_path."""
+    STATE_CACHE.clear()
+    yield
+    STATE_CACHE.clear()
 
 
 def task_entry(number: int, name: str, **extra: Any) -> dict[str, Any]:

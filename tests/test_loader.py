@@ -17,6 +17,7 @@ import pytest
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.loader import (
     META_NAME,
+    STATE_CACHE,
     Loaded,
     Marker,
     MetaFileRef,
@@ -287,6 +288,29 @@ def test_state_json_that_is_a_directory(tmp_path: Path) -> None:
     assert not state.usable
     assert state.problem is not None
     assert "directory" in state.problem
+
+
+def test_state_cache_holds_one_parse_per_file_until_cleared(tmp_path: Path) -> None:
+    """The cache starts empty in every test (conftest clears it) and ``clear`` forgets."""
+    assert STATE_CACHE.size == 0
+    one = make_project(tmp_path / "one", [task_entry(1, "a")]) / "specs" / "state.json"
+    two = make_project(tmp_path / "two", [task_entry(2, "b")]) / "specs" / "state.json"
+    first = state_at(one)
+    assert state_at(one) is first
+    state_at(two)
+    assert STATE_CACHE.size == 2
+    STATE_CACHE.clear()
+    assert STATE_CACHE.size == 0
+    again = state_at(one)
+    assert again is not first
+    assert again.tasks == first.tasks
+
+
+def test_an_unusable_state_json_is_not_cached(tmp_path: Path) -> None:
+    path = make_project(tmp_path).joinpath("specs", "state.json")
+    path.write_text('{"active_projects": [', encoding="utf-8")
+    assert not state_at(path).usable
+    assert STATE_CACHE.size == 0
 
 
 # --- the marker -----------------------------------------------------------------------------

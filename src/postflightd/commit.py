@@ -20,9 +20,8 @@ from postflightd.findings import finding
 from postflightd.journal import Journal, TaskChange
 from postflightd.loader import (
     META_NAME,
+    STATE_CACHE,
     FileIdentity,
-    cached_state,
-    remember_state,
     state_shape_problem,
 )
 from postflightd.postflight import (
@@ -189,7 +188,7 @@ def commit_outcomes(
         if snapshot.raw is None:
             raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
         text = snapshot.raw.decode("utf-8", errors="strict")
-        cached = cached_state(snapshot.path, snapshot.raw)
+        cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
         if cached is not None and cached.doc is not None:
             doc = cached.doc
         else:
@@ -244,7 +243,7 @@ def commit_outcomes(
     if written_bytes is not None and written_doc is not None:
         # The next read of state.json (the next agent's postflight) finds these bytes and
         # skips the parse.
-        remember_state(project.state.path, written_bytes, written_doc)
+        STATE_CACHE.remember(project.state.path, written_bytes, written_doc)
     live = [r for r in live if r.outcome is Outcome.APPLIED]
     if config.postflight.sync_todo and todo_edits:
         _sync_todo(project, config, [(r, e) for r, e in todo_edits if r.outcome is Outcome.APPLIED])

@@ -254,25 +254,40 @@ def tasks_by_number(doc: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
     return {t["project_number"]: t for t in doc["active_projects"]}
 
 
-#: Parsed state.json documents by path, with the bytes they were parsed from. Every
-#: postflight rewrites state.json and the next one reads it again: a 1,000-task file costs
-#: ~5 ms to parse, a quarter of the watch latency budget, and ~0.3 ms to read and compare.
-#: Keyed on content, not on (inode, size, mtime): an in-place rewrite of the same size within
-#: one tick of the file system's clock keeps all three.
-_STATE_CACHE: dict[str, tuple[bytes, StateView]] = {}
+class StateCache:
+    """Parsed state.json documents by path, with the bytes they were parsed from.
+
+    Every postflight rewrites state.json and the next one reads it again: a 1,000-task file
+    costs ~5 ms to parse, a quarter of the watch latency budget, and ~0.3 ms to read and
+    compare. Keyed on content, not on (inode, size, mtime): an in-place rewrite of the same
+    size within one tick of the file system's clock keeps all three. One per process
+    (``STATE_CACHE``): the daemon's roots and in-process commands share it; tests clear it.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[bytes, StateView]] = {}
+
+    def get(self, path: Path, raw: bytes | None) -> StateView | None:
+        """The usable state.json parsed earlier from exactly these bytes, if any."""
+        entry = self._entries.get(str(path))
+        return entry[1] if entry is not None and raw is not None and entry[0] == raw else None
+
+    def remember(self, path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
+        """Record that ``raw`` (already checked for shape) parses to ``doc``."""
+        view = StateView(path, exists=True, doc=doc, tasks=tasks_by_number(doc))
+        self._entries[str(path)] = (raw, view)
+        return view
+
+    @property
+    def size(self) -> int:
+        """How many state.json files are held."""
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
-def cached_state(path: Path, raw: bytes | None) -> StateView | None:
-    """The usable state.json parsed earlier from exactly these bytes, if any."""
-    entry = _STATE_CACHE.get(str(path))
-    return entry[1] if entry is not None and raw is not None and entry[0] == raw else None
-
-
-def remember_state(path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
-    """Record that ``raw`` (already checked for shape) parses to ``doc``."""
-    view = StateView(path, exists=True, doc=doc, tasks=tasks_by_number(doc))
-    _STATE_CACHE[str(path)] = (raw, view)
-    return view
+STATE_CACHE: Final = StateCache()
 
 
 def open_state(path: Path) -> BinaryIO | StateView:
@@ -345,7 +360,7 @@ def load_state(specs: Directory, name: str, others: tuple[str, ...] = ()) -> Sta
     refused = _refused_among(specs, others)
     if refused is not None:
         return StateView(path, exists=True, problem=refused)
-    cached = cached_state(path, raw)
+    cached = STATE_CACHE.get(path, raw)
     if cached is not None:
         return cached
     doc, problem = parse_json(raw)
@@ -353,7 +368,7 @@ def load_state(specs: Directory, name: str, others: tuple[str, ...] = ()) -> Sta
         problem = state_shape_problem(doc)
     if problem is not None:
         return StateView(path, exists=True, problem=f"{name}: {problem}")
-    return remember_state(path, raw, doc)
+    return STATE_CACHE.remember(path, raw, doc)
 
 
 def _refused_among(specs: Directory, names: tuple[str, ...]) -> str | None:

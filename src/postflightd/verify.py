@@ -32,7 +32,7 @@ import structlog
 from postflightd.config import Config
 from postflightd.errors import ExitCode, StateUnusableError
 from postflightd.journal import Journal, RecordedChange, TaskChange
-from postflightd.loader import StateView, cached_state, load_state, state_shape_problem
+from postflightd.loader import STATE_CACHE, StateView, load_state, state_shape_problem
 from postflightd.postflight import TodoEdit, find_task, task_index
 from postflightd.statetext import render_state
 from postflightd.store import (
@@ -325,7 +325,7 @@ def _parse_state(snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
     if snapshot.raw is None:
         raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
     text = snapshot.raw.decode("utf-8", errors="strict")
-    cached = cached_state(snapshot.path, snapshot.raw)
+    cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
     if cached is not None and cached.doc is not None:
         return text, cached.doc
     doc = json.loads(text)
