@@ -314,7 +314,8 @@ def test_two_processes_writing_at_once_lose_no_rows(tmp_path: Path) -> None:
 
 
 def test_threads_share_one_journal(journal: Journal) -> None:
-    """The daemon's threads may record through one Journal at once."""
+    """Threads may record through one Journal at once: its lock takes them in turn. (The
+    daemon records from its one loop thread; its pruner thread opens its own Journal.)"""
 
     def work(n: int) -> None:
         for i in range(50):

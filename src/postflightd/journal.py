@@ -148,7 +148,9 @@ class Journal:
         self._conn = conn
         self.path = path
         self.error = error
-        # The daemon records from its worker and supervisor threads over one connection.
+        # One connection (check_same_thread=False) that threads may share; the lock takes them
+        # in turn. The daemon itself records only from its loop thread (its pruner thread
+        # opens a Journal of its own).
         self._lock = threading.RLock()
         self._batch_depth = 0
         self._batch_failed = False

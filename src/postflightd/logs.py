@@ -1,4 +1,5 @@
-"""Logging: structlog configured once, from ``cli.main``, on stderr for every command.
+"""Logging: structlog on stderr, set up by ``cli.main`` for every command (``watch`` applies
+``[log]`` at start and again on SIGHUP).
 
 JSON lines when stderr is not a terminal (journald, files), readable console lines when it
 is. Values come from the project tree: console lines escape their control characters and

@@ -29,8 +29,9 @@ from typing import Final, NamedTuple
 #: Opening a directory that must not be a link, to list it or fsync it (the specs directory).
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: ... and only to work inside it (a task directory): O_PATH is enough for every *at call and
-#: fstat, and, unlike a real open, sends the daemon's own inotify watch no open/close events
-#: (three per postflighted file otherwise, each one a trip through watchdog's threads).
+#: fstat, and, unlike a real open, generates no open/close events for an inotify watch on the
+#: directory (three per postflighted file otherwise, for a watcher that asks for them, as
+#: watchdog's inotify observer does; ``inotify_watch``'s masks leave them out anyway).
 PATH_DIR_FLAGS: Final = (
     getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 )

@@ -87,7 +87,7 @@ class Pending:
 
 
 class DirtySet:
-    """Thread-safe hand-over from watchdog's threads to the daemon's loop."""
+    """Thread-safe hand-over from the watch threads (inotify reader, watchdog's) to the loop."""
 
     def __init__(self, wake: Callable[[], None] | None = None) -> None:
         self._lock = threading.Lock()
