@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from postflightd.inotify_watch import EVENT_READER
 from postflightd.loader import STATE_CACHE
 
 SESSION = "sess_1736700000_abc123"
@@ -32,6 +35,60 @@ def _isolated_dirs(
     monkeypatch.delenv("POSTFLIGHTD_CONFIG", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     yield
+
+
+#: How long a thread or child process a test stopped may take to be gone: the machines running
+#: the suite are shared, and a daemon asked to stop finishes its batch and closes its journal.
+LEAK_GRACE_S = 10.0
+
+
+def child_processes() -> set[tuple[int, str]]:
+    """This process's child processes (pid, command name), zombies included (unwaited)."""
+    me = os.getpid()
+    children: set[tuple[int, str]] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return children  # no /proc: processes are not checked on this system
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # gone meanwhile
+        name, _, rest = stat.partition(" (")[2].rpartition(") ")
+        fields = rest.split()
+        if len(fields) > 1 and fields[1] == str(me):
+            children.add((int(entry), f"{name} ({fields[0]})"))
+    return children
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_threads_or_processes() -> Iterator[None]:
+    """Fail a test that leaves a thread running or a child process unwaited (STYLE.md).
+
+    Compared with what ran before the test, after a grace deadline for what is shutting down.
+    The inotify reader thread is process-wide by design: it is stopped here once no watch
+    uses it (a watch left running keeps it, and the test fails).
+    """
+    threads = set(threading.enumerate())
+    children = {pid for pid, _ in child_processes()}
+    yield
+    EVENT_READER.stop_if_unused()
+    leaked: list[str] = []
+
+    def settled() -> bool:
+        leaked[:] = [
+            f"thread {t.name!r}" for t in threading.enumerate() if t not in threads and t.is_alive()
+        ] + [f"process {pid} {name}" for pid, name in child_processes() if pid not in children]
+        return not leaked
+
+    try:
+        wait_until("threads and child processes to end", settled, LEAK_GRACE_S)
+    except pytest.fail.Exception:
+        pytest.fail(f"the test left running: {', '.join(leaked)}")
 
 
 @pytest.fixture(autouse=True)

@@ -240,6 +240,7 @@ class EventReader(threading.Thread):
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._poller = select.poll()
         self._poller.register(self._wake_r, select.POLLIN)
+        self._stopping = False
 
     def add(self, tree: SpecsTree) -> None:
         with self._lock:
@@ -260,8 +261,24 @@ class EventReader(threading.Thread):
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"\0")
 
+    @property
+    def in_use(self) -> bool:
+        with self._lock:
+            return bool(self._trees)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """End the thread and close its wake-up pipe."""
+        self._stopping = True
+        self._wake()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
+        if not self.is_alive():
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
     def run(self) -> None:
-        while True:
+        while not self._stopping:
             ready = self._poller.poll()
             for fd, _ in ready:
                 if fd == self._wake_r:
@@ -275,15 +292,32 @@ class EventReader(threading.Thread):
                     tree.read()
 
 
-_reader_lock = threading.Lock()
-_reader: EventReader | None = None
+class SharedReader:
+    """The process's one ``EventReader``, shared by every root: started on first use (again
+    if it died). The daemon keeps it for its whole life; tests stop it between them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reader: EventReader | None = None
+
+    def get(self) -> EventReader:
+        """The running reader thread."""
+        with self._lock:
+            if self._reader is None or not self._reader.is_alive():
+                self._reader = EventReader()
+                self._reader.start()
+            return self._reader
+
+    def stop_if_unused(self) -> bool:
+        """Stop the reader when no root's tree is on it; False when one still is."""
+        with self._lock:
+            reader, self._reader = self._reader, None
+            if reader is not None and reader.in_use:
+                self._reader = reader
+                return False
+        if reader is not None:
+            reader.stop()
+        return True
 
 
-def event_reader() -> EventReader:
-    """The running event reader thread, started on first use (again if it died)."""
-    global _reader  # noqa: PLW0603 - one reader thread per process, shared by every root
-    with _reader_lock:
-        if _reader is None or not _reader.is_alive():
-            _reader = EventReader()
-            _reader.start()
-        return _reader
+EVENT_READER: Final = SharedReader()

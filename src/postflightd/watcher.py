@@ -30,7 +30,7 @@ from watchdog.events import (
 )
 
 from postflightd import inotify
-from postflightd.inotify_watch import EventReader, SpecsTree, event_reader
+from postflightd.inotify_watch import EVENT_READER, EventReader, SpecsTree
 from postflightd.loader import META_NAME
 
 if TYPE_CHECKING:
@@ -374,7 +374,7 @@ class RootWatch:
             tree = SpecsTree(self.root, self.specs_dir, self._state_file, self._sink)
             tree.start()
             self._tree = tree
-            self._reader = event_reader()
+            self._reader = EVENT_READER.get()
             self._reader.add(tree)
             return
         observer = _observer()
