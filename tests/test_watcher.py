@@ -25,7 +25,7 @@ from watchdog.events import (
 )
 
 from postflightd import inotify
-from postflightd.inotify_watch import SpecsTree
+from postflightd.inotify_watch import EVENT_READER, SpecsTree
 from postflightd.watcher import (
     MOVE_PAIRING_S,
     DirtySet,
@@ -274,6 +274,33 @@ def inotify_watch(specs: Path) -> Iterator[tuple[RootWatch, DirtySet]]:
         yield watch, sink
     finally:
         watch.stop()
+
+
+def test_the_shared_reader_thread_stops_only_when_no_watch_uses_it(specs: Path) -> None:
+    """The inotify reader is one thread per process; tests stop it between them."""
+    if not inotify.available():
+        pytest.skip("no inotify on this system")
+    watch = RootWatch(specs.parent, specs, "state.json", "auto", DirtySet())
+    try:
+        assert watch.start()
+        reader = EVENT_READER.get()
+        assert reader.is_alive()
+        assert not EVENT_READER.stop_if_unused(), "a watch still reads through it"
+        assert EVENT_READER.get() is reader
+    finally:
+        watch.stop()
+    assert EVENT_READER.stop_if_unused()
+    assert not reader.is_alive()
+    # The next watch starts a new one, and it delivers events.
+    sink = DirtySet()
+    again = RootWatch(specs.parent, specs, "state.json", "auto", sink)
+    try:
+        assert again.start()
+        assert EVENT_READER.get() is not reader
+        (specs / "state.json").write_text("{}", encoding="utf-8")
+        assert _collect(sink, lambda p: bool(p.state_changed)).state_changed == {specs.parent}
+    finally:
+        again.stop()
 
 
 def test_a_file_still_open_for_writing_is_complete_only_when_closed(
