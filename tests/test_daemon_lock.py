@@ -143,8 +143,9 @@ def test_sigterm_is_not_delayed_by_a_lock_held_by_another_process(
         time.sleep(0.1)
     started = time.monotonic()
     daemon.send_signal(signal.SIGTERM)
-    # Generous for a loaded machine; the old daemon needed up to 29 s here.
-    assert daemon.wait(12) == 0
-    assert time.monotonic() - started < 12
+    # The old daemon needed up to 29 s here (the store's 30 s lock wait); "promptly" is well
+    # under that, with room for a loaded machine.
+    assert daemon.wait(25) == 0
+    assert time.monotonic() - started < 20
     assert meta.exists()
     assert status_of(root) == "researching"

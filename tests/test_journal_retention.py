@@ -73,12 +73,15 @@ def test_pruning_never_holds_a_writer_for_long(tmp_path: Path) -> None:
     pruner = Journal.open(path)
     writer = Journal.open(path, busy_timeout_s=30)
     waits: list[float] = []
+    pruning: list[float] = []
     done = threading.Event()
 
     def prune() -> None:
+        t0 = time.monotonic()
         try:
             pruner.prune(keep_days=90, max_content_bytes=10**9, now=NOW, chunk=500)
         finally:
+            pruning.append(time.monotonic() - t0)
             done.set()
 
     thread = threading.Thread(target=prune)
@@ -93,9 +96,11 @@ def test_pruning_never_holds_a_writer_for_long(tmp_path: Path) -> None:
     finally:
         thread.join(60)
         pruner.close()
-    assert waits, "the writer ran during the pruning"
-    # One chunk, not the whole 20,000-row deletion (generous: the machine is shared).
-    assert max(waits) < 2.0
+    assert len(waits) > 1, "the writer ran during the pruning"
+    # One chunk (500 of 40), not the whole 20,000-row deletion: measured against the pruning's
+    # own duration, so a slow machine slows both sides alike. Held for the whole deletion, a
+    # writer would wait about as long as the pruning took.
+    assert max(waits) < pruning[0] / 2, (max(waits), pruning[0])
     assert [r.file for r in writer.history(limit=10_000) if r.kind == "seen"] == []
     writer.close()
 

@@ -91,13 +91,13 @@ def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) ->
         screen.wait_for(b"task 5: phase 1 1/2")
         screen.wait_for(b"task 5: phase 2 2/2")
         screen.wait_for(b"task 5: in_progress running -> researched waiting")
-        assert agent.wait(20) == 0
+        assert agent.wait(30) == 0
         # The changed row is drawn highlighted, and every frame is redrawn in place.
         assert HIGHLIGHT.encode() + b"  5 " in screen.data
         assert screen.data.count(HOME.encode()) >= 3
         assert b"WAITING" in screen.data
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(10) == 0  # Ctrl-C leaves the live view with exit 0
+        assert proc.wait(30) == 0  # Ctrl-C leaves the live view with exit 0
         screen.pump(0.5)
         assert b"\x1b[?25h" in screen.data  # the cursor is given back
         assert b"Traceback" not in screen.data
@@ -122,7 +122,7 @@ def test_status_watch_into_a_pipe_prints_changes_without_escapes(tmp_path: Path)
         assert first.startswith(b"postflightd status --watch")
         second = proc.stdout.readline() + proc.stdout.readline()  # the root, then its runs
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=10)
+        out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()

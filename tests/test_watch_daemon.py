@@ -48,7 +48,7 @@ class Daemon:
                 out.append(event)
         return out
 
-    def wait_event(self, name: str, timeout: float = 10.0, count: int = 1) -> list[dict[str, Any]]:
+    def wait_event(self, name: str, timeout: float = 30.0, count: int = 1) -> list[dict[str, Any]]:
         return wait_until(
             f"{count} log event(s) {name!r}",
             lambda: (found := self.events(name)) and len(found) >= count and found,
@@ -58,7 +58,8 @@ class Daemon:
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
-    def stop(self, timeout: float = 2.0) -> int:
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then the exit code (a deadline only: a healthy daemon exits at once)."""
         self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout)
 
@@ -417,9 +418,13 @@ def test_a_stuck_run_is_flagged_on_time_once_and_still_applied_when_it_finishes(
     meta_path(root, 1).write_text(json.dumps(doc), encoding="utf-8")
     daemon.wait_event("run_started")
     # No file event from here on: only the timer can notice.
-    wait_until("a timeout record", lambda: error_records(root, "timeout"), 5)
-    assert time.time() - started <= 1.5
+    wait_until("a timeout record", lambda: error_records(root, "timeout"))
     (stuck,) = daemon.events("run_stuck")
+    # On time by the daemon's own clock: not before the 1 s deadline, and from the stuck timer
+    # or the supervisor's tick, not from a rescan (every 30 s) or another file event. The
+    # bound is loose because the machines running the suite are shared.
+    flagged = datetime.fromisoformat(stuck["timestamp"]).timestamp()
+    assert started + 1 <= flagged < started + 15
     assert (stuck["task"], stuck["session"], stuck["code"]) == (1, SESSION, "PF602")
 
     # The same session writes progress: re-read, but not flagged (or recorded) again.
@@ -472,8 +477,10 @@ def test_sigterm_during_a_burst_exits_0_quickly_and_loses_no_file(
             daemon.wait_event("applied")  # a commit is under way
             sent = time.monotonic()
             daemon.signal(signal.SIGTERM)
-    assert daemon.proc.wait(5) == 0
-    assert time.monotonic() - sent <= 2.0
+    assert daemon.proc.wait(30) == 0
+    # Well under the 30 s a lock wait could take: the daemon finishes the batch in flight
+    # (at most BATCH_MAX files) and leaves the rest of the burst for the next start.
+    assert time.monotonic() - sent < 15
     state = json.loads((root / "specs" / "state.json").read_text(encoding="utf-8"))
     assert len(state["active_projects"]) == count
     for n in range(1, count + 1):
@@ -501,7 +508,7 @@ def test_sighup_with_a_bad_configuration_keeps_the_old_one(
     daemon.signal(signal.SIGHUP)
     daemon.wait_event("config_reloaded")
     meta_path(root, 2).write_text(json.dumps(in_progress_doc(2)), encoding="utf-8")
-    daemon.wait_event("run_stuck", timeout=5)
+    daemon.wait_event("run_stuck")
     assert daemon.stop() == 0
 
 
@@ -511,7 +518,7 @@ def test_a_second_daemon_on_the_same_root_exits_2_naming_the_first(
     root = project(tmp_path / "proj", 1)
     first = start_daemon(root)
     second = start_daemon(root, wait_ready=False)
-    assert second.proc.wait(10) == 2
+    assert second.proc.wait(30) == 2
     message = second.log_path.read_text(encoding="utf-8")
     assert f"pid {first.proc.pid}" in message
     assert "already watching" in message
@@ -537,7 +544,7 @@ def test_polling_observer_applies_files(tmp_path: Path, start_daemon: DaemonFact
     (watching,) = daemon.events("watching")
     assert watching["observer"] == "polling"
     meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
-    wait_until("applied by polling", lambda: applied(root, 1), 10)
+    wait_until("applied by polling", lambda: applied(root, 1))
 
 
 def test_sd_notify_ready_watchdog_and_stopping(tmp_path: Path, start_daemon: DaemonFactory) -> None:
@@ -545,7 +552,7 @@ def test_sd_notify_ready_watchdog_and_stopping(tmp_path: Path, start_daemon: Dae
     address = str(tmp_path / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(address)
-        sock.settimeout(5)
+        sock.settimeout(30)  # a deadline for each message, not a measure
         daemon = start_daemon(
             root, env={"NOTIFY_SOCKET": address, "WATCHDOG_USEC": "200000"}, wait_ready=False
         )
@@ -559,7 +566,7 @@ def test_sd_notify_ready_watchdog_and_stopping(tmp_path: Path, start_daemon: Dae
         receive_until("WATCHDOG=1")
         daemon.signal(signal.SIGTERM)
         receive_until("STOPPING=1")
-        assert daemon.proc.wait(2) == 0
+        assert daemon.proc.wait(30) == 0
     assert seen.index("READY=1") < seen.index("STOPPING=1")
 
 
