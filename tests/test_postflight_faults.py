@@ -10,14 +10,20 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
+from conftest import (
+    make_project,
+    researched_doc,
+    task_entry,
+    wait_until,
+    write_artifact,
+    write_meta,
+)
 from postflightd.journal import Journal, default_journal_path
 
 CRASH_POINTS = [
@@ -140,20 +146,17 @@ def test_file_rewritten_during_postflight_is_processed_again(tmp_path: Path) -> 
         ["flock", str(lock), "sh", "-c", f"touch {ready}; sleep 30"], start_new_session=True
     )
     try:
-        deadline = time.monotonic() + 10
-        while not ready.exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        wait_until("the holder to take the lock", ready.exists)
         runner = subprocess.Popen(
             [sys.executable, "-m", "postflightd", "process", str(meta)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
         # The run has validated the first content once the journal says so; then rewrite it.
-        deadline = time.monotonic() + 20
-        while not any(f.endswith(".return-meta.json") for f, _ in journal_rows("validated")):
-            assert time.monotonic() < deadline, "process never validated the file"
-            time.sleep(0.02)
+        wait_until(
+            "process to validate the file",
+            lambda: any(f.endswith(".return-meta.json") for f, _ in journal_rows("validated")),
+        )
         second = researched_doc()
         second["artifacts"][0]["path"] = "specs/259_prove_completeness/reports/research-002.md"
         tmp = meta.with_name("tmp.json")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import wait_until
 from postflightd.errors import PostflightError
 from postflightd.loader import FileIdentity
 from postflightd.store import (
@@ -31,14 +32,6 @@ from postflightd.store import (
 from postflightd.tree import Directory, RefusedError
 
 DEADLINE_S = 10.0
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = DEADLINE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 def at(path: Path) -> tuple[Directory, str]:
@@ -378,7 +371,7 @@ def test_shell_flock_excludes_us_and_we_exclude_it(
         text=True,
     )
     procs.append(shell)
-    wait_for(ready.exists, "the shell to take the lock")
+    wait_until("the shell to take the lock", ready.exists)
     with pytest.raises(LockTimeoutError), project_lock(Directory.anchor(tmp_path), timeout_s=0.2):
         pytest.fail("acquired a lock the shell holds")
     os.killpg(shell.pid, signal.SIGKILL)
