@@ -26,6 +26,9 @@ from conftest import (
 )
 from postflightd.journal import Journal, default_journal_path
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 GOOD = ("259_prove_completeness", "260_second_task")
 KINDS = ["surrogate_session", "non_utf8_dir", "huge_phases"]
 DIGITS = 4300

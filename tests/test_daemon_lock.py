@@ -27,6 +27,9 @@ from conftest import (
     write_meta,
 )
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 
 def events(log: Path, name: str) -> list[dict[str, Any]]:
     out = []

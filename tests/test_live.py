@@ -54,6 +54,7 @@ class Screen:
             self.pump(0.2)
 
 
+@pytest.mark.slow
 def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", [task_entry(5, "task5", session_id=None)])
     master, slave = pty.openpty()
@@ -109,6 +110,7 @@ def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) ->
         os.close(master)
 
 
+@pytest.mark.slow
 def test_status_watch_into_a_pipe_prints_changes_without_escapes(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", [task_entry(5, "task5")])
     proc = subprocess.Popen(

@@ -31,6 +31,9 @@ from conftest import (
 )
 from postflightd.journal import Journal, default_journal_path
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 TODO = (
     "# TODO\n\n### 259. Prove completeness\n- **Status**: [RESEARCHING]\n\n"
     "### 260. Second task\n- **Status**: [RESEARCHING]\n"

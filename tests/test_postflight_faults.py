@@ -26,6 +26,9 @@ from conftest import (
 )
 from postflightd.journal import Journal, default_journal_path
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 CRASH_POINTS = [
     "before-state-write",
     "state:after-temp-write",

@@ -23,6 +23,9 @@ from conftest import (
     write_meta,
 )
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 UNITS = Path(__file__).resolve().parent.parent / "systemd"
 
 

@@ -25,6 +25,9 @@ import pytest
 
 from conftest import researched_doc, task_entry, wait_until
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 META = ".return-meta.json"
 #: A word only the outside files hold: it must never reach the project or the journal.
 MARK = "outside-marker"

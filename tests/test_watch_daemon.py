@@ -26,6 +26,9 @@ import pytest
 
 from conftest import SESSION, make_project, researched_doc, task_entry, wait_until, write_artifact
 
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
+pytestmark = pytest.mark.slow
+
 META = ".return-meta.json"
 OTHER_SESSION = "sess_1736700999_zzz999"
 

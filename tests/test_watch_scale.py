@@ -34,9 +34,12 @@ from test_watch_daemon import (  # the daemon fixtures and project builders
     start_daemon,  # noqa: F401 - the fixture, looked up by name in run_daemon
 )
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc (inotify fdinfo)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc (inotify fdinfo)"
+    ),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture
