@@ -179,6 +179,32 @@ def test_move_pairing_is_short_only_while_an_observer_starts() -> None:
     assert InotifyMoveEventGrouper.delay == default
 
 
+def test_an_observer_started_with_short_move_pairing_keeps_it(tmp_path: Path) -> None:
+    """The delay is read when the emitter starts: the running observer holds 20 ms, while
+    watchdog's class is back to its default (watchdog 7's internals, pinned in pyproject)."""
+    if not inotify.available():
+        pytest.skip("watchdog's native observer is inotify only on Linux")
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers.inotify import InotifyEmitter
+    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
+
+    from postflightd.watcher import _observer
+
+    observer = _observer()
+    observer.schedule(FileSystemEventHandler(), str(tmp_path), recursive=True)
+    with short_move_pairing():
+        observer.start()
+    try:
+        (emitter,) = observer.emitters
+        assert isinstance(emitter, InotifyEmitter)
+        assert emitter._inotify is not None
+        assert emitter._inotify._move_event_grouper._queue.delay == MOVE_PAIRING_S
+        assert InotifyMoveEventGrouper.delay > MOVE_PAIRING_S
+    finally:
+        observer.stop()
+        observer.join(10)
+
+
 def test_filesystem_type_of_a_local_directory(tmp_path: Path) -> None:
     if not Path("/proc/self/mountinfo").exists():
         pytest.skip("no /proc/self/mountinfo on this system")
