@@ -12,6 +12,8 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,6 +24,24 @@ from postflightd.live import HIGHLIGHT, HOME, LiveView, describe_change
 from postflightd.status import RootStatus, RunStatus
 
 AGENT_SIM = Path(__file__).resolve().parent.parent / "examples" / "agent_sim.py"
+
+
+STATUS_WATCH = [sys.executable, "-m", "postflightd", "status", "--watch", "--interval", "0.2"]
+
+
+@contextmanager
+def interruptible_children() -> Iterator[None]:
+    """Children started inside have SIGINT at its default, as when started from a terminal.
+
+    A test run started in the background has SIGINT ignored, and exec keeps an ignored signal:
+    Python then installs no KeyboardInterrupt handler, and the live view's Ctrl-C exit could
+    not be tested (it waited out the deadline). A handler in this process resets at exec.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class Screen:
@@ -60,13 +80,14 @@ def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) ->
     master, slave = pty.openpty()
     # A wide terminal: lines are never cut, so the rows can be matched whole.
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "postflightd", "status", "--watch", "--interval", "0.2", str(root)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TERM": "xterm"},
-    )
+    with interruptible_children():
+        proc = subprocess.Popen(
+            [*STATUS_WATCH, str(root)],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**os.environ, "TERM": "xterm"},
+        )
     os.close(slave)
     agent: subprocess.Popen[bytes] | None = None
     screen = Screen(master)
@@ -113,22 +134,24 @@ def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) ->
 @pytest.mark.slow
 def test_status_watch_into_a_pipe_prints_changes_without_escapes(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", [task_entry(5, "task5")])
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "postflightd", "status", "--watch", "--interval", "0.2", str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith(b"postflightd status --watch")
-        second = proc.stdout.readline() + proc.stdout.readline()  # the root, then its runs
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    with interruptible_children():
+        proc = subprocess.Popen(
+            [*STATUS_WATCH, str(root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+    with proc:  # its pipes are closed whatever happens (an unclosed one warns in a later test)
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            assert first.startswith(b"postflightd status --watch")
+            second = proc.stdout.readline() + proc.stdout.readline()  # the root, then its runs
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert proc.returncode == 0, err
     assert b"\x1b" not in first + second + out
     assert b"no runs in flight" in second
