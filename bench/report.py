@@ -17,8 +17,12 @@ times, as whole processes (start-up included):
 
 Wall times depend on what else runs on the machine: the load average is printed before and
 after, and the CPU time (user + system, the forked child included) beside each wall time.
+``--baseline SRC`` times the same three reports run by another checkout's ``src/`` (e.g.
+main's) in the same alternation, and checks that both print the same bytes (the clock aside:
+``generated`` is the one line that differs).
 
     .venv/bin/python bench/report.py [--runs-count 100000] [--runs 5] [--history-runs 1] [--keep]
+                                     [--baseline OTHER/src] [--state KEPT/state]
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import argparse
 import json
 import os
 import random
+import re
 import resource
 import shutil
 import sqlite3
@@ -155,6 +160,20 @@ def _run(journal: object, rng: random.Random, i: int, when: datetime) -> int:
     return 4 + updates
 
 
+def _without_clock(text: str) -> str:
+    """A report's text with its ``generated`` time blanked: two runs differ by nothing else."""
+    return re.sub(r'(generated"?:? "?)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ', r"\1<now>", text)
+
+
+def same_output(argv: list[str], env: dict[str, str], base_env: dict[str, str]) -> bool:
+    """Both source trees print the same report (the clock aside)."""
+    ours, theirs = (
+        subprocess.run(argv, env=e, capture_output=True, text=True, check=True).stdout
+        for e in (env, base_env)
+    )
+    return _without_clock(ours) == _without_clock(theirs)
+
+
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall time and CPU time (user + system, the process and its children) of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -168,6 +187,15 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
         raise SystemExit(f"{' '.join(argv)} failed: {done.stderr.decode()}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return elapsed, cpu
+
+
+def _figures(runs: list[tuple[float, float]]) -> str:
+    wall = [w for w, _ in runs]
+    cpu = statistics.median(c for _, c in runs)
+    return (
+        f"median {statistics.median(wall):6.2f} s "
+        f"(min {min(wall):.2f}, max {max(wall):.2f}; CPU {cpu:.2f} s)"
+    )
 
 
 def naive(path: Path) -> float:
@@ -192,20 +220,38 @@ def main() -> int:
         "--history-runs", type=int, default=1, help="timed runs of the status quo (slow)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the generated journal")
+    parser.add_argument(
+        "--baseline", metavar="SRC", help="also time this src/ (paired, alternating)"
+    )
+    parser.add_argument(
+        "--state",
+        metavar="DIR",
+        help="reuse a journal kept by --keep (its XDG_STATE_HOME) instead of generating one",
+    )
     args = parser.parse_args()
     print(f"machine: {describe()}")
     tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-report-"))
     try:
-        state = tmp / "state"
+        state = Path(args.state) if args.state else tmp / "state"
         t0 = time.perf_counter()
-        rows = generate(state, args.runs_count)
         db = state / "postflightd" / "journal.sqlite3"
+        if args.state:
+            rows = (
+                sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)
+                .execute("SELECT count(*) FROM observations")
+                .fetchone()[0]
+            )
+        else:
+            rows = generate(state, args.runs_count)
         size_mb = sum(p.stat().st_size for p in db.parent.iterdir()) / 1e6
         print(
             f"journal: {args.runs_count:,} runs, {rows:,} rows, {size_mb:.0f} MB "
-            f"(generated in {time.perf_counter() - t0:.1f} s)"
+            f"({'reused' if args.state else 'generated'} in {time.perf_counter() - t0:.1f} s)"
         )
         env = {**os.environ, "XDG_STATE_HOME": str(state), "XDG_CONFIG_HOME": str(tmp / "cfg")}
+        base_env = (
+            {**env, "PYTHONPATH": str(Path(args.baseline).resolve())} if args.baseline else None
+        )
         exe = [sys.executable, "-m", "postflightd"]
         # One untimed run: warms the page cache, and checks the report counts every run.
         out = subprocess.run(
@@ -236,17 +282,24 @@ def main() -> int:
             count = args.history_runs if name.startswith("status quo") else args.runs
             if not count:
                 continue
-            runs = [timed(argv, env) for _ in range(count)]
-            wall = [w for w, _ in runs]
-            cpu = statistics.median(c for _, c in runs)
+            paired = base_env is not None and name.startswith("report")
+            runs: list[tuple[float, float]] = []
+            base: list[tuple[float, float]] = []
+            for _ in range(count):
+                runs.append(timed(argv, env))
+                if paired and base_env is not None:
+                    base.append(timed(argv, base_env))
             verdict = ""
             if name.startswith("report"):
-                ok = statistics.median(wall) <= TARGET_S
+                ok = statistics.median(w for w, _ in runs) <= TARGET_S
                 verdict = f"  target <= {TARGET_S:g} s: {'met' if ok else 'MISSED'}"
-            print(
-                f"{name:<52} median {statistics.median(wall):6.2f} s "
-                f"(min {min(wall):.2f}, max {max(wall):.2f}; CPU {cpu:.2f} s){verdict}"
-            )
+            print(f"{name:<52} {_figures(runs)}{verdict}")
+            if paired and base_env is not None:
+                same = same_output(argv, env, base_env)
+                print(
+                    f"{'  the same, --baseline src':<52} {_figures(base)}  "
+                    f"output {'identical' if same else 'DIFFERS'}"
+                )
         times = [naive(db) for _ in range(args.runs)]
         print(
             f"{'naive in-process: every row fetched, every content parsed':<52} median "

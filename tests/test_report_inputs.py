@@ -429,6 +429,36 @@ def test_repeated_progress_rows_keep_the_first_sighting_and_new_findings(
     assert report["operations"][0]["median_s"] == 1500.0  # the first sighting in the period
 
 
+def test_since_filters_by_time_when_ids_are_not_in_time_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The --since window starts at the first row in it, whatever order the rows were written
+    in (an imported or back-dated journal): a later id with an older time stays out."""
+    root = str(tmp_path)
+    with _journal() as journal:
+        for day, task in ((10, 1), (1, 2), (12, 3), (2, 4)):
+            common: dict[str, object] = {
+                "root": root,
+                "file": f"specs/{task}_x/.return-meta.json",
+                "task": task,
+                "session": f"sess_1736700000_{task:06d}",
+            }
+            ts = datetime(2026, 1, day, 10, 0, tzinfo=UTC)
+            journal.record("validated", status="in_progress", findings=[], ts=ts, **common)
+            journal.record("validated", status="failed", findings=[], ts=ts, **common)
+            journal.record("postflighted", status="failed", content="{}", ts=ts, **common)
+    counts: dict[str, int] = {}
+    for since in ("all", "2026-01-05T00:00:00+00:00", "2026-01-11T00:00:00+00:00", "2026-02-01"):
+        assert main(["report", "--format", "json", "--since", since, root]) == 0
+        counts[since] = json.loads(capsys.readouterr().out)["runs"]
+    assert counts == {
+        "all": 4,
+        "2026-01-05T00:00:00+00:00": 2,
+        "2026-01-11T00:00:00+00:00": 1,
+        "2026-02-01": 0,
+    }
+
+
 def test_how_stuck_runs_ended() -> None:
     """Finished late, replaced by another session, or not yet: each said as it happened."""
     impl = facts_of(json.dumps({"metadata": {"agent_type": "x-implementation-agent"}}))

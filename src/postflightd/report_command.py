@@ -113,14 +113,22 @@ def stream_rows(
     ``part=(i, n)``: only the rows whose task number is i modulo n (a run's rows all share
     its task directory, so each run falls wholly in one part; no task number is part 0).
     """
-    clauses = [f"kind IN ({', '.join('?' * len(_KINDS))})"]
+    # The unary + keeps SQLite off the (kind, ts) and (ts) indexes: with them it looked up
+    # ~440,000 rows one by one and then sorted them by id (0.3-0.5 s of CPU at 100,000 runs);
+    # a scan in rowid order needs no sort. A --since window starts at the first id in it,
+    # found in the (kind, ts) index alone, so a short window still reads only its own rows.
+    kinds = ", ".join("?" * len(_KINDS))
+    clauses = [f"+kind IN ({kinds})"]
     params: list[object] = list(_KINDS)
     if part is not None:
         clauses.append("(CASE WHEN typeof(task) = 'integer' THEN task ELSE 0 END) % ? = ?")
         params.extend((part[1], part[0]))
     since_text = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if since else None
     if since_text is not None:
-        clauses.append("ts >= ?")
+        first = f"SELECT min(id) FROM observations WHERE kind IN ({kinds}) AND ts >= ?"  # noqa: S608 - placeholders only
+        clauses.append(f"id >= ({first})")
+        params.extend((*_KINDS, since_text))
+        clauses.append("+ts >= ?")
         params.append(since_text)
     if roots:
         clauses.append(f"root IN ({', '.join('?' * len(roots))})")
