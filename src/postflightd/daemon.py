@@ -25,8 +25,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-import structlog
-
 from postflightd.config import Config
 from postflightd.daemon_notes import remove_daemon_notes, write_daemon_notes
 from postflightd.errors import PostflightError, StateUnusableError, UsageError
@@ -34,14 +32,14 @@ from postflightd.findings import policy_from
 from postflightd.journal import Journal, journal_path
 from postflightd.journal_pruner import JournalPruner
 from postflightd.lifecycle import RunTable
-from postflightd.logs import configure_logging
+from postflightd.logs import configure_logging, get_logger
 from postflightd.sdnotify import SystemdNotifier
 from postflightd.store import InstanceLock
 from postflightd.tree import RefusedError, open_specs
 from postflightd.watched_root import Clock, Shared, WatchedRoot
 from postflightd.watcher import DirtySet, OverflowTrap, Pending, install_overflow_trap
 
-log = structlog.get_logger()
+log = get_logger()
 
 #: How often the supervisor checks that each observer is alive and on the right directory.
 SUPERVISE_S: Final = 2.0

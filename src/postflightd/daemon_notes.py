@@ -12,9 +12,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-import structlog
+from postflightd.logs import get_logger
 
-log = structlog.get_logger()
+log = get_logger()
 
 
 def _notes_path(pid: int) -> Path:

@@ -32,9 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
-import structlog
-
 from postflightd.journal_schema import SchemaTooNewError, connect, explain
+from postflightd.logs import get_logger
 
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
@@ -61,7 +60,7 @@ PRUNE_PAUSE_S: Final = 0.01
 
 _COLUMNS: Final = "id, ts, kind, root, file, task, session, status, findings, content"
 
-log = structlog.get_logger()
+log = get_logger()
 
 
 def default_journal_path() -> Path:

@@ -7,11 +7,10 @@ import threading
 from pathlib import Path
 from typing import Final
 
-import structlog
-
 from postflightd.journal import Journal
+from postflightd.logs import get_logger
 
-log = structlog.get_logger()
+log = get_logger()
 
 #: The first pruning this long after the daemon starts...
 PRUNE_FIRST_S: Final = 5.0

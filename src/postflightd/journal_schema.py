@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-import structlog
+from postflightd.logs import get_logger
 
 SCHEMA_VERSION: Final = 2
 
@@ -53,7 +53,7 @@ CREATE INDEX IF NOT EXISTS observations_kind_ts ON observations (kind, ts);
 #: version -> the statements that take a journal from the version before to it.
 _MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
 
-log = structlog.get_logger()
+log = get_logger()
 
 
 class SchemaTooNewError(Exception):

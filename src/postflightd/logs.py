@@ -1,6 +1,12 @@
 """Logging: structlog on stderr, set up by ``cli.main`` for every command (``watch`` applies
 ``[log]`` at start and again on SIGHUP).
 
+Most commands never log (a scan, a report): structlog and the asyncio it imports cost about
+45 ms of a 180 ms start-up, so a command's logging is configured at the first use of a logger
+from ``get_logger`` and structlog is not imported before. Every module gets its logger here,
+never from structlog directly: a logger structlog made would print with structlog's defaults
+(stdout) until something configured it (``tests/test_logs.py`` checks that).
+
 JSON lines when stderr is not a terminal (journald, files), readable console lines when it
 is. Values come from the project tree: console lines escape their control characters and
 JSON lines stay valid UTF-8 (SPEC 7.1, ``inert``). Every event carries ``root``, ``task``,
@@ -10,13 +16,10 @@ query can follow one task or one agent session.
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any, Final, Literal, TextIO
-
-import structlog
 
 from postflightd.inert import inert, json_text
 
@@ -25,12 +28,8 @@ LogLevel = Literal["debug", "info", "warning", "error"]
 
 CONTEXT_KEYS: Final = ("root", "task", "session", "file")
 
-_LEVELS: Final = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
+#: the standard library's logging levels (not imported for four constants)
+_LEVELS: Final = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
 def _with_context_keys(
@@ -116,6 +115,9 @@ def configure_logging(
     fmt: LogFormat = "auto", level: LogLevel = "info", stream: TextIO | None = None
 ) -> None:
     """Configure structlog for the whole process (called again on SIGHUP, with the new config)."""
+    import structlog
+
+    _pending.clear()
     out = stream if stream is not None else sys.stderr
     renderer: Any
     console = resolve_format(fmt, out) == "console"
@@ -142,11 +144,55 @@ def configure_logging(
     )
 
 
+#: The configuration waiting for the first logger used (``command_logging``), if any.
+_pending: list[tuple[LogFormat, LogLevel]] = []
+
+
+class _Logger:
+    """structlog's logger, behind a first use that imports and configures structlog."""
+
+    __slots__ = ("_logger",)
+
+    def __init__(self) -> None:
+        self._logger: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._logger is None:
+            import structlog
+
+            if _pending:
+                configure_logging(*_pending[0])
+            # structlog's own lazy proxy: it reads the configuration at each call, so a
+            # SIGHUP's new level or format applies to loggers already made.
+            self._logger = structlog.get_logger()
+        return getattr(self._logger, name)
+
+
+def get_logger() -> Any:
+    """A logger for a module (``log = get_logger()`` at its top): structlog's, on first use."""
+    return _Logger()
+
+
 @contextmanager
 def command_logging() -> Iterator[None]:
     """Logging for one command of ``cli.main``: on stderr, warnings and up (``watch`` then
     reconfigures from ``[log]``); the previous configuration comes back afterwards, so that
-    ``main`` called in-process (tests, embedding) leaves structlog as it found it."""
+    ``main`` called in-process (tests, embedding) leaves structlog as it found it.
+
+    When structlog is not imported yet (a fresh process), it stays so until a logger is used.
+    """
+    if "structlog" not in sys.modules:
+        _pending[:] = [("auto", "warning")]
+        try:
+            yield
+        finally:
+            _pending.clear()
+            if (module := sys.modules.get("structlog")) is not None:
+                # It was imported during the command, with the defaults before it.
+                module.reset_defaults()
+        return
+    import structlog
+
     previous = structlog.get_config()
     configure_logging("auto", "warning")
     try:

@@ -11,12 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import structlog
-
 from postflightd.lifecycle import Change, Transition
 from postflightd.loader import META_NAME
+from postflightd.logs import get_logger
 
-log = structlog.get_logger()
+log = get_logger()
 
 Level = Literal["info", "warning", "error"]
 

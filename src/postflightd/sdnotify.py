@@ -9,9 +9,9 @@ import os
 import socket
 from collections.abc import Mapping
 
-import structlog
+from postflightd.logs import get_logger
 
-log = structlog.get_logger()
+log = get_logger()
 
 
 class SystemdNotifier:

@@ -27,12 +27,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
-import structlog
-
 from postflightd.config import Config
 from postflightd.errors import ExitCode, StateUnusableError
 from postflightd.journal import Journal, RecordedChange, TaskChange
 from postflightd.loader import STATE_CACHE, StateView, load_state, state_shape_problem
+from postflightd.logs import get_logger
 from postflightd.postflight import TodoEdit, find_task, task_index
 from postflightd.statetext import render_state
 from postflightd.store import (
@@ -45,7 +44,7 @@ from postflightd.store import (
 from postflightd.todo import apply_todo_edits
 from postflightd.tree import Directory, open_specs
 
-log = structlog.get_logger()
+log = get_logger()
 
 #: ``verify`` looks this far back when given no ``--since``: a day of agent work.
 DEFAULT_SINCE: Final = "24h"

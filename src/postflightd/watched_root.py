@@ -23,8 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-import structlog
-
 from postflightd.check import check_file
 from postflightd.cleanup import clean_litter
 from postflightd.config import Config
@@ -34,6 +32,7 @@ from postflightd.healer import Healer
 from postflightd.journal import Journal
 from postflightd.lifecycle import Run, RunTable, Sighting, Transition
 from postflightd.loader import META_NAME, FileIdentity, MetaFileRef, StateView, artifact_probe
+from postflightd.logs import get_logger
 from postflightd.pipeline import apply_files
 from postflightd.project import Project
 from postflightd.records import record_stuck
@@ -42,7 +41,7 @@ from postflightd.run_events import emit, transition_event
 from postflightd.store import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
 from postflightd.watcher import POLL_INTERVAL_S, DirtySet, RootWatch
 
-log = structlog.get_logger()
+log = get_logger()
 
 #: Files post-flighted per commit: bounds the time a SIGTERM waits for the commit in flight.
 BATCH_MAX: Final = 250
