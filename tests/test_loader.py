@@ -408,6 +408,39 @@ def test_artifact_probe_states(tmp_path: Path) -> None:
     assert probe("inner") is ArtifactState.OK
 
 
+@pytest.mark.parametrize("cache_dirs", [1, 2, 3, 5])
+def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_dirs: int
+) -> None:
+    """The probe forgets resolved directories past PROBE_CACHE_DIRS (flat memory over
+    100,000 tasks): emptied at any point, links are still followed and judged the same."""
+    from postflightd import loader
+
+    root = tmp_path / "root"
+    for i in range(4):
+        write_artifact(root, f"specs/{i}_t/reports/r.md")
+    write_artifact(root, "specs/0_t/reports/empty.md", "")
+    write_artifact(tmp_path, "outside/r.md")
+    (root / "specs" / "4_link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (root / "specs" / "5_in").symlink_to(root / "specs" / "1_t", target_is_directory=True)
+    rels = [
+        *(f"specs/{i}_t/reports/r.md" for i in range(4)),
+        "specs/0_t/reports/empty.md",
+        "specs/3_t/reports/none.md",
+        "specs/4_link/r.md",
+        "specs/5_in/reports/r.md",
+        "specs/5_in/../0_t/reports/r.md",
+        "specs/4_link/../root/specs/0_t/reports/r.md",
+        "specs/2_t/reports",
+    ]
+    expected = [loader.artifact_probe(root)(rel) for rel in rels]
+    assert ArtifactState.OUTSIDE in expected and ArtifactState.EMPTY in expected
+    monkeypatch.setattr(loader, "PROBE_CACHE_DIRS", cache_dirs)
+    probe = loader.artifact_probe(root)
+    for _ in range(2):  # the second round after the cache was emptied many times
+        assert [probe(rel) for rel in rels] == expected
+
+
 # --- whole scans of bad input through the CLI -----------------------------------------------
 
 
