@@ -1,18 +1,15 @@
 """``postflightd report``: what the journal says about the runs, as figures.
 
-Pure: journal rows in (any iterable, streamed), a ``Report`` out. Reading the database, the
-configuration and the clock happens in ``report_command``; rendering in ``report_render``.
+Pure: runs in (``report_runs.fold`` of the journal rows), a ``Report`` out. Reading the
+database, the configuration and the clock happens in ``report_command``; rendering in
+``report_render`` and ``report_html``.
 
-A **run** is one session's work on one task directory of one root: the journal rows with the
-same (root, file, session); a session reused after its run was applied starts a new run. Its
-outcome is the status of its last ``postflighted`` row; else ``stuck`` / ``interrupted`` when
-such a row exists; else ``running`` while its file still says ``in_progress``; else
-``invalid`` (a final status that was never applied).
-
-Only ``postflighted`` rows carry the file's content, so the agent type, the operation,
-``started_at`` and ``duration_seconds`` of a run are known only when some row of its session
-was applied; runs never applied (invalid, stuck, interrupted) count under agent ``unknown``
-unless their session was applied later. The report says how many.
+Why this module stays whole at ~650 lines: it is one step, runs into figures. Each figure type
+(``Group``, ``TimeoutAdvice``, ``CodeFigure``, ``NearMiss``, ``Incident``) is filled by one part
+of ``tally`` and ordered by ``build_report``, and ``Tally.merge`` must know every one of them
+(the forked half of a large report comes back as a ``Tally``); split along the figures, each
+piece would import the others' types back. The seam that exists (rows into runs, the hot
+loop, per row rather than per run) is ``report_runs``.
 """
 
 from __future__ import annotations
@@ -22,14 +19,24 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from postflightd.durations import format_duration
-from postflightd.lifecycle import DEFAULT_OPERATION, operation_of, parse_timestamp, timeout_for
-from postflightd.models import SUCCESS_STATUSES, Status
+from postflightd.lifecycle import DEFAULT_OPERATION, timeout_for
+from postflightd.models import SUCCESS_STATUSES
+from postflightd.report_runs import (
+    UNKNOWN,
+    Run,
+    RunKey,
+    Runs,
+    duration_of,
+    operation_of_run,
+    outcome_of,
+    utf8_safe,
+)
 from postflightd.rules import suggest_status
 
 #: Outcome columns, in the order they are shown (the JSON report has every key, always).
@@ -48,209 +55,16 @@ OUTCOMES: Final = (
 SUCCESS: Final = frozenset(s.value for s in SUCCESS_STATUSES)
 #: Outcomes counted as trouble in the timeline (a run that did not do its job).
 TROUBLE: Final = frozenset({"partial", "failed", "blocked", "stuck", "invalid", "interrupted"})
-UNKNOWN: Final = "unknown"
 #: Below this many timed runs an operation's timeout gets no advice: p95 of 3 runs is noise.
 MIN_RUNS_FOR_ADVICE: Final = 5
 #: A timeout above this multiple of the longest successful run leaves dead agents unnoticed.
 LOOSE_FACTOR: Final = 3.0
 TOP_AGENTS: Final = 3
-MAX_DURATION_S: Final = 10 * 365 * 86400.0
-_VALID_STATUSES: Final = frozenset(s.value for s in Status)
 # A status the rules' own PF202/PF203 message suggests ('did you mean "planned"?',
 # 'write "status": "planned"'): used only when the run's operation is unknown.
 _HINTED: Final = re.compile(
     r'"(researched|planned|implemented|partial|failed|blocked|in_progress)"'
 )
-
-
-class JournalRow(NamedTuple):
-    """One journal row, as the report reads it (``report_command.stream_rows``).
-
-    The last four fields are facts from a postflighted row's content, each None unless it is
-    of the right JSON type (SQLite extracts them in bulk; ``facts_of`` is the same in Python).
-    """
-
-    ts: str
-    kind: str
-    root: str
-    file: str
-    task: int | None
-    session: str | None
-    status: str | None
-    #: the ``findings`` JSON of a validated row; None when it holds none.
-    findings: str | None
-    agent: str | None = None
-    #: ``metadata.delegation_path[1]``
-    step: str | None = None
-    started_at: str | None = None
-    duration_s: float | None = None
-
-
-Facts = tuple[str | None, str | None, str | None, float | None]
-
-
-def facts_of(content: str | None) -> Facts:
-    """(agent_type, delegation_path[1], started_at, duration_seconds) of a file's content."""
-    doc: object = None
-    if content is not None:
-        try:
-            doc = json.loads(content)
-        except ValueError:
-            doc = None
-    if not isinstance(doc, dict):
-        return (None, None, None, None)
-    raw_meta = doc.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-    path = meta.get("delegation_path")
-    step = path[1] if isinstance(path, list) and len(path) > 1 else None
-    agent, started, duration = (
-        meta.get("agent_type"),
-        doc.get("started_at"),
-        meta.get("duration_seconds"),
-    )
-    seconds = (
-        float(duration)
-        if isinstance(duration, int | float) and not isinstance(duration, bool)
-        else None
-    )
-    return (
-        _utf8(agent) if isinstance(agent, str) else None,
-        _utf8(step) if isinstance(step, str) else None,
-        _utf8(started) if isinstance(started, str) else None,
-        seconds,
-    )
-
-
-class _Run:
-    """What the rows of one run say, folded as they stream by."""
-
-    __slots__ = (
-        "agent",
-        "duration_s",
-        "final_ts",
-        "findings",
-        "first_ts",
-        "interrupted_ts",
-        "last_status",
-        "near_misses",
-        "op_word",
-        "order",
-        "outcome_status",
-        "progress_ts",
-        "started_at",
-        "stuck_ts",
-        "task",
-        "validated",
-    )
-
-    def __init__(self, order: int, ts: str, task: int | None) -> None:
-        self.order = order
-        self.first_ts = ts
-        self.task = task
-        self.final_ts: str | None = None
-        self.progress_ts: str | None = None
-        self.last_status: str | None = None
-        self.outcome_status: str | None = None
-        self.stuck_ts: str | None = None
-        self.interrupted_ts: str | None = None
-        self.findings: set[str] | None = None
-        self.validated = False
-        self.near_misses: set[str] | None = None
-        self.agent: str | None = None
-        self.op_word: str | None = None
-        self.started_at: str | None = None
-        self.duration_s: float | None = None
-
-
-RunKey = tuple[str, str, str | None]
-
-
-@dataclass(slots=True)
-class Runs:
-    """Every run of the rows read, with its (root, file, session), in order of first sight."""
-
-    runs: list[tuple[RunKey, _Run]] = field(default_factory=list)
-    first_ts: str | None = None
-    last_ts: str | None = None
-
-    @property
-    def roots(self) -> list[str]:
-        return sorted({k[0] for k, _ in self.runs})
-
-
-def fold(rows: Iterable[Sequence[Any]]) -> Runs:
-    """Group journal rows (oldest first) into runs, keeping only what the report needs.
-
-    Written for speed (SPEC 6: 100,000 runs, about 300,000 rows, in 2 s): one dict lookup and
-    a few attribute writes per row; everything else waits for ``build_report``.
-    """
-    out = Runs()
-    runs = out.runs
-    current: dict[RunKey, _Run] = {}
-    valid = _VALID_STATUSES
-    ts = ""
-    for ts, kind, root, file, task, session, status, findings, agent, step, started, secs in rows:
-        key = (root, file, session)
-        run = current.get(key)
-        if run is None or (
-            # Applied, and now the same task directory and session report something else: a
-            # workflow that reuses the task's session for its next step (research, then plan).
-            run.outcome_status is not None and kind == "validated" and status != run.outcome_status
-        ):
-            run = current[key] = _Run(len(runs), ts, task)
-            runs.append((key, run))
-        if kind == "validated":
-            run.validated = True
-            if status == "in_progress":
-                if run.progress_ts is None:
-                    run.progress_ts = ts
-            elif status is not None:
-                if run.final_ts is None:
-                    # The first sight of the final write: where the run's duration ends.
-                    run.final_ts = ts
-                if status not in valid:
-                    if run.near_misses is None:
-                        run.near_misses = set()
-                    run.near_misses.add(status)
-            if findings is not None:
-                if run.findings is None:
-                    run.findings = set()
-                # A daemon re-validating the same content records the same text: once.
-                run.findings.add(findings)
-        elif kind == "postflighted":
-            run.outcome_status = status
-            if run.final_ts is None:
-                run.final_ts = ts
-            _read_facts(run, agent, step, started, secs)
-        elif kind == "stuck":
-            run.stuck_ts = run.stuck_ts or ts
-        elif kind == "interrupted":
-            run.interrupted_ts = run.interrupted_ts or ts
-        if status is not None:
-            run.last_status = status
-    if runs:
-        out.first_ts, out.last_ts = runs[0][1].first_ts, ts
-    return out
-
-
-def _read_facts(
-    run: _Run, agent: str | None, step: str | None, started: str | None, seconds: float | None
-) -> None:
-    # The types are the JournalRow's (SQL and facts_of guarantee them): values only checked.
-    if agent:
-        run.agent = agent
-    if step is not None:
-        run.op_word = step
-    if started is not None:
-        run.started_at = started
-    # 1e999 in JSON is infinity to SQLite; NaN is not JSON. Ten years bounds a real run.
-    if seconds is not None and 0 <= seconds < MAX_DURATION_S:
-        run.duration_s = float(seconds)
-
-
-def _utf8(text: str) -> str:
-    """Lone surrogates (a JSON ``\\ud800`` escape) become ``?``: output must encode as UTF-8."""
-    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 # --- the figures ------------------------------------------------------------------------------
@@ -447,42 +261,6 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def operation_of_run(run: _Run) -> str:
-    """The stuck detector's inference (lifecycle.operation_of); ``unknown`` without content."""
-    if run.agent is None and run.op_word is None:
-        return UNKNOWN
-    return operation_of(["", run.op_word], run.agent)
-
-
-def outcome_of(run: _Run) -> str:
-    if run.outcome_status is not None:
-        return run.outcome_status if run.outcome_status in _VALID_STATUSES else "invalid"
-    if run.stuck_ts is not None:
-        return "stuck"
-    if run.interrupted_ts is not None:
-        return "interrupted"
-    if run.last_status == "in_progress":
-        return "running"
-    return "invalid"
-
-
-def duration_of(run: _Run) -> float | None:
-    """From the start to the first sight of the final write, else ``duration_seconds``.
-
-    The start is the final file's ``started_at``, else the first time the run was seen
-    ``in_progress`` (agents often drop ``started_at`` from the final file, and the journal
-    keeps the content of the final file only).
-    """
-    end = parse_timestamp(run.final_ts) if run.final_ts is not None else None
-    for start_text in (run.started_at, run.progress_ts):
-        start = parse_timestamp(start_text) if start_text is not None else None
-        if start is not None and end is not None:
-            seconds = (end - start).total_seconds()
-            if seconds >= 0:
-                return seconds
-    return run.duration_s
-
-
 GroupKey = tuple[str, str, str, str]  # root, operation, agent, outcome
 
 
@@ -545,7 +323,7 @@ def tally(folded: Runs) -> Tally:
     per_day, trouble_day = out.per_day, out.trouble_day
     operations: dict[tuple[str | None, str | None], str] = {}
     parsed: dict[str, list[tuple[str, str, str, str]]] = {}
-    flagged: list[tuple[RunKey, _Run, str, str]] = []
+    flagged: list[tuple[RunKey, Run, str, str]] = []
     validated = 0
     for key, run in folded.runs:
         outcome = outcome_of(run)
@@ -631,12 +409,12 @@ def build_report(
     )
 
 
-def _incidents(folded: Runs, flagged: list[tuple[RunKey, _Run, str, str]]) -> list[Incident]:
+def _incidents(folded: Runs, flagged: list[tuple[RunKey, Run, str, str]]) -> list[Incident]:
     if not flagged:
         return []
     # The other runs of the same task directories only: how each flagged run ended.
     files = {(key[0], key[1]) for key, _, _, _ in flagged}
-    by_file: dict[tuple[str, str], list[tuple[RunKey, _Run]]] = {f: [] for f in files}
+    by_file: dict[tuple[str, str], list[tuple[RunKey, Run]]] = {f: [] for f in files}
     for key, run in folded.runs:
         same = by_file.get((key[0], key[1]))
         if same is not None:
@@ -682,10 +460,10 @@ def _findings_of(
         severity, location, message = (item.get(k) for k in ("severity", "location", "message"))
         found.append(
             (
-                _utf8(item["code"]),
+                utf8_safe(item["code"]),
                 severity if isinstance(severity, str) else "?",
-                _utf8(location) if isinstance(location, str) else "",
-                _utf8(message) if isinstance(message, str) else "",
+                utf8_safe(location) if isinstance(location, str) else "",
+                utf8_safe(message) if isinstance(message, str) else "",
             )
         )
     parsed[text] = found
@@ -695,7 +473,7 @@ def _findings_of(
 def _count_findings(
     codes: dict[str, CodeFigure],
     parsed: dict[str, list[tuple[str, str, str, str]]],
-    run: _Run,
+    run: Run,
     agent: str,
 ) -> None:
     seen: set[str] = set()
@@ -742,7 +520,7 @@ def _meaning(
 
 
 def _incident(
-    key: RunKey, run: _Run, agent: str, outcome: str, same_file: list[tuple[RunKey, _Run]]
+    key: RunKey, run: Run, agent: str, outcome: str, same_file: list[tuple[RunKey, Run]]
 ) -> Incident:
     kind = "stuck" if run.stuck_ts is not None else "interrupted"
     flagged = run.stuck_ts or run.interrupted_ts or run.first_ts

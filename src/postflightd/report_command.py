@@ -1,7 +1,7 @@
 """``postflightd report``: the I/O edge of the report (SPEC 4).
 
 It reads the journal through its own read-only connection (a report never creates, migrates or
-locks the database the daemon writes), streams the rows into ``report.fold``, loads each root's
+locks the database the daemon writes), streams the rows into ``report_runs.fold``, loads each root's
 ``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
 """
 
@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from postflightd.errors import ConfigError, UsageError
-from postflightd.report import Report, Runs, Tally, build_report, fold, tally
+from postflightd.report import Report, Tally, build_report, tally
+from postflightd.report_runs import Runs, fold
 
 # The facts the report needs from a postflighted row's content, extracted by SQLite's JSON
 # functions (C, no Python object per document; SQLite caches the parse across the calls of a
@@ -108,7 +109,7 @@ def stream_rows(
     since: datetime | None,
     part: tuple[int, int] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """The rows the report reads (``report.JournalRow`` fields), oldest first, in batches.
+    """The rows the report reads (``report_runs.JournalRow`` fields), oldest first, in batches.
 
     ``part=(i, n)``: only the rows whose task number is i modulo n (a run's rows all share
     its task directory, so each run falls wholly in one part; no task number is part 0).
