@@ -15,16 +15,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
-import structlog
-
 from postflightd.config import Config
 from postflightd.journal import Journal, format_ts
 from postflightd.loader import StateView
+from postflightd.logs import get_logger
 from postflightd.postflight import task_index
 from postflightd.store import LockTimeoutError
 from postflightd.verify import Verdict, entry_of, repair_root, state_view
 
-log = structlog.get_logger()
+log = get_logger()
 
 #: ``status`` counts the re-applied and overwritten outcomes of this window.
 STATUS_WINDOW: Final = timedelta(hours=24)

@@ -1,8 +1,8 @@
 """``postflightd report``: the I/O edge of the report (SPEC 4).
 
 It reads the journal through its own read-only connection (a report never creates, migrates or
-locks the database the daemon writes), streams the rows into ``report_runs.fold``, loads each root's
-``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
+locks the database the daemon writes), streams the rows into ``report_runs.fold``, loads each
+root's ``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
 """
 
 from __future__ import annotations
