@@ -160,8 +160,11 @@ class _Logger:
         if self._logger is None:
             import structlog
 
-            if _pending:
-                configure_logging(*_pending[0])
+            # A copy: two threads' first loggers may both get here; configuring twice is
+            # harmless, reading a list another thread just emptied is not.
+            pending = _pending[:]
+            if pending:
+                configure_logging(*pending[0])
             # structlog's own lazy proxy: it reads the configuration at each call, so a
             # SIGHUP's new level or format applies to loggers already made.
             self._logger = structlog.get_logger()
