@@ -21,6 +21,7 @@ from postflightd.loader import (
     Loaded,
     Marker,
     MetaFileRef,
+    MetaFiles,
     StateView,
     find_metadata_files,
     load_state,
@@ -29,6 +30,7 @@ from postflightd.loader import (
     read_marker,
     read_task,
     task_context,
+    task_order,
 )
 from postflightd.rule_toolkit import ArtifactState
 from postflightd.tree import Directory, open_specs
@@ -47,6 +49,38 @@ def read_metadata(path: Path, limit: int = LIMIT) -> Loaded:
 def find(specs_dir: Path) -> list[MetaFileRef]:
     with Directory.anchor(specs_dir) as specs:
         return list(find_metadata_files(specs))
+
+
+def test_meta_files_in_task_order_are_the_refs_find_metadata_files_gives(
+    tmp_path: Path,
+) -> None:
+    """The compact list a scan holds: the same refs, in task order, made when read."""
+    specs = tmp_path / "specs"
+    for name in ("100_x", "14_x", "2_y", "014_z", "notes", "9_no_meta"):
+        (specs / name).mkdir(parents=True)
+        if name != "9_no_meta":
+            (specs / name / META_NAME).write_text("{}", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / META_NAME).write_text("{}", encoding="utf-8")
+    (specs / "7_link").symlink_to(outside, target_is_directory=True)
+    expected = sorted(find(specs), key=lambda r: task_order(r.task_dir))
+    with Directory.anchor(specs) as directory:
+        files = MetaFiles.find(directory)
+    assert [r.task_dir for r in files] == ["2_y", "7_link", "014_z", "14_x", "100_x", "notes"]
+    assert list(files) == expected
+    assert [files[i] for i in range(len(files))] == expected
+    assert files[-1] == expected[-1] and files[1].refused is not None  # the link: PF100
+    with pytest.raises(IndexError):
+        files[len(files)]
+    # Slices are views: a chunk of a chunk, empty ones, past the end.
+    assert list(files[1:4]) == expected[1:4]
+    assert list(files[1:5][1:]) == expected[2:5]
+    assert len(files[4:100]) == 2 and list(files[4:100]) == expected[4:]
+    assert list(files[5:2]) == [] and len(files[5:2]) == 0
+    assert files[1:4][-1] == expected[3]
+    with pytest.raises(ValueError, match="contiguous"):
+        files[::2]
 
 
 def state_at(path: Path) -> StateView:

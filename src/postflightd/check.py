@@ -18,7 +18,7 @@ from postflightd.findings import Finding, Policy, cap_findings, finding
 from postflightd.loader import (
     Loaded,
     MetaFileRef,
-    find_metadata_files,
+    MetaFiles,
     parse_task_dir,
     read_task,
     task_context,
@@ -199,16 +199,11 @@ def check_specs_dir(root: Path, config: Config) -> None:
         )
 
 
-def metadata_refs(project: Project, only: Only = None) -> list[MetaFileRef]:
+def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
     """The metadata files of ``project`` (those of ``only``, when it names its root)."""
-    # Tasks in numerical order (the directory listing puts 100_x before 14_x).
-    refs = sorted(find_metadata_files(project.require_specs()), key=_task_order)
+    # In task order, held as names (loader.MetaFiles): a scan keeps this list to its end.
+    refs: Sequence[MetaFileRef] = MetaFiles.find(project.require_specs())
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:
         refs = [r for r in refs if str(r.path) in wanted]
     return refs
-
-
-def _task_order(ref: MetaFileRef) -> tuple[int, int, str]:
-    parsed = parse_task_dir(ref.task_dir)
-    return (0, parsed[0], ref.task_dir) if parsed else (1, 0, ref.task_dir)

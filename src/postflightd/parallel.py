@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from io import BufferedReader
 from pathlib import Path
@@ -37,7 +37,7 @@ def worker_count(files: int) -> int:
 
 
 def check_all(
-    refs: list[MetaFileRef],
+    refs: Sequence[MetaFileRef],
     check: Callable[[MetaFileRef], FileReport],
     root: Path,
     positions: bool = False,
@@ -95,7 +95,7 @@ class _Worker:
     @classmethod
     def start(
         cls,
-        chunks: list[list[MetaFileRef]],
+        chunks: list[Sequence[MetaFileRef]],
         check: Callable[[MetaFileRef], _Row],
         inherited: list[int],
     ) -> _Worker | None:

@@ -60,7 +60,7 @@ def scan(
 
 def _projects(
     report: ScanReport, config: Config, only: Only = None
-) -> Iterator[tuple[Project, list[MetaFileRef]]]:
+) -> Iterator[tuple[Project, Sequence[MetaFileRef]]]:
     """Each root of ``report`` with its metadata files; a root without specs/ is a note."""
     for root in report.roots:
         with Project.open(root, config) as project:
