@@ -21,17 +21,15 @@ from postflightd.loader import (
     Loaded,
     Marker,
     MetaFileRef,
-    MetaFiles,
     StateView,
-    find_metadata_files,
     load_state,
     parse_json,
     parse_task_dir,
     read_marker,
     read_task,
     task_context,
-    task_order,
 )
+from postflightd.metafiles import MetaFiles, find_metadata_files, task_order
 from postflightd.rule_toolkit import ArtifactState
 from postflightd.tree import Directory, open_specs
 

@@ -37,7 +37,8 @@ def test_state_cache_serves_only_the_file_it_was_read_from(tmp_path: Path) -> No
 def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     """After a commit the next read of state.json is the document written, not a re-parse."""
     from postflightd.journal import Journal, default_journal_path
-    from postflightd.loader import find_metadata_files, load_state
+    from postflightd.loader import load_state
+    from postflightd.metafiles import find_metadata_files
     from postflightd.tree import Directory
 
     root = make_project(tmp_path, [task_entry(259, "prove_completeness")])

@@ -18,11 +18,11 @@ from postflightd.findings import Finding, Policy, cap_findings, finding
 from postflightd.loader import (
     Loaded,
     MetaFileRef,
-    MetaFiles,
     parse_task_dir,
     read_task,
     task_context,
 )
+from postflightd.metafiles import MetaFiles
 from postflightd.parallel import check_all
 from postflightd.project import Project
 from postflightd.results import FileReport
@@ -201,7 +201,7 @@ def check_specs_dir(root: Path, config: Config) -> None:
 
 def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
     """The metadata files of ``project`` (those of ``only``, when it names its root)."""
-    # In task order, held as names (loader.MetaFiles): a scan keeps this list to its end.
+    # In task order, held as names (metafiles.MetaFiles): a scan keeps this list to its end.
     refs: Sequence[MetaFileRef] = MetaFiles.find(project.require_specs())
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:

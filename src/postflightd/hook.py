@@ -30,7 +30,8 @@ from postflightd.errors import MalformedInputError
 from postflightd.findings import Finding, Severity, policy_from
 from postflightd.inert import inert
 from postflightd.journal import Journal
-from postflightd.loader import MetaFileRef, find_metadata_files
+from postflightd.loader import MetaFileRef
+from postflightd.metafiles import find_metadata_files
 from postflightd.pipeline import apply_files
 from postflightd.project import Project
 from postflightd.results import FileReport, Outcome

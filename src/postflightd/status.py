@@ -18,7 +18,7 @@ from postflightd.daemon_notes import daemon_note
 from postflightd.errors import ExitCode
 from postflightd.findings import Policy
 from postflightd.lifecycle import IN_PROGRESS, Sighting
-from postflightd.loader import find_metadata_files
+from postflightd.metafiles import find_metadata_files
 from postflightd.project import Project
 from postflightd.results import FileReport
 from postflightd.store import lock_holder
