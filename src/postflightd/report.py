@@ -345,7 +345,7 @@ def tally(folded: Runs) -> Tally:
         if run.validated:
             validated += 1
         if run.findings:
-            _count_findings(out.codes, parsed, run, agent)
+            _count_findings(out.codes, parsed, run.findings, run.first_ts, agent)
         if run.near_misses:
             for raw in run.near_misses:
                 near[(raw, _meaning(raw, operation, run.findings, parsed))] += 1
@@ -473,21 +473,21 @@ def _findings_of(
 def _count_findings(
     codes: dict[str, CodeFigure],
     parsed: dict[str, list[tuple[str, str, str, str]]],
-    run: Run,
+    findings: set[str],
+    first_ts: str,
     agent: str,
 ) -> None:
     seen: set[str] = set()
-    assert run.findings is not None
     # Sorted: the example a code keeps must not depend on a set's iteration order.
-    for text in sorted(run.findings):
+    for text in sorted(findings):
         for code, severity, location, message in _findings_of(text, parsed):
             figure = codes.get(code)
             if figure is None:
                 figure = codes[code] = CodeFigure(code, severity)
             figure.count += 1
-            if message and (not figure.example or run.first_ts < figure.example_ts):
+            if message and (not figure.example or first_ts < figure.example_ts):
                 figure.example, figure.example_location = message, location
-                figure.example_ts = run.first_ts
+                figure.example_ts = first_ts
             if code not in seen:
                 seen.add(code)
                 figure.files += 1

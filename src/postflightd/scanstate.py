@@ -198,8 +198,8 @@ class _LeanReader:
     def _skip_whitespace(self) -> None:
         while True:
             match = _WHITESPACE.match(self._buf, self._pos)
-            assert match is not None  # the pattern matches the empty string
-            self._pos = match.end()
+            if match is not None:  # always: the pattern matches the empty string
+                self._pos = match.end()
             if self._pos < len(self._buf) or not self._more():
                 return
 
