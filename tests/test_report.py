@@ -490,11 +490,11 @@ def test_the_forked_fold_gives_the_same_report(
     built: Built, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Half the runs folded in a child process (large journals): the same figures."""
-    from postflightd import report_command
+    from postflightd import report_journal
 
-    monkeypatch.setattr(report_command, "PARALLEL_MIN_ROWS", 10**9)
+    monkeypatch.setattr(report_journal, "PARALLEL_MIN_ROWS", 10**9)
     serial = report_json(capsys, "--since", "all")
-    monkeypatch.setattr(report_command, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(report_journal, "PARALLEL_MIN_ROWS", 0)
     forked = report_json(capsys, "--since", "all")
     for report in (serial, forked):
         report.pop("generated")

@@ -14,9 +14,9 @@ import pytest
 
 from conftest import make_project, task_entry, write_artifact, write_meta
 from postflightd.cli import main
+from postflightd.commands.arguments import parse_interval, parse_since_arg
 from postflightd.journal import Journal, default_journal_path
 from postflightd.report import advise, build_report, median, nice_ceil, percentile
-from postflightd.report_command import parse_interval, parse_since
 from postflightd.report_runs import Facts, JournalRow, duration_of, facts_of, fold
 
 SID = "sess_1736700000_abc123"
@@ -344,12 +344,12 @@ def test_days_without_runs_are_zero_bars() -> None:
 
 def test_parse_since_and_interval() -> None:
     now = datetime(2026, 3, 1, tzinfo=UTC)
-    assert parse_since("30d", now) == now - timedelta(days=30)
-    assert parse_since("90m", now) == now - timedelta(minutes=90)
-    assert parse_since("all", now) is None
-    assert parse_since("2026-02-01T00:00:00+00:00", now) == datetime(2026, 2, 1, tzinfo=UTC)
+    assert parse_since_arg("30d", now) == now - timedelta(days=30)
+    assert parse_since_arg("90m", now) == now - timedelta(minutes=90)
+    assert parse_since_arg("all", now) is None
+    assert parse_since_arg("2026-02-01T00:00:00+00:00", now) == datetime(2026, 2, 1, tzinfo=UTC)
     with pytest.raises(Exception, match="--since"):
-        parse_since("soon", now)
+        parse_since_arg("soon", now)
     assert parse_interval("1s") == 1.0
     assert parse_interval("500ms") == 0.5
     assert parse_interval("2") == 2.0

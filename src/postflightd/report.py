@@ -1,7 +1,7 @@
 """``postflightd report``: what the journal says about the runs, as figures.
 
 Pure: runs in (``report_runs.fold`` of the journal rows), a ``Report`` out. Reading the
-database, the configuration and the clock happens in ``report_command``; rendering in
+database, the configuration and the clock happens in ``report_journal``; rendering in
 ``report_render`` and ``report_html``.
 
 Why this module stays whole at ~650 lines: it is one step, runs into figures. Each figure type

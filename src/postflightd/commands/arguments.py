@@ -36,6 +36,23 @@ def parse_since_arg(text: str, now: datetime) -> datetime | None:
         raise UsageError(f"--since: {exc}") from None
 
 
+def parse_interval(text: str) -> float:
+    """``--interval``: ``1s``, ``500ms``, ``0.5``; at least 0.1 s."""
+    raw = text.strip().lower()
+    scale = 1.0
+    if raw.endswith("ms"):
+        raw, scale = raw[:-2], 0.001
+    elif raw.endswith("s"):
+        raw = raw[:-1]
+    try:
+        value = float(raw) * scale
+    except ValueError:
+        raise UsageError(f"--interval {text!r}: give seconds, e.g. 1s, 500ms or 2") from None
+    if not value >= 0.1 or value > 3600:
+        raise UsageError(f"--interval {text!r}: between 100ms and 1h")
+    return value
+
+
 def open_journal(config: Config) -> Journal:
     """The journal the configuration names (disabled, with its error, when it cannot open)."""
     from postflightd.journal import Journal, journal_path

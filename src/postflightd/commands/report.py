@@ -1,4 +1,4 @@
-"""``postflightd report``: analytics from the journal (the query and fold: report_command.py)."""
+"""``postflightd report``: analytics from the journal (reading it: report_journal.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from postflightd.commands.arguments import parse_since_arg
 from postflightd.errors import ExitCode
-from postflightd.report_command import make_report, write_output
+from postflightd.report_journal import make_report, write_output
 from postflightd.report_render import RENDERERS
 
 
@@ -15,7 +16,8 @@ def run_report(
     roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
 ) -> int:
     """Exit 0 whatever the report says: a report is information, not a verdict."""
-    report, notes = make_report(roots, since, config_path, datetime.now(UTC))
+    now = datetime.now(UTC)
+    report, notes = make_report(roots, parse_since_arg(since, now), config_path, now)
     for note in notes:
         print(f"postflightd: {note}", file=sys.stderr)
     write_output(RENDERERS[fmt](report), output)

@@ -10,13 +10,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from postflightd.commands.arguments import policy
+from postflightd.commands.arguments import parse_interval, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.findings import Policy
 from postflightd.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.project import resolve_root
-from postflightd.report_command import parse_interval
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import use_color
 from postflightd.status import add_healing, collect_status, status_exit_code

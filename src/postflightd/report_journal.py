@@ -1,4 +1,4 @@
-"""``postflightd report``: the I/O edge of the report (SPEC 4).
+"""The report's I/O edge (SPEC 4), behind ``commands/report.py``: the journal in, the text out.
 
 It reads the journal through its own read-only connection (a report never creates, migrates or
 locks the database the daemon writes), streams the rows into ``report_runs.fold``, loads each
@@ -57,33 +57,6 @@ _REPEAT_SQL = (
     "WHERE p.session = o.session AND p.id < o.id{since} ORDER BY p.id DESC LIMIT 1), 0)"
 )
 _KINDS = ("validated", "postflighted", "stuck", "interrupted")
-
-
-def parse_since(text: str, now: datetime) -> datetime | None:
-    """``--since``: what ``verify --since`` takes (``durations.parse_since``); None for all."""
-    from postflightd.durations import parse_since as parse
-
-    try:
-        return parse(text, now)
-    except ValueError as exc:
-        raise UsageError(f"--since {exc}") from None
-
-
-def parse_interval(text: str) -> float:
-    """``--interval``: ``1s``, ``500ms``, ``0.5``; at least 0.1 s."""
-    raw = text.strip().lower()
-    scale = 1.0
-    if raw.endswith("ms"):
-        raw, scale = raw[:-2], 0.001
-    elif raw.endswith("s"):
-        raw = raw[:-1]
-    try:
-        value = float(raw) * scale
-    except ValueError:
-        raise UsageError(f"--interval {text!r}: give seconds, e.g. 1s, 500ms or 2") from None
-    if not value >= 0.1 or value > 3600:
-        raise UsageError(f"--interval {text!r}: between 100ms and 1h")
-    return value
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
@@ -230,13 +203,12 @@ def _root_arg(raw: str) -> str:
 
 
 def make_report(
-    roots: Sequence[str], since_text: str, config_path: str | None, now: datetime
+    roots: Sequence[str], since: datetime | None, config_path: str | None, now: datetime
 ) -> tuple[Report, list[str]]:
     """The report and notes for stderr (roots whose configuration could not be read)."""
     from postflightd.config import Config, load_config
     from postflightd.journal import journal_path
 
-    since = parse_since(since_text, now)
     wanted = [_root_arg(r) for r in roots]
     # The journal's path comes from the user's configuration, as for `history`.
     config = load_config(config_path, [Path.cwd()])
