@@ -269,7 +269,8 @@ def test_runs_and_outcomes_per_operation(built: Built, capsys: pytest.CaptureFix
     report = report_json(capsys, str(built.root))
     assert report["roots"] == [str(built.root)]
     assert report["runs"] == 20
-    assert report["unattributed_runs"] == 3  # invalid, stuck, interrupted: never applied
+    # Invalid, stuck, interrupted: never applied, yet each row kept the file's agent type.
+    assert report["unattributed_runs"] == 0
     outcomes = {k: v for k, v in report["outcomes"].items() if v}
     assert outcomes == {
         "researched": 7,
@@ -280,15 +281,19 @@ def test_runs_and_outcomes_per_operation(built: Built, capsys: pytest.CaptureFix
         "stuck": 1,
         "interrupted": 1,
     }
-    ops = {g["name"]: g for g in report["operations"]}
-    assert list(ops) == ["research", "planning", "implementation", "unknown"]
-    assert ops["research"]["runs"] == 7
-    assert ops["research"]["outcomes"]["researched"] == 7
-    assert ops["planning"]["runs"] == 5
-    assert ops["implementation"]["outcomes"]["implemented"] == 4
-    assert ops["implementation"]["outcomes"]["partial"] == 1
-    unknown = {k: v for k, v in ops["unknown"]["outcomes"].items() if v}
-    assert unknown == {"invalid": 1, "stuck": 1, "interrupted": 1}
+    ops = {g["name"]: {k: v for k, v in g["outcomes"].items() if v} for g in report["operations"]}
+    # A run never applied is placed by its agent's name, as the stuck detector places it.
+    assert ops == {
+        "research": {"researched": 7, "interrupted": 1},
+        "planning": {"planned": 5, "invalid": 1},
+        "implementation": {"implemented": 4, "partial": 1, "stuck": 1},
+    }
+    agents = {g["name"]: g["runs"] for g in report["agents"]}
+    assert agents == {
+        "lean-research-agent": 8,
+        "planner-agent": 6,
+        "python-implementation-agent": 6,
+    }
 
 
 def test_duration_medians_and_p95(built: Built, capsys: pytest.CaptureFixture[str]) -> None:
@@ -302,16 +307,12 @@ def test_duration_medians_and_p95(built: Built, capsys: pytest.CaptureFixture[st
     assert near(ops["planning"]["p95_s"], 800)
     assert near(ops["implementation"]["median_s"], PARTIAL)  # 600 900 1000 1200 1500
     assert near(ops["implementation"]["p95_s"], 1500)
-    assert ops["unknown"]["median_s"] is None
+    assert "unknown" not in ops
     agents = {g["name"]: g for g in report["agents"]}
-    assert set(agents) == {
-        "lean-research-agent",
-        "planner-agent",
-        "python-implementation-agent",
-        "unknown",
-    }
+    assert set(agents) == {"lean-research-agent", "planner-agent", "python-implementation-agent"}
+    # The invalid plan (never applied, no started_at) is a run of its agent but has no duration.
     assert near(agents["planner-agent"]["median_s"], 600)
-    assert agents["planner-agent"]["runs"] == 5
+    assert agents["planner-agent"]["runs"] == 6
 
 
 def test_timeouts_against_reality(built: Built, capsys: pytest.CaptureFixture[str]) -> None:
@@ -347,8 +348,10 @@ def test_top_finding_code_with_share_agents_and_a_real_message(
     assert top["example"]["location"] == "artifacts[0].type"
     codes = {c["code"]: c for c in findings["codes"]}
     assert codes["PF202"]["top_agents"] == [{"agent": "lean-research-agent", "files": 1}]
-    assert codes["PF203"]["top_agents"] == [{"agent": "unknown", "files": 1}]
+    # The invalid file was never applied: its agent comes from its validated rows.
+    assert codes["PF203"]["top_agents"] == [{"agent": "planner-agent", "files": 1}]
     assert codes["PF602"]["files"] == 1
+    assert codes["PF602"]["top_agents"] == [{"agent": "python-implementation-agent", "files": 1}]
 
 
 def test_near_miss_statuses_are_counted_by_what_they_meant(
@@ -373,6 +376,8 @@ def test_stuck_and_interrupted_runs_with_task_session_and_ending(
     assert incidents["interrupted"]["session"] == built.interrupted_session
     assert incidents["interrupted"]["task"] == 20
     assert incidents["interrupted"]["file"] == "specs/20_task20/.return-meta.json"
+    assert incidents["stuck"]["agent"] == "python-implementation-agent"
+    assert incidents["interrupted"]["agent"] == "lean-research-agent"
 
 
 def test_runs_per_day_and_the_scope_of_roots(
@@ -403,7 +408,7 @@ def test_text_report_reads_as_a_summary(built: Built, capsys: pytest.CaptureFixt
     assert main(["report", str(built.root)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("postflightd report: 20 runs, ")
-    assert re.search(r"^  research +7 +100% +11m", text, re.MULTILINE)
+    assert re.search(r"^  research +8 +88% +11m", text, re.MULTILINE)  # 7 of 8: 1 interrupted
     assert re.search(r"^  PF204 +warning +4 +4 +20% +lean-research-agent \(4\)", text, re.M)
     assert "research: raise it: the timeout (10m00s) is below the p95 (18m2" in text
     assert "implementation: lower it: the timeout (2h00m) is more than 3x" in text
@@ -456,7 +461,7 @@ def test_html_report_has_every_chart_and_nothing_external(
     page = _Page()
     page.feed(text)
     charts = page.charts
-    assert charts["outcomes-by-agent"]["bar"] == 4  # one per agent type
+    assert charts["outcomes-by-agent"]["bar"] == 3  # one per agent type
     for op in ("research", "planning", "implementation"):
         chart = charts[f"durations-{op}"]
         assert chart["bar"] == BINS
@@ -483,7 +488,7 @@ def test_html_bar_values_match_the_figures(built: Built, tmp_path: Path) -> None
     assert sum(counts) == 7  # every timed research run in one bin
     agents = re.search(r'data-chart="outcomes-by-agent".*?</svg>', text, re.S)
     assert agents is not None
-    assert 'data-label="planner-agent" data-value="5"' in agents.group()
+    assert 'data-label="planner-agent" data-value="6"' in agents.group()  # 5 planned, 1 invalid
 
 
 def test_the_forked_fold_gives_the_same_report(
@@ -502,3 +507,38 @@ def test_the_forked_fold_gives_the_same_report(
         report["incidents"].sort(key=lambda i: (i["kind"], i["task"]))
     assert forked == serial
     assert forked["runs"] == 21
+
+
+def test_a_version_2_journal_is_read_as_it_is_with_its_unapplied_runs_unknown(
+    built: Built,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A journal an older postflightd wrote has no ``agent`` column: the report (which never
+    migrates) reads it, and the runs never applied count as ``unknown``, as they did then."""
+    import shutil
+
+    from postflightd.journal import journal_path
+
+    v2 = tmp_path / "v2-state"
+    shutil.copytree(built.state, v2)
+    monkeypatch.setenv("XDG_STATE_HOME", str(v2))
+    path = journal_path("")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("ALTER TABLE observations DROP COLUMN agent")
+        conn.execute("PRAGMA user_version = 2")
+        conn.commit()
+    report = report_json(capsys, str(built.root))
+    assert report["runs"] == 20
+    assert report["unattributed_runs"] == 3  # invalid, stuck, interrupted
+    unknown = next(g for g in report["operations"] if g["name"] == "unknown")
+    assert {k: v for k, v in unknown["outcomes"].items() if v} == {
+        "invalid": 1,
+        "stuck": 1,
+        "interrupted": 1,
+    }
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (2,)  # not migrated
+    assert main(["report", str(built.root)]) == 0
+    assert "3 run(s) have no agent type on record" in capsys.readouterr().out

@@ -199,11 +199,13 @@ class Journal:
         ts: datetime | None = None,
         change: TaskChange | None = None,
         ref: int | None = None,
+        agent: str | None = None,
     ) -> bool:
         """Append one observation; False when the journal is off or the write failed.
 
         ``change``: what a postflight (or a re-application) did to the task; ``ref``: the
-        ``postflighted`` row a ``reapplied``/``overwritten`` row is about.
+        ``postflighted`` row a ``reapplied``/``overwritten`` row is about; ``agent``: the
+        file's ``metadata.agent_type``, when it has one.
 
         A ``postflighted`` row is on stable storage when this returns True (outside a
         ``batch``; inside one, when the batch ends), so the caller may delete the file.
@@ -226,6 +228,7 @@ class Journal:
             content,
             *_change_columns(change),
             ref,
+            agent,
         )
         with self._lock:
             conn = self._conn
@@ -235,8 +238,8 @@ class Journal:
                 with self._transaction(conn, durable=kind in DURABLE_KINDS):
                     conn.execute(
                         "INSERT INTO observations (ts, kind, root, file, task, session, status, "
-                        "findings, content, entry_before, entry_after, todo_edits, ref) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "findings, content, entry_before, entry_after, todo_edits, ref, agent) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         row,
                     )
             except sqlite3.Error as exc:

@@ -18,7 +18,7 @@ from typing import Final
 
 from postflightd.logs import get_logger
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _SCHEMA_V1: Final = """
 CREATE TABLE IF NOT EXISTS observations (
@@ -50,8 +50,15 @@ ALTER TABLE observations ADD COLUMN ref INTEGER;
 CREATE INDEX IF NOT EXISTS observations_kind_ts ON observations (kind, ts);
 """
 
+#: Version 3: ``agent``, the file's ``metadata.agent_type`` on every row that read one, so that
+#: ``report`` can name the agent of a run that was never applied (invalid, stuck, interrupted):
+#: only ``postflighted`` rows carry the content it is otherwise read from.
+_SCHEMA_V3: Final = """
+ALTER TABLE observations ADD COLUMN agent TEXT;
+"""
+
 #: version -> the statements that take a journal from the version before to it.
-_MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2}
+_MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
 
 log = get_logger()
 

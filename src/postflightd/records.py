@@ -42,11 +42,23 @@ def journal_row(
             findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
             content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
             change=change,
+            agent=_agent_type(report),
         )
     except (UnicodeEncodeError, OverflowError):
         # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;
         # sqlite3 refused it before it touched the transaction, so the batch goes on.
         return False
+
+
+def _agent_type(report: FileReport) -> str | None:
+    """The file's ``metadata.agent_type`` when it is a string, whatever else is wrong."""
+    doc = report.loaded.doc
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    agent = meta.get("agent_type") if isinstance(meta, dict) else None
+    if not isinstance(agent, str):
+        return None
+    # A lone surrogate (a JSON "\\ud800" escape) cannot be stored: the row must not be lost.
+    return agent.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def _record_for(

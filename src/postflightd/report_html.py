@@ -324,9 +324,9 @@ def render_html(report: Report) -> str:
     )
     if report.unattributed:
         add(
-            f'<p class="muted">{report.unattributed} run(s) were never applied (invalid, stuck or '
-            "interrupted): the journal keeps a file's content only once it is applied, so their "
-            "agent type and operation are unknown.</p>"
+            f'<p class="muted">{report.unattributed} run(s) have no agent type on record: the '
+            "file named none, or it was journalled before journal version 3 and never applied "
+            "(only an applied file's content was kept then).</p>"
         )
 
     add("<h2>Outcomes per agent type</h2>")

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from postflightd.errors import ConfigError, UsageError
 from postflightd.report import Report, Tally, build_report, tally
@@ -32,10 +32,17 @@ _FACT_PATHS = (
     ("$.started_at", "= 'text'"),
     ("$.metadata.duration_seconds", "IN ('integer', 'real')"),
 )
-_FACTS_SQL = ", ".join(
+_FACTS: Final = [
     f"CASE WHEN kind = 'postflighted' AND json_valid(content) "
     f"AND json_type(content, '{path}') {test} THEN json_extract(content, '{path}') END"
     for path, test in _FACT_PATHS
+]
+_FACTS_SQL: Final = ", ".join(_FACTS)
+# Journal version 3 also keeps the agent type on the rows without content, so a run that was
+# never applied still has its agent. A version 2 journal is read as it is (a report never
+# migrates it) and has no such column.
+_FACTS_V3_SQL: Final = ", ".join(
+    [f"coalesce(CASE WHEN typeof(agent) = 'text' THEN agent END, {_FACTS[0]})", *_FACTS[1:]]
 )
 # "[]" (a clean validation, most rows) comes back as NULL: nothing for Python to parse.
 # Every column is of the type the report expects whatever another tool wrote there.
@@ -91,6 +98,8 @@ def stream_rows(
     # ~440,000 rows one by one and then sorted them by id (0.3-0.5 s of CPU at 100,000 runs);
     # a scan in rowid order needs no sort. A --since window starts at the first id in it,
     # found in the (kind, ts) index alone, so a short window still reads only its own rows.
+    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(observations)")}
+    facts = _FACTS_V3_SQL if "agent" in columns else _FACTS_SQL
     kinds = ", ".join("?" * len(_KINDS))
     clauses = [f"+kind IN ({kinds})"]
     params: list[object] = list(_KINDS)
@@ -113,7 +122,7 @@ def stream_rows(
     else:
         clauses.append(_REPEAT_SQL.replace("{since}", ""))
     query = (
-        f"SELECT {_COLUMNS_SQL}, {_FACTS_SQL} FROM observations AS o "  # noqa: S608 - fixed SQL; values are bound
+        f"SELECT {_COLUMNS_SQL}, {facts} FROM observations AS o "  # noqa: S608 - fixed SQL; values are bound
         f"WHERE {' AND '.join(clauses)} ORDER BY id"
     )
     try:

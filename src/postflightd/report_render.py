@@ -84,8 +84,8 @@ def render_text(report: Report) -> str:
     lines += [f"  {inert(r)}" for r in report.roots]
     if report.unattributed:
         lines.append(
-            f"  {report.unattributed} run(s) never applied (invalid, stuck, interrupted) have "
-            "no agent type or operation on record: shown as 'unknown'"
+            f"  {report.unattributed} run(s) have no agent type on record (the file named "
+            "none, or it was journalled before version 3 and never applied): shown as 'unknown'"
         )
     lines.append("")
     lines += _groups("By operation", "OPERATION", report.operations)

@@ -6,10 +6,12 @@ outcome is the status of its last ``postflighted`` row; else ``stuck`` / ``inter
 such a row exists; else ``running`` while its file still says ``in_progress``; else
 ``invalid`` (a final status that was never applied).
 
-Only ``postflighted`` rows carry the file's content, so the agent type, the operation,
-``started_at`` and ``duration_seconds`` of a run are known only when some row of its session
-was applied; runs never applied (invalid, stuck, interrupted) count under agent ``unknown``
-unless their session was applied later. The report says how many.
+Only ``postflighted`` rows carry the file's content, so the operation, ``started_at`` and
+``duration_seconds`` of a run are known only when some row of its session was applied. The
+agent type is on every row since journal version 3, so a run never applied (invalid, stuck,
+interrupted) is counted under its agent; its operation is then inferred from the agent's name
+as the stuck detector does. Rows journalled before version 3 count under ``unknown``, and the
+report says how many runs are.
 
 Per row (``fold``: 300,000 rows at 100,000 runs) and per run (``outcome_of``, ``duration_of``,
 ``operation_of_run``); the figures over the runs are ``report``'s. Pure: rows in, runs out.
@@ -193,6 +195,9 @@ def fold(rows: Iterable[Sequence[Any]]) -> Runs:
             run.stuck_ts = run.stuck_ts or ts
         elif kind == "interrupted":
             run.interrupted_ts = run.interrupted_ts or ts
+        if agent and run.agent is None:
+            # A row without content (journal version 3): the agent of a run never applied.
+            run.agent = agent
         if status is not None:
             run.last_status = status
     if runs:
