@@ -114,7 +114,8 @@ def _run(journal: object, rng: random.Random, i: int, when: datetime) -> int:
     duration = rng.lognormvariate(6.5, 0.6)
     started = when
     ended = when + timedelta(seconds=duration)
-    common = {"root": root, "file": file, "task": task, "session": session}
+    # Every row names its agent, as postflightd writes them since journal version 3.
+    common = {"root": root, "file": file, "task": task, "session": session, "agent": agent}
     journal.record("validated", status="in_progress", findings=[], ts=started, **common)
     # Progress updates: the daemon validates (and journals) every rewrite of the file.
     updates = rng.choice((0, 1, 2, 3))
