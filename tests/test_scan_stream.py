@@ -19,7 +19,7 @@ from postflightd.config import Config
 from postflightd.findings import policy_from
 from postflightd.inert import json_text
 from postflightd.loader import StateView, load_state
-from postflightd.reporters.scan import report_github, report_text, write_json
+from postflightd.reporters.scan import WRITERS, write_github, write_json, write_text
 from postflightd.reporters.style import Options
 from postflightd.scanstate import SCAN_FIELDS, load_state_for_scan
 
@@ -71,9 +71,7 @@ def _scan_cli(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 @pytest.mark.parametrize("fmt", ["json", "text", "github", "sarif"])
 def test_streamed_output_is_the_whole_reports_output(tmp_path: Path, fmt: str) -> None:
-    """The CLI streams; the in-memory report and its reporter give the very same bytes."""
-    from postflightd.reporters.scan import REPORTERS
-
+    """The CLI streams; the in-memory report, written whole, gives the very same bytes."""
     root = _mixed_project(tmp_path / "p")
     done = _scan_cli(root, "--format", fmt)
     assert done.returncode == 1, done.stderr
@@ -86,7 +84,7 @@ def test_streamed_output_is_the_whole_reports_output(tmp_path: Path, fmt: str) -
         positions=fmt in ("github", "sarif"),
     )
     out = io.StringIO()
-    REPORTERS[fmt](report, out, Options(cwd=str(tmp_path)))
+    WRITERS[fmt](report.roots, report.files, report.tally(), out, Options(cwd=str(tmp_path)))
     assert done.stdout.decode("utf-8") == out.getvalue()
     assert len(report.files) == 41
 
@@ -115,8 +113,8 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     config = Config()
     report = pipeline.scan([root], config, policy_from(config), datetime.now(UTC))
     text, github = io.StringIO(), io.StringIO()
-    report_text(report, text)
-    report_github(report, github)
+    write_text(report.roots, report.files, report.tally(), text)
+    write_github(report.roots, report.files, report.tally(), github)
     assert text.getvalue() == "0 file(s): 0 valid, 0 invalid; 0 error(s), 0 warning(s)\n"
     assert github.getvalue() == ""
 

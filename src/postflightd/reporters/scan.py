@@ -24,11 +24,6 @@ if TYPE_CHECKING:
 # --- text -------------------------------------------------------------------------------------
 
 
-def report_text(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
-    """``path:CODE severity: message`` per finding, then a summary line (not with -q)."""
-    write_text(report.roots, report.files, report.tally(), out, options)
-
-
 def write_text(
     roots: list[Path],
     files: Iterable[FileReport],
@@ -36,7 +31,10 @@ def write_text(
     out: TextIO,
     options: Options | None = None,
 ) -> None:
-    """report_text for files as they come; ``tally`` is complete once they are consumed."""
+    """``path:CODE severity: message`` per finding, then a summary line (not with -q).
+
+    Written as the files come; ``tally`` is complete once they are consumed.
+    """
     del roots  # paths are shown from the current directory
     o = options or Options()
     applied: list[tuple[str, int | None]] = []
@@ -68,11 +66,6 @@ def write_text(
 # --- json -------------------------------------------------------------------------------------
 
 
-def report_json(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
-    """The object of SPEC 4: roots, files (valid ones included, each with its root), summary."""
-    write_json(report.roots, report.files, report.tally(), out, options)
-
-
 def write_json(
     roots: list[Path],
     files: Iterable[FileReport],
@@ -80,8 +73,10 @@ def write_json(
     out: TextIO,
     options: Options | None = None,
 ) -> None:
-    """report_json written as the files come, byte for byte what ``json.dumps`` of the whole
-    object gives (one file's entry at a time, so memory does not grow with the files)."""
+    """The object of SPEC 4: roots, files (valid ones included, each with its root), summary.
+
+    Written as the files come, byte for byte what ``json.dumps`` of the whole object gives
+    (one file's entry at a time, so memory does not grow with the files)."""
     del options  # one shape whatever the options
     # Indented only for a person at a terminal: with indent, json falls back from its C
     # encoder to pure Python (0.5 s for 10,000 files). Each entry is one dumps and one write:
@@ -160,11 +155,6 @@ def positioned(file: FileReport) -> list[Finding]:
     return with_positions(file.findings, file.loaded.raw)
 
 
-def report_github(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
-    """One workflow command per finding, with line and column where the finding has them."""
-    write_github(report.roots, report.files, report.tally(), out, options)
-
-
 def write_github(
     roots: list[Path],
     files: Iterable[FileReport],
@@ -172,6 +162,7 @@ def write_github(
     out: TextIO,
     options: Options | None = None,
 ) -> None:
+    """One workflow command per finding, with line and column where the finding has them."""
     del roots, tally  # no summary: annotations only
     o = options or Options()
     for file in files:
@@ -268,10 +259,6 @@ def _sarif_results(file: FileReport, cwd: str, results: list[dict[str, Any]]) ->
         )
 
 
-def report_sarif(report: ScanReport, out: TextIO, options: Options | None = None) -> None:
-    write_sarif(report.roots, report.files, report.tally(), out, options)
-
-
 def write_sarif(
     roots: list[Path],
     files: Iterable[FileReport],
@@ -317,15 +304,6 @@ def report_statistics(
             f"{sev:<7}  {r['summary']}\n"
         )
 
-
-Reporter = Callable[["ScanReport", TextIO, Options | None], None]
-
-REPORTERS: dict[str, Reporter] = {
-    "text": report_text,
-    "json": report_json,
-    "github": report_github,
-    "sarif": report_sarif,
-}
 
 #: The same formats for files as they come (``scan`` streams them): (roots, files, the tally
 #: that is complete once the files are consumed, out, options).
