@@ -81,11 +81,11 @@ class Healer:
         now = now or datetime.now(UTC)
         since = format_ts(now - timedelta(seconds=window))
         recent = self._roots.setdefault(str(root), _Recent())
-        rows = journal.changes(roots=[str(root)], since=since, after_id=recent.last_id)
-        if rows:
-            recent.last_id = rows[-1].id
-            for row in rows:
-                recent.latest[row.task] = (row.id, row.ts, row.change.after)
+        # One row at a time, keeping its ``after`` only: a burst's rows decoded all at once
+        # were the daemon's memory peak (Journal.iter_changes).
+        for row in journal.iter_changes(roots=[str(root)], since=since, after_id=recent.last_id):
+            recent.last_id = row.id
+            recent.latest[row.task] = (row.id, row.ts, row.change.after)
         for task in [k for k, (_, ts, _) in recent.latest.items() if ts < since]:
             del recent.latest[task]
             recent.judged.pop(task, None)
