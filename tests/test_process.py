@@ -273,3 +273,29 @@ def test_scan_apply_with_corrupt_state_exits_4(tmp_path: Path) -> None:
     assert main(["scan", "--apply", str(root)]) in {1, 4}
     assert (root / "specs" / "state.json").read_text("utf-8") == '{"active_projects": ['
     assert meta.exists()
+
+
+@pytest.mark.parametrize(
+    ("agent_json", "recorded"),
+    [('"planner-agent"', "planner-agent"), ('"\\ud800agent"', "?agent"), ("42", None)],
+)
+def test_an_invalid_files_journal_rows_keep_its_agent_type(
+    tmp_path: Path, agent_json: str, recorded: str | None
+) -> None:
+    """Journal version 3: a file never applied still names its agent (for `report`); a lone
+    surrogate is stored as ``?`` rather than losing the row; a non-string is no agent."""
+    import contextlib
+    import sqlite3
+
+    from postflightd.journal import default_journal_path
+
+    root = project_with_task(tmp_path)
+    doc = researched_doc()
+    doc["status"] = "completed"
+    doc["metadata"]["agent_type"] = "AGENT"
+    text = json.dumps(doc).replace('"AGENT"', agent_json)
+    meta = write_meta(root, "259_prove_completeness", text)
+    assert main(["process", str(meta)]) == 1
+    with contextlib.closing(sqlite3.connect(default_journal_path())) as conn:
+        rows = conn.execute("SELECT kind, agent FROM observations ORDER BY id").fetchall()
+    assert rows == [("validated", recorded)]

@@ -8,6 +8,9 @@ escape and UTF-8 cannot encode):
 
 * ``inert`` for text: control characters become visible escapes (``\\x1b``, ``\\n``).
 * ``json_text`` for JSON: always valid UTF-8.
+
+``utf8_safe`` is for a value kept rather than printed (a journal column, a report figure):
+it only makes it encodable.
 """
 
 from __future__ import annotations
@@ -57,3 +60,8 @@ def json_text(obj: Any, **kwargs: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(obj, ensure_ascii=True, **kwargs)
     return text
+
+
+def utf8_safe(text: str) -> str:
+    """Lone surrogates (a JSON ``\\ud800`` escape) become ``?``: the text encodes as UTF-8."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")

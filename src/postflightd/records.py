@@ -13,6 +13,7 @@ from typing import Any
 from postflightd.config import Config
 from postflightd.errorlog import error_record, errors_text, merge_errors
 from postflightd.findings import Severity
+from postflightd.inert import utf8_safe
 from postflightd.journal import Journal, TaskChange
 from postflightd.loader import parse_json
 from postflightd.project import LOCK_TIMEOUT_S, Project, os_problem
@@ -50,15 +51,18 @@ def journal_row(
         return False
 
 
-def _agent_type(report: FileReport) -> str | None:
-    """The file's ``metadata.agent_type`` when it is a string, whatever else is wrong."""
+def _metadata(report: FileReport) -> dict[str, Any]:
+    """The file's ``metadata`` object, or an empty one, whatever else is wrong with it."""
     doc = report.loaded.doc
     meta = doc.get("metadata") if isinstance(doc, dict) else None
-    agent = meta.get("agent_type") if isinstance(meta, dict) else None
-    if not isinstance(agent, str):
-        return None
-    # A lone surrogate (a JSON "\\ud800" escape) cannot be stored: the row must not be lost.
-    return agent.encode("utf-8", errors="replace").decode("utf-8")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _agent_type(report: FileReport) -> str | None:
+    """``metadata.agent_type`` when it is a string, encodable: a journal row must not be lost
+    to a lone surrogate."""
+    agent = _metadata(report).get("agent_type")
+    return utf8_safe(agent) if isinstance(agent, str) else None
 
 
 def _record_for(
@@ -70,9 +74,7 @@ def _record_for(
     n: int,
     recoverable: bool = True,
 ) -> dict[str, Any]:
-    doc: dict[str, Any] = report.loaded.doc if isinstance(report.loaded.doc, dict) else {}
-    raw_meta = doc.get("metadata")
-    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
+    meta = _metadata(report)
     path = meta.get("delegation_path")
     agent = meta.get("agent_type")
     return error_record(

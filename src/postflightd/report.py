@@ -25,6 +25,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final
 
 from postflightd.durations import format_duration
+from postflightd.inert import utf8_safe
 from postflightd.lifecycle import DEFAULT_OPERATION, timeout_for
 from postflightd.models import SUCCESS_STATUSES
 from postflightd.report_runs import (
@@ -35,7 +36,6 @@ from postflightd.report_runs import (
     duration_of,
     operation_of_run,
     outcome_of,
-    utf8_safe,
 )
 from postflightd.rules import suggest_status
 

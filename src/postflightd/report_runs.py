@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
+from postflightd.inert import utf8_safe
 from postflightd.lifecycle import operation_of, parse_timestamp
 from postflightd.models import Status
 
@@ -218,11 +219,6 @@ def _read_facts(
     # 1e999 in JSON is infinity to SQLite; NaN is not JSON. Ten years bounds a real run.
     if seconds is not None and 0 <= seconds < MAX_DURATION_S:
         run.duration_s = float(seconds)
-
-
-def utf8_safe(text: str) -> str:
-    """Lone surrogates (a JSON ``\\ud800`` escape) become ``?``: output must encode as UTF-8."""
-    return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
 def operation_of_run(run: Run) -> str:
