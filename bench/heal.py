@@ -37,10 +37,10 @@ from typing import Any
 
 from machine import describe
 from postflightd.config import Config
-from postflightd.healer import Healer
-from postflightd.journal import Journal, TaskChange, format_ts
-from postflightd.loader import load_state
-from postflightd.verify import inspect_root
+from postflightd.daemon.healer import Healer
+from postflightd.journal.database import Journal, TaskChange, format_ts
+from postflightd.pipeline.verify import inspect_root
+from postflightd.project.metadata import load_state
 
 
 def task(n: int, status: str) -> dict[str, Any]:

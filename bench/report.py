@@ -86,7 +86,7 @@ ERRORS = [
 def generate(state: Path, runs: int, seed: int = 14) -> int:
     """Write ``runs`` runs into the journal under ``state``; return the number of rows."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-    from postflightd.journal import Journal
+    from postflightd.journal.database import Journal
 
     rng = random.Random(seed)
     path = state / "postflightd" / "journal.sqlite3"
@@ -103,7 +103,7 @@ def generate(state: Path, runs: int, seed: int = 14) -> int:
 
 
 def _run(journal: object, rng: random.Random, i: int, when: datetime) -> int:
-    from postflightd.journal import Journal
+    from postflightd.journal.database import Journal
 
     assert isinstance(journal, Journal)
     root = f"/srv/projects/p{i % 4}"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from postflightd.inotify_watch import EVENT_READER
-from postflightd.loader import STATE_CACHE
+from postflightd.daemon.watch.inotify_tree import EVENT_READER
+from postflightd.project.metadata import STATE_CACHE
 
 SESSION = "sess_1736700000_abc123"
 

@@ -17,11 +17,11 @@ from typing import Any
 
 from conftest import researched_doc, write_artifact
 from postflightd.config import Config, load_config
-from postflightd.daemon import Daemon
-from postflightd.sdnotify import SystemdNotifier
-from postflightd.store import lock_holder
-from postflightd.tree import Directory
-from postflightd.watched_root import Clock
+from postflightd.daemon.loop import Daemon
+from postflightd.daemon.root import Clock
+from postflightd.daemon.sdnotify import SystemdNotifier
+from postflightd.fs.atomic import lock_holder
+from postflightd.fs.directory import Directory
 
 #: The polling observer: the test decides when the daemon looks (no event thread).
 POLLING = '[watch]\nobserver = "polling"\n'

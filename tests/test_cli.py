@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from conftest import make_project, task_entry, wait_until, write_meta
-from postflightd import cli, store
+from postflightd import cli
 from postflightd.cli import main
 from postflightd.errors import ExitCode, UsageError, exit_code_of
-from postflightd.store import LockTimeoutError, StoreError
+from postflightd.fs import atomic as store
+from postflightd.fs.atomic import LockTimeoutError, StoreError
 
 #: Each command with a --format, and the registry whose keys are its choices.
 REGISTRIES = [
@@ -27,7 +28,7 @@ REGISTRIES = [
     ("check-return", "postflightd.reporters.check_return", "REPORTERS"),
     ("status", "postflightd.reporters.status", "REPORTERS"),
     ("verify", "postflightd.reporters.verify", "REPORTERS"),
-    ("report", "postflightd.report_render", "RENDERERS"),
+    ("report", "postflightd.reporters.report", "RENDERERS"),
 ]
 
 
@@ -66,7 +67,7 @@ def test_version_imports_no_registry_and_no_command() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "loaded = sorted(m for m in sys.modules if m.startswith(('postflightd.reporters', "
-        "'postflightd.report', 'postflightd.commands', 'postflightd.pipeline')))\n"
+        "'postflightd.report.figures', 'postflightd.commands', 'postflightd.pipeline.apply')))\n"
         "print(loaded)\n"
     )
     out = subprocess.run(

@@ -16,7 +16,7 @@ from postflightd.config import (
     user_config_path,
 )
 from postflightd.errors import ConfigError
-from postflightd.findings import Severity
+from postflightd.rules.findings import Severity
 
 
 def _write(path: Path, text: str) -> Path:

@@ -16,8 +16,8 @@ import pytest
 from conftest import make_project, task_entry, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.config import Config
-from postflightd.findings import Policy, Severity
-from postflightd.pipeline import scan
+from postflightd.pipeline.apply import scan
+from postflightd.rules.findings import Policy, Severity
 
 SEED004 = Path(__file__).parent / "fixtures" / "seed004"
 TASK = "1_setup_lsp_config"

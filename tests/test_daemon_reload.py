@@ -25,7 +25,7 @@ from inprocess_daemon import (
     step,
     task_status,
 )
-from postflightd.sdnotify import SystemdNotifier
+from postflightd.daemon.sdnotify import SystemdNotifier
 
 #: systemd's end of the notify socket (the fixture of test_sdnotify).
 listener = test_sdnotify.listener
@@ -120,7 +120,7 @@ def test_a_reload_moving_the_specs_directory_moves_the_instance_lock(tmp_path: P
 def test_a_reload_keeps_the_old_lock_when_the_new_specs_directory_is_held(
     tmp_path: Path,
 ) -> None:
-    from postflightd.store import InstanceLock
+    from postflightd.fs.atomic import InstanceLock
 
     root = project(tmp_path / "proj", 1)
     (root / "work").mkdir()

@@ -24,10 +24,10 @@ from inprocess_daemon import (
     task_status,
 )
 from postflightd.config import load_config
-from postflightd.daemon import Daemon
+from postflightd.daemon.loop import Daemon
+from postflightd.daemon.sdnotify import SystemdNotifier
 from postflightd.errors import UsageError
-from postflightd.sdnotify import SystemdNotifier
-from postflightd.store import AlreadyRunningError, InstanceLock
+from postflightd.fs.atomic import AlreadyRunningError, InstanceLock
 
 
 def replace_specs(root: Path) -> Path:

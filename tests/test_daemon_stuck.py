@@ -25,7 +25,7 @@ from inprocess_daemon import (
     step,
     task_status,
 )
-from postflightd.daemon import Daemon
+from postflightd.daemon.loop import Daemon
 
 
 @dataclass

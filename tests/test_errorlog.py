@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from conftest import SESSION
-from postflightd.errorlog import error_record, errors_text, merge_errors
+from postflightd.postflight.errors_json import error_record, errors_text, merge_errors
 
 NOW = datetime(2026, 1, 8, 14, 30, 5, 123456, tzinfo=UTC)
 

@@ -9,8 +9,8 @@ import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.explanations import EXPLANATIONS
-from postflightd.findings import RULES
+from postflightd.rules.explanations import EXPLANATIONS
+from postflightd.rules.findings import RULES
 
 
 @pytest.mark.parametrize("code", sorted(RULES))

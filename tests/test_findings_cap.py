@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from conftest import SESSION, make_project, task_entry, write_meta
-from postflightd.check import MAX_LIST_ITEMS, trim_long_lists
 from postflightd.cli import main
-from postflightd.findings import MAX_FINDINGS_PER_FILE, Severity, cap_findings, finding
-from postflightd.journal import default_journal_path
+from postflightd.journal.database import default_journal_path
+from postflightd.pipeline.check import MAX_LIST_ITEMS, trim_long_lists
+from postflightd.rules.findings import MAX_FINDINGS_PER_FILE, Severity, cap_findings, finding
 
 
 def partial_doc(errors: list[Any]) -> dict[str, Any]:

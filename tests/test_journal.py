@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from postflightd.journal import (
+from postflightd.journal.database import (
     Journal,
     default_journal_path,
     journal_path,
 )
-from postflightd.journal_schema import SCHEMA_VERSION
+from postflightd.journal.schema import SCHEMA_VERSION
 
 SESSION = "sess_1736700000_abc123"
 OTHER = "sess_1736700001_def456"
@@ -281,7 +281,7 @@ def test_newer_schema_disables_the_journal(tmp_path: Path) -> None:
 WRITER = """
 import sys
 from pathlib import Path
-from postflightd.journal import Journal
+from postflightd.journal.database import Journal
 path, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 with Journal.open(path) as j:
     assert j.enabled, j.error

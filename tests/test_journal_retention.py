@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from postflightd.cli import main
-from postflightd.journal import Journal, default_journal_path
+from postflightd.journal.database import Journal, default_journal_path
 
 SESSION = "sess_1736700000_abc123"
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from postflightd.lifecycle import (
+from postflightd.runs.lifecycle import (
     Change,
     RunTable,
     Sighting,

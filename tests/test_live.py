@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import make_project, task_entry
-from postflightd.live import HIGHLIGHT, HOME, LiveView, describe_change
-from postflightd.status import RootStatus, RunStatus
+from postflightd.reporters.live import HIGHLIGHT, HOME, LiveView, describe_change
+from postflightd.runs.status import RootStatus, RunStatus
 
 AGENT_SIM = Path(__file__).resolve().parent.parent / "examples" / "agent_sim.py"
 

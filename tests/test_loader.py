@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd.loader import (
+from postflightd.fs.directory import Directory, open_specs
+from postflightd.project.metadata import (
     META_NAME,
     STATE_CACHE,
     Loaded,
@@ -29,9 +30,8 @@ from postflightd.loader import (
     read_task,
     task_context,
 )
-from postflightd.metafiles import MetaFiles, find_metadata_files, task_order
-from postflightd.rule_toolkit import ArtifactState
-from postflightd.tree import Directory, open_specs
+from postflightd.project.metafiles import MetaFiles, find_metadata_files, task_order
+from postflightd.rules.toolkit import ArtifactState
 
 LIMIT = 1024 * 1024
 
@@ -419,7 +419,7 @@ def test_task_context_without_state_json(tmp_path: Path) -> None:
 
 
 def test_artifact_probe_states(tmp_path: Path) -> None:
-    from postflightd.loader import artifact_probe
+    from postflightd.project.metadata import artifact_probe
 
     root = tmp_path / "root"
     write_artifact(root, "specs/1_x/reports/r.md")
@@ -446,7 +446,7 @@ def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
 ) -> None:
     """The probe forgets resolved directories past PROBE_CACHE_DIRS (flat memory over
     100,000 tasks): emptied at any point, links are still followed and judged the same."""
-    from postflightd import loader
+    from postflightd.project import metadata as loader
 
     root = tmp_path / "root"
     for i in range(4):
@@ -680,7 +680,7 @@ def test_untraversable_root_is_a_clear_error(shared_dir: Path) -> None:
 
 def test_artifact_probe_resolves_dotdot_after_symlinks(tmp_path: Path) -> None:
     """``link/../x`` follows the link first, as the kernel does: no lexical shortcut."""
-    from postflightd.loader import artifact_probe
+    from postflightd.project.metadata import artifact_probe
 
     root = tmp_path / "root"
     write_artifact(root, "x", "inside\n")

@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from inprocess_daemon import FakeClock, events, final, meta_path, open_daemon, project, task_status
-from postflightd.memtrim import TRIM_AFTER_S, trim_heap
+from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
 
 glibc = pytest.mark.skipif(
     sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's"

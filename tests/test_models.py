@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from conftest import researched_doc
 from postflightd.cli import main
-from postflightd.models import (
+from postflightd.models.metadata import (
     ARTIFACT_TYPES,
     SUCCESS_STATUSES,
     MetadataFile,

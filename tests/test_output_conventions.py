@@ -338,7 +338,7 @@ def test_positions_survive_the_forked_half_of_a_large_scan(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past PARALLEL_MIN_FILES a second process checks half the files: lines come back too."""
-    from postflightd.parallel import PARALLEL_MIN_FILES
+    from postflightd.pipeline.parallel import PARALLEL_MIN_FILES
 
     root = make_project(tmp_path / "p")
     doc = researched_doc("1_x")

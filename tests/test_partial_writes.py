@@ -29,7 +29,7 @@ from conftest import (
     write_artifact,
     write_meta,
 )
-from postflightd.journal import Journal, default_journal_path
+from postflightd.journal.database import Journal, default_journal_path
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
 pytestmark = pytest.mark.slow

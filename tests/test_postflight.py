@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import SESSION, researched_doc, task_entry
-from postflightd.errorlog import merge_errors
-from postflightd.lifecycle import iso_timestamp
-from postflightd.models import MetadataFile
-from postflightd.postflight import (
+from postflightd.models.metadata import MetadataFile
+from postflightd.postflight.errors_json import merge_errors
+from postflightd.postflight.state_text import render_state
+from postflightd.postflight.transform import (
     UNREPORTED_ERROR_TYPE,
     Applied,
     TaskNotFound,
@@ -28,7 +28,7 @@ from postflightd.postflight import (
     task_position,
     todo_marker,
 )
-from postflightd.statetext import render_state
+from postflightd.runs.lifecycle import iso_timestamp
 
 NOW = datetime(2026, 1, 8, 14, 30, 5, 123456, tzinfo=UTC)
 STAMP = "2026-01-08T14:30:05Z"

@@ -287,7 +287,7 @@ def test_an_invalid_files_journal_rows_keep_its_agent_type(
     import contextlib
     import sqlite3
 
-    from postflightd.journal import default_journal_path
+    from postflightd.journal.database import default_journal_path
 
     root = project_with_task(tmp_path)
     doc = researched_doc()

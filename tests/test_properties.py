@@ -11,13 +11,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from postflightd.check import check_file
 from postflightd.config import Config
-from postflightd.findings import RULES, Finding, Policy, Severity
-from postflightd.loader import META_NAME, MetaFileRef, parse_json
-from postflightd.project import Project
-from postflightd.rule_toolkit import ArtifactState
-from postflightd.rules import RuleOptions, TaskContext, validate
+from postflightd.pipeline.check import check_file
+from postflightd.project.metadata import META_NAME, MetaFileRef, parse_json
+from postflightd.project.root import Project
+from postflightd.rules.findings import RULES, Finding, Policy, Severity
+from postflightd.rules.metadata import RuleOptions, TaskContext, validate
+from postflightd.rules.toolkit import ArtifactState
 
 SEED004 = Path(__file__).parent / "fixtures" / "seed004"
 EXAMPLES = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(SEED004.glob("*.json"))]
@@ -307,9 +307,9 @@ def test_links_accumulate_and_match_state(
     """No outcome drops a link or links a path twice; TODO.md links exactly state.json's
     linked artifacts; the batch (fast) path equals the one-by-one path; statuses never go
     back along the line."""
-    from postflightd.models import MetadataFile
-    from postflightd.postflight import STATUS_LINE, apply_outcome
-    from postflightd.todo import _apply_one_by_one, apply_todo_edits, section_links
+    from postflightd.models.metadata import MetadataFile
+    from postflightd.postflight.todo_edit import _apply_one_by_one, apply_todo_edits, section_links
+    from postflightd.postflight.transform import STATUS_LINE, apply_outcome
 
     lines, artifacts = start
     eol = "\r\n" if crlf else "\n"

@@ -452,7 +452,7 @@ class _Page(HTMLParser):
 def test_html_report_has_every_chart_and_nothing_external(
     built: Built, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from postflightd.report_html import BINS
+    from postflightd.reporters.report_html import BINS
 
     out = tmp_path / "report.html"
     assert main(["report", "--format", "html", "-o", str(out), str(built.root)]) == 0
@@ -495,7 +495,7 @@ def test_the_forked_fold_gives_the_same_report(
     built: Built, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Half the runs folded in a child process (large journals): the same figures."""
-    from postflightd import report_journal
+    from postflightd.report import source as report_journal
 
     monkeypatch.setattr(report_journal, "PARALLEL_MIN_ROWS", 10**9)
     serial = report_json(capsys, "--since", "all")
@@ -519,7 +519,7 @@ def test_a_version_2_journal_is_read_as_it_is_with_its_unapplied_runs_unknown(
     migrates) reads it, and the runs never applied count as ``unknown``, as they did then."""
     import shutil
 
-    from postflightd.journal import journal_path
+    from postflightd.journal.database import journal_path
 
     v2 = tmp_path / "v2-state"
     shutil.copytree(built.state, v2)

@@ -17,11 +17,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postflightd.cli import main
-from postflightd.findings import RULES, Policy, Severity
-from postflightd.return_extract import MAX_RETURN_BYTES, Origin, detect_dialect, extract_return
-from postflightd.return_models import Dialect
-from postflightd.returns import check_bytes, return_probe
-from postflightd.rule_toolkit import ArtifactState
+from postflightd.models.console_return import Dialect
+from postflightd.pipeline.console_extract import (
+    MAX_RETURN_BYTES,
+    Origin,
+    detect_dialect,
+    extract_return,
+)
+from postflightd.pipeline.console_return import check_bytes, return_probe
+from postflightd.rules.findings import RULES, Policy, Severity
+from postflightd.rules.toolkit import ArtifactState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "returns"
 README = Path(__file__).parent.parent / "README.md"

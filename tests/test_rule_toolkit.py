@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from postflightd.findings import Finding, Severity, finding
-from postflightd.rule_toolkit import (
+from postflightd.rules.findings import Finding, Severity, finding
+from postflightd.rules.toolkit import (
     ArtifactContract,
     ArtifactState,
     artifact_rules,

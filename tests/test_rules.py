@@ -11,16 +11,16 @@ import pytest
 
 from conftest import SESSION, researched_doc, task_entry
 from postflightd.config import TimeoutsConfig
-from postflightd.findings import RULES, Finding, Severity
-from postflightd.models import Status
-from postflightd.rule_toolkit import ArtifactState, location
-from postflightd.rules import (
+from postflightd.models.metadata import Status
+from postflightd.rules.findings import RULES, Finding, Severity
+from postflightd.rules.metadata import (
     RuleOptions,
     TaskContext,
     Validation,
     suggest_status,
     validate,
 )
+from postflightd.rules.toolkit import ArtifactState, location
 
 NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
 TASK_DIR = "259_prove_completeness"
@@ -856,7 +856,7 @@ def test_pf602_only_for_in_progress() -> None:
 
 def test_marker_findings_are_passed_through() -> None:
     """PF605 comes from the loader; validate reports it with the rest."""
-    from postflightd.findings import finding
+    from postflightd.rules.findings import finding
 
     marker = finding("PF605", "", "marker is not JSON")
     context = TaskContext(dir_name=TASK_DIR, number=259, slug="x", marker_findings=(marker,))

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from postflightd.lifecycle import Change, Run, RunTable, Sighting, Transition
-from postflightd.run_events import LogEvent, emit, transition_event
+from postflightd.runs.events import LogEvent, emit, transition_event
+from postflightd.runs.lifecycle import Change, Run, RunTable, Sighting, Transition
 
 STARTED = datetime(2026, 1, 8, 14, 0, tzinfo=UTC)
 

@@ -12,7 +12,7 @@ import pytest
 
 from postflightd.cli import main
 from postflightd.config import load_config
-from postflightd.scaffold import (
+from postflightd.project.setup import (
     HOOK_COMMAND,
     SettingsShapeError,
     gitignore_with,

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.findings import RULES
 from postflightd.reporters.scan import WRITERS
+from postflightd.rules.findings import RULES
 
 VALID, BROKEN, WARNED, STUCK = (
     "259_prove_completeness",

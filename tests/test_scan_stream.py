@@ -14,19 +14,20 @@ from typing import Any
 import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd import parallel, pipeline
 from postflightd.config import Config
-from postflightd.findings import policy_from
 from postflightd.inert import json_text
-from postflightd.loader import StateView, load_state
+from postflightd.pipeline import apply as pipeline
+from postflightd.pipeline import parallel
+from postflightd.project.metadata import StateView, load_state
+from postflightd.project.scan_state import SCAN_FIELDS, load_state_for_scan
 from postflightd.reporters.scan import WRITERS, write_github, write_json, write_text
 from postflightd.reporters.style import Options
-from postflightd.scanstate import SCAN_FIELDS, load_state_for_scan
+from postflightd.rules.findings import policy_from
 
 
 def full_state(path: Path) -> StateView:
     """What postflight reads (``loader.load_state``, through the tree layer)."""
-    from postflightd.tree import Directory
+    from postflightd.fs.directory import Directory
 
     with Directory.anchor(path.parent) as specs:
         return load_state(specs, path.name)
@@ -221,7 +222,10 @@ def test_scan_with_an_unusable_state_says_pf604_once(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
 def test_worker_count_follows_the_cores_the_process_may_use() -> None:
-    code = "from postflightd.parallel import worker_count as w; print(w(10), w(10_000), w(10**6))"
+    code = (
+        "from postflightd.pipeline.parallel import worker_count as w;"
+        " print(w(10), w(10_000), w(10**6))"
+    )
     one = subprocess.run(
         ["taskset", "-c", "0", sys.executable, "-c", code],
         capture_output=True,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from postflightd.sdnotify import SystemdNotifier
+from postflightd.daemon.sdnotify import SystemdNotifier
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import task_entry
-from postflightd import statetext
-from postflightd.statetext import render_state
+from postflightd.postflight import state_text as statetext
+from postflightd.postflight.state_text import render_state
 
 
 def task_of(state: dict[str, Any], number: int) -> dict[str, Any]:

@@ -16,8 +16,7 @@ import pytest
 
 from conftest import wait_until
 from postflightd.errors import PostflightError
-from postflightd.loader import FileIdentity
-from postflightd.store import (
+from postflightd.fs.atomic import (
     LOCK_NAME,
     LockTimeoutError,
     Snapshot,
@@ -29,7 +28,8 @@ from postflightd.store import (
     read_snapshot,
     unchanged,
 )
-from postflightd.tree import Directory, RefusedError
+from postflightd.fs.directory import Directory, RefusedError
+from postflightd.project.metadata import FileIdentity
 
 DEADLINE_S = 10.0
 
@@ -211,8 +211,8 @@ def test_readers_never_see_a_torn_file(tmp_path: Path, procs: list[subprocess.Po
 CRASH_WRITER = """
 import sys
 from pathlib import Path
-from postflightd.store import atomic_write
-from postflightd.tree import Directory
+from postflightd.fs.atomic import atomic_write
+from postflightd.fs.directory import Directory
 target = Path(sys.argv[1])
 data = sys.argv[2].encode()
 atomic_write(Directory.anchor(target.parent), target.name, data, crash_label="state")
@@ -266,8 +266,8 @@ def test_crash_point_not_armed_for_another_label(tmp_path: Path) -> None:
 LOCK_HOLDER = """
 import sys, time
 from pathlib import Path
-from postflightd.store import project_lock
-from postflightd.tree import Directory
+from postflightd.fs.atomic import project_lock
+from postflightd.fs.directory import Directory
 specs, released = Path(sys.argv[1]), Path(sys.argv[2])
 with project_lock(Directory.anchor(specs)):
     print("locked", flush=True)
@@ -316,8 +316,8 @@ def test_lock_waits_for_the_holder(tmp_path: Path, procs: list[subprocess.Popen[
     waiter = run_python(
         f"""
         from pathlib import Path
-        from postflightd.store import project_lock
-        from postflightd.tree import Directory
+        from postflightd.fs.atomic import project_lock
+        from postflightd.fs.directory import Directory
         with project_lock(Directory.anchor(Path({str(tmp_path)!r})), timeout_s=10):
             print(Path({str(released)!r}).exists())
         """
@@ -341,8 +341,8 @@ def test_lock_serialises_read_modify_write_across_processes(
     atomic_write(*at(counter), b"0")
     code = f"""
         from pathlib import Path
-        from postflightd.store import atomic_write, project_lock
-        from postflightd.tree import Directory
+        from postflightd.fs.atomic import atomic_write, project_lock
+        from postflightd.fs.directory import Directory
         specs = Directory.anchor(Path({str(tmp_path)!r}))
         counter = Path({str(tmp_path / "counter")!r})
         for _ in range(100):
@@ -578,8 +578,8 @@ def test_commit_crash_after_temp_write_keeps_old(tmp_path: Path) -> None:
     target.write_bytes(b"old")
     code = f"""
         from pathlib import Path
-        from postflightd.store import commit
-        from postflightd.tree import Directory
+        from postflightd.fs.atomic import commit
+        from postflightd.fs.directory import Directory
         specs = Directory.anchor(Path({str(tmp_path)!r}))
         commit(specs, "state.json", lambda s: b"new", crash_label="state")
         """

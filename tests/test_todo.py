@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from postflightd.postflight import TodoEdit, TodoLink
-from postflightd.todo import _apply_one_by_one, apply_todo_edit, apply_todo_edits
+from postflightd.postflight.todo_edit import _apply_one_by_one, apply_todo_edit, apply_todo_edits
+from postflightd.postflight.transform import TodoEdit, TodoLink
 
 TODO = """\
 ---

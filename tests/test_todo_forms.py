@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from conftest import make_project, task_entry, write_artifact, write_meta
-from postflightd.models import MetadataFile
-from postflightd.postflight import apply_outcome, task_index
-from postflightd.todo import apply_todo_edits, section_links
+from postflightd.models.metadata import MetadataFile
+from postflightd.postflight.todo_edit import apply_todo_edits, section_links
+from postflightd.postflight.transform import apply_outcome, task_index
 
 NOW = datetime(2026, 2, 3, 10, 0, tzinfo=UTC)
 D = "specs/014_docs"

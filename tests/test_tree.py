@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from postflightd.tree import Directory, RefusedError, open_specs
+from postflightd.fs.directory import Directory, RefusedError, open_specs
 
 
 @pytest.fixture

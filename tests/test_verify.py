@@ -19,14 +19,14 @@ import pytest
 
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.journal import (
+from postflightd.journal.database import (
     Journal,
     RecordedChange,
     TaskChange,
     default_journal_path,
 )
-from postflightd.journal_schema import SCHEMA_VERSION
-from postflightd.verify import (
+from postflightd.journal.schema import SCHEMA_VERSION
+from postflightd.pipeline.verify import (
     Tracked,
     Verdict,
     heal_state,
@@ -574,7 +574,7 @@ def test_the_healer_reapplies_lost_outcomes_and_logs_an_edit_once(
     from structlog.testing import capture_logs
 
     from postflightd.config import Config
-    from postflightd.healer import Healer
+    from postflightd.daemon.healer import Healer
 
     root, before, after = applied
     healer = Healer()
@@ -609,9 +609,9 @@ def test_the_healer_does_not_wait_on_a_busy_lock_and_heals_on_the_next_check(
     from structlog.testing import capture_logs
 
     from postflightd.config import Config
-    from postflightd.healer import HEAL_LOCK_TIMEOUT_S, Healer
-    from postflightd.store import project_lock
-    from postflightd.tree import Directory
+    from postflightd.daemon.healer import HEAL_LOCK_TIMEOUT_S, Healer
+    from postflightd.fs.atomic import project_lock
+    from postflightd.fs.directory import Directory
 
     root, before, after = applied
     put_back(root, before)

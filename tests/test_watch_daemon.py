@@ -374,16 +374,16 @@ def test_an_event_queue_overflow_triggers_a_rescan(
 
 FAULTY_DAEMON = """
 import sys
-from postflightd import inotify_watch
+from postflightd.daemon.watch import inotify_tree
 
-original = inotify_watch.SpecsTree.dispatch
+original = inotify_tree.SpecsTree.dispatch
 
 def dispatch(self, wd, mask, cookie, name):
     if name.endswith(b"boom"):
         raise RuntimeError("injected handler fault")
     return original(self, wd, mask, cookie, name)
 
-inotify_watch.SpecsTree.dispatch = dispatch
+inotify_tree.SpecsTree.dispatch = dispatch
 from postflightd.cli import main
 raise SystemExit(main(sys.argv[1:]))
 """

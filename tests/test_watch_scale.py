@@ -21,9 +21,9 @@ import pytest
 
 from conftest import researched_doc, wait_until
 from postflightd.cli import main
-from postflightd.daemon_notes import daemon_note, remove_daemon_notes, write_daemon_notes
-from postflightd.journal import default_journal_path
-from postflightd.store import InstanceLock
+from postflightd.daemon.notes import daemon_note, remove_daemon_notes, write_daemon_notes
+from postflightd.fs.atomic import InstanceLock
+from postflightd.journal.database import default_journal_path
 from test_watch_daemon import (  # the daemon fixtures and project builders
     DaemonFactory,
     applied,

@@ -24,9 +24,9 @@ from watchdog.events import (
     FileSystemEvent,
 )
 
-from postflightd import inotify
-from postflightd.inotify_watch import EVENT_READER, SpecsTree
-from postflightd.watcher import (
+from postflightd.daemon.watch import inotify
+from postflightd.daemon.watch.inotify_tree import EVENT_READER, SpecsTree
+from postflightd.daemon.watch.root_watch import (
     MOVE_PAIRING_S,
     DirtySet,
     Pending,
@@ -188,7 +188,7 @@ def test_an_observer_started_with_short_move_pairing_keeps_it(tmp_path: Path) ->
     from watchdog.observers.inotify import InotifyEmitter
     from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 
-    from postflightd.watcher import _observer
+    from postflightd.daemon.watch.root_watch import _observer
 
     observer = _observer()
     observer.schedule(FileSystemEventHandler(), str(tmp_path), recursive=True)

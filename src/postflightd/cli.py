@@ -227,7 +227,7 @@ def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> No
     report.add_argument(
         "--since", default="30d", metavar="DURATION", help="30d (default), 12h, 2026-01-31, all"
     )
-    _add_format(report, "postflightd.report_render", "RENDERERS")
+    _add_format(report, "postflightd.reporters.report", "RENDERERS")
     report.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     report.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
@@ -246,7 +246,7 @@ def _run(argv: Sequence[str] | None) -> int:
     with command_logging():
         if FAULT_ENV in os.environ:
             # Test hook: an error no command expects, to prove the crash log and exit 70.
-            from postflightd.store import fault_point
+            from postflightd.fs.atomic import fault_point
 
             fault_point("command")
         return _dispatch(args)

@@ -15,8 +15,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from postflightd.errors import ConfigError
-from postflightd.findings import Severity, UnknownCodeError, expand_codes
-from postflightd.tree import Directory
+from postflightd.fs.directory import Directory
+from postflightd.rules.findings import Severity, UnknownCodeError, expand_codes
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"

@@ -10,15 +10,15 @@ from postflightd.errors import UsageError
 
 if TYPE_CHECKING:
     from postflightd.config import Config
-    from postflightd.findings import Policy
-    from postflightd.journal import Journal
+    from postflightd.journal.database import Journal
+    from postflightd.rules.findings import Policy
 
 
 def policy(
     config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
 ) -> Policy:
     """The configuration's policy with ``--select``/``--ignore``/``--strict`` applied."""
-    from postflightd.findings import UnknownCodeError, policy_from
+    from postflightd.rules.findings import UnknownCodeError, policy_from
 
     try:
         return policy_from(config, select, ignore, strict)
@@ -55,6 +55,6 @@ def parse_interval(text: str) -> float:
 
 def open_journal(config: Config) -> Journal:
     """The journal the configuration names (disabled, with its error, when it cannot open)."""
-    from postflightd.journal import Journal, journal_path
+    from postflightd.journal.database import Journal, journal_path
 
     return Journal.open(journal_path(config.journal.path))

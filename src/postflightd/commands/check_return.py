@@ -9,10 +9,10 @@ from pathlib import Path
 from postflightd.commands.arguments import policy
 from postflightd.config import load_config
 from postflightd.errors import UsageError
+from postflightd.models.console_return import Dialect
+from postflightd.pipeline.console_extract import MAX_RETURN_BYTES
+from postflightd.pipeline.console_return import check_bytes, read_input, return_probe, too_big
 from postflightd.reporters.check_return import REPORTERS
-from postflightd.return_extract import MAX_RETURN_BYTES
-from postflightd.return_models import Dialect
-from postflightd.returns import check_bytes, read_input, return_probe, too_big
 
 
 def run_check_return(

@@ -9,7 +9,7 @@ from pathlib import Path
 from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.journal import format_ts
+from postflightd.journal.database import format_ts
 from postflightd.reporters.history import REPORTERS, History
 
 

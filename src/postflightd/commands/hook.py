@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from postflightd.commands.arguments import open_journal
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, PostflightError, write_crash_log
-from postflightd.hook import (
+from postflightd.hooks.claude import (
     HookInputError,
     answer,
     parse_hook_input,

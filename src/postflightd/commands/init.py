@@ -7,8 +7,8 @@ from typing import TextIO
 
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.project import resolve_root
-from postflightd.scaffold import (
+from postflightd.project.root import resolve_root
+from postflightd.project.setup import (
     CONFIG_NAME,
     GITIGNORE_NAME,
     SETTINGS_PATH,

@@ -10,21 +10,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from postflightd.check import check_file
-from postflightd.cleanup import clean_litter
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.findings import Policy
-from postflightd.journal import Journal
-from postflightd.loader import META_NAME, MetaFileRef, parse_task_dir
-from postflightd.models import Status
-from postflightd.pipeline import apply_files
-from postflightd.preview import preview
-from postflightd.project import Project, root_of
+from postflightd.journal.database import Journal
+from postflightd.models.metadata import Status
+from postflightd.pipeline.apply import apply_files
+from postflightd.pipeline.check import check_file
+from postflightd.pipeline.cleanup import clean_litter
+from postflightd.pipeline.dry_run import preview
+from postflightd.pipeline.results import FileReport, Outcome
+from postflightd.project.metadata import META_NAME, MetaFileRef, parse_task_dir
+from postflightd.project.root import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
-from postflightd.results import FileReport, Outcome
+from postflightd.rules.findings import Policy
 
 #: The exit code of each outcome (SPEC 4); any other outcome is the file's fault: exit 1.
 EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 from postflightd.commands.arguments import parse_since_arg
 from postflightd.errors import ExitCode
-from postflightd.report_journal import make_report, write_output
-from postflightd.report_render import RENDERERS
+from postflightd.report.source import make_report, write_output
+from postflightd.reporters.report import RENDERERS
 
 
 def run_report(

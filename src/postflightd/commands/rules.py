@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 
 from postflightd.errors import ExitCode, UsageError
-from postflightd.findings import RULES
+from postflightd.rules.findings import RULES
 
 
 def run_rules(code: str | None = None) -> int:
     """Every rule on one line each, or one rule explained (``rules PF405``), as ruff does."""
     if code is not None:
-        from postflightd.explanations import explain
+        from postflightd.rules.explanations import explain
 
         key = code.strip().upper()
         if key not in RULES:

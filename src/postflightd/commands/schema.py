@@ -6,7 +6,7 @@ import json
 import sys
 
 from postflightd.errors import ExitCode
-from postflightd.models import json_schema
+from postflightd.models.metadata import json_schema
 
 
 def run_schema() -> int:

@@ -13,12 +13,12 @@ from pathlib import Path
 from postflightd.commands.arguments import parse_interval, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.findings import Policy
-from postflightd.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
-from postflightd.project import resolve_root
+from postflightd.project.root import resolve_root
+from postflightd.reporters.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import use_color
-from postflightd.status import add_healing, collect_status, status_exit_code
+from postflightd.rules.findings import Policy
+from postflightd.runs.status import add_healing, collect_status, status_exit_code
 
 
 def status_target(

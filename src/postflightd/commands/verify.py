@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import UsageError
-from postflightd.journal import format_ts
-from postflightd.project import resolve_root
+from postflightd.journal.database import format_ts
+from postflightd.pipeline.verify import Verdict, VerifyReport, inspect_root, repair_root
+from postflightd.project.root import resolve_root
 from postflightd.reporters.verify import REPORTERS
-from postflightd.verify import Verdict, VerifyReport, inspect_root, repair_root
 
 
 def run_verify(

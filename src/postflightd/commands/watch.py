@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from postflightd.config import Config, LogConfig, load_config
-from postflightd.daemon import Daemon
+from postflightd.daemon.loop import Daemon
 from postflightd.logs import configure_logging
-from postflightd.project import resolve_root
+from postflightd.project.root import resolve_root
 
 
 def serve(roots: Sequence[Path], config: Config, reload: Callable[[], Config]) -> int:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from postflightd.findings import Severity
 from postflightd.inert import inert, json_text
 from postflightd.reporters.scan import github_annotation
+from postflightd.rules.findings import Severity
 
 if TYPE_CHECKING:
-    from postflightd.returns import ReturnReport
+    from postflightd.pipeline.console_return import ReturnReport
 
 
 def report_text(report: ReturnReport, out: TextIO) -> None:

@@ -9,13 +9,13 @@ from postflightd.inert import inert
 from postflightd.reporters.style import display_path
 
 if TYPE_CHECKING:
-    from postflightd.preview import PlannedWrite
-    from postflightd.results import FileReport
+    from postflightd.pipeline.dry_run import PlannedWrite
+    from postflightd.pipeline.results import FileReport
 
 
 def write_diffs(writes: Sequence[PlannedWrite], out: TextIO, cwd: str) -> None:
     """Each planned write as a unified diff, labelled with the path shown from ``cwd``."""
-    from postflightd.preview import unified_diff
+    from postflightd.pipeline.dry_run import unified_diff
 
     for write in writes:
         out.write(unified_diff(write, display_path(write.path, cwd)))

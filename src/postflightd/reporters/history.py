@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, TextIO
 from postflightd.inert import inert, json_text
 
 if TYPE_CHECKING:
-    from postflightd.journal import Observation
+    from postflightd.journal.database import Observation
 
 
 @dataclass(frozen=True, slots=True)

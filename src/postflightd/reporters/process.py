@@ -9,7 +9,7 @@ from postflightd.inert import inert, json_text
 
 if TYPE_CHECKING:
     from postflightd.commands.process import Processed
-    from postflightd.results import FileReport
+    from postflightd.pipeline.results import FileReport
 
 
 def report_text(result: Processed, out: TextIO) -> None:
@@ -30,7 +30,7 @@ def report_text(result: Processed, out: TextIO) -> None:
 
 
 def _outcome_text(report: FileReport) -> str:
-    from postflightd.results import Outcome
+    from postflightd.pipeline.results import Outcome
 
     what = {
         Outcome.APPLIED: f"applied ({inert(report.raw_status or '')}) to task {report.task}; "

@@ -17,8 +17,8 @@ from postflightd.reporters.style import Options, display_path, paint
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from postflightd.findings import Finding
-    from postflightd.results import FileReport, ScanReport, Tally
+    from postflightd.pipeline.results import FileReport, ScanReport, Tally
+    from postflightd.rules.findings import Finding
 
 
 # --- text -------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def positioned(file: FileReport) -> list[Finding]:
     """
     if file.loaded.raw is None or all(f.line is not None for f in file.findings):
         return list(file.findings)
-    from postflightd.positions import with_positions
+    from postflightd.rules.positions import with_positions
 
     return with_positions(file.findings, file.loaded.raw)
 
@@ -180,7 +180,7 @@ def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
     """A SARIF 2.1.0 log of ``files`` for GitHub code scanning (``upload-sarif``): it holds
     their results, not the files (their bytes, documents)."""
     from postflightd import __version__
-    from postflightd.findings import RULES
+    from postflightd.rules.findings import RULES
 
     results: list[dict[str, Any]] = []
     codes_seen: set[str] = set()
@@ -278,7 +278,7 @@ def write_sarif(
 
 def statistics(report: ScanReport | Iterable[FileReport]) -> list[dict[str, Any]]:
     """Findings counted per code, most frequent first (as ``ruff --statistics``)."""
-    from postflightd.findings import RULES
+    from postflightd.rules.findings import RULES
 
     files = report.files if hasattr(report, "files") else report
     counts = Counter((f.code, f.severity.value) for file in files for f in file.findings)

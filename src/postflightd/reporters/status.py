@@ -10,7 +10,7 @@ from postflightd.inert import inert, json_text
 from postflightd.reporters.style import paint
 
 if TYPE_CHECKING:
-    from postflightd.status import RootStatus, RunStatus
+    from postflightd.runs.status import RootStatus, RunStatus
 
 
 def _phases(run: RunStatus) -> str:

@@ -6,10 +6,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final, TextIO
 
 from postflightd.inert import inert, json_text
-from postflightd.verify import Verdict
+from postflightd.pipeline.verify import Verdict
 
 if TYPE_CHECKING:
-    from postflightd.verify import VerifyReport
+    from postflightd.pipeline.verify import VerifyReport
 
 
 _EXPLAIN: Final = {

@@ -1,0 +1,623 @@
+"""The daemon's work on one watched root: rescans, batches, stuck runs, healing, its lock.
+
+``daemon.Daemon`` runs the loop and supervises the watches; everything it does for one root's
+files goes through a ``WatchedRoot``: which files are due (complete, still being written,
+throttled, held back by a busy lock or an unusable state.json), post-flighting them in
+batches, following their runs (``lifecycle.RunTable``) and logging what changed. Time comes
+from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
+
+Why one module of ~600 lines: it is one class over one root's bookkeeping (the maps of
+deferred, throttled, checked, held and lock-busy files, and the identities last processed),
+and each method keeps those maps consistent with the others (a file still being written is
+never throttled too; whatever ends a file's life goes through ``gone``, which clears it from
+all of them). Split across modules, those rules would have no single place to be read.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from postflightd.config import Config
+from postflightd.daemon.healer import Healer
+from postflightd.daemon.watch.root_watch import POLL_INTERVAL_S, DirtySet, RootWatch
+from postflightd.errors import PostflightError
+from postflightd.fs.atomic import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
+from postflightd.journal.database import Journal
+from postflightd.logs import get_logger
+from postflightd.pipeline.apply import apply_files
+from postflightd.pipeline.check import check_file
+from postflightd.pipeline.cleanup import clean_litter
+from postflightd.pipeline.records import record_stuck
+from postflightd.pipeline.results import FileReport, Outcome
+from postflightd.project.metadata import (
+    META_NAME,
+    FileIdentity,
+    MetaFileRef,
+    StateView,
+    artifact_probe,
+)
+from postflightd.project.root import Project
+from postflightd.rules.findings import Policy, Severity
+from postflightd.runs.events import emit, transition_event
+from postflightd.runs.lifecycle import Run, RunTable, Sighting, Transition
+
+log = get_logger()
+
+#: Files post-flighted per commit: bounds the time a SIGTERM waits for the commit in flight.
+BATCH_MAX: Final = 250
+#: A polling root is rescanned every POLL_INTERVAL_S, or this many times its last rescan's cost
+#: if that is longer: polling 100,000 task directories must not take a core.
+POLL_COST_FACTOR: Final = 50.0
+#: How long a batch waits for the project lock held by another writer (a commit takes
+#: milliseconds): past it the files stay dirty and are retried every LOCK_RETRY_S, so a lock
+#: held for minutes neither stalls the loop nor delays SIGTERM.
+LOCK_WAIT_S: Final = 0.5
+#: How often files held back by a busy project lock probe it again.
+LOCK_RETRY_S: Final = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Clock:
+    """Where the daemon reads the time: ``monotonic`` for its timers, ``wall`` for the runs."""
+
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.wall(), UTC)
+
+
+@dataclass(slots=True)
+class Shared:
+    """What the daemon's roots share: the configuration (replaced on SIGHUP), the journal, the
+    runs in flight, the hand-over from the watchers, the clock, and whether to stop."""
+
+    config: Config
+    policy: Policy
+    journal: Journal
+    runs: RunTable
+    dirty: DirtySet
+    clock: Clock
+    #: whether SIGTERM/SIGINT arrived: no new batch starts then (the files stay for the next start).
+    stopping: Callable[[], bool]
+    #: re-applies outcomes a writer that ignored the lock reverted (issue 10).
+    healer: Healer = field(default_factory=Healer)
+
+
+# --- one root ---------------------------------------------------------------------------------
+
+
+def _identity(path: str) -> FileIdentity | None:
+    try:
+        return FileIdentity.of(os.lstat(path))
+    except OSError:
+        return None
+
+
+def _metadata_identities(specs_dir: Path) -> tuple[list[tuple[str, FileIdentity]], list[str]]:
+    """(path, identity) of every ``specs/*/.return-meta.json``, and the task directory names.
+
+    One lstat per task directory. The periodic reconciliation runs this over every task
+    directory, so it stays on plain strings and ``scandir``'s cached entry types (the idle
+    CPU target of SPEC 6); symlinked task directories are included for the pipeline to refuse.
+    """
+    out: list[tuple[str, FileIdentity]] = []
+    names: list[str] = []
+    try:
+        entries = list(os.scandir(specs_dir))
+    except OSError:
+        return out, names
+    suffix = os.sep + META_NAME
+    lstat = os.lstat
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                names.append(entry.name)
+            elif not entry.is_symlink():
+                continue
+            st = lstat(entry.path + suffix)
+        except OSError:
+            continue
+        out.append((entry.path + suffix, FileIdentity.of(st)))
+    return out, names
+
+
+def _chunks(items: Sequence[MetaFileRef], size: int) -> Iterable[Sequence[MetaFileRef]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class WatchedRoot:
+    """One root the daemon watches: its watch, its instance lock, and the work on its files."""
+
+    def __init__(
+        self,
+        root: Path,
+        shared: Shared,
+        lock: InstanceLock,
+        on_fallback: Callable[[Path, str], None],
+    ) -> None:
+        config = shared.config
+        self.root = root
+        self.specs_dir = root / config.specs_dir
+        self.shared = shared
+        self.lock = lock
+        self.watch = RootWatch(
+            root,
+            self.specs_dir,
+            config.postflight.state_file,
+            config.watch.observer,
+            shared.dirty,
+            on_fallback=lambda why: on_fallback(root, why),
+        )
+        #: path -> identity of the content last processed (a rescan skips unchanged files).
+        self.identities: dict[str, FileIdentity | None] = {}
+        #: files not complete yet (still open, or not parsing) -> monotonic time of their last
+        #: event: read once quiet for settle_ms.
+        self.deferred: dict[str, float] = {}
+        #: files kept because state.json is unusable: retried when it changes.
+        self.held: set[str] = set()
+        #: why state.json is unusable, as last logged (logged again only when it changes).
+        self.state_problem: str | None = None
+        #: the specs directory is gone (or not a directory): the supervisor looks for it.
+        self.missing = False
+        #: files not post-flighted because another writer held the project lock: retried later.
+        self.lock_busy: set[str] = set()
+        #: monotonic time the busy project lock is probed again.
+        self.lock_retry_at = 0.0
+        #: monotonic time the lock was first found busy (None: not busy), for one log line.
+        self.lock_busy_since: float | None = None
+        #: path -> monotonic time it was last read and validated: a file that keeps changing is
+        #: re-validated at most once per settle window (SPEC 7.1).
+        self.checked: dict[str, float] = {}
+        #: complete files held back by that limit -> monotonic time they are due.
+        self.throttled: dict[str, float] = {}
+        #: polling (no events): monotonic time the next poll is due.
+        self.next_poll = 0.0
+        #: polling: state.json's identity at the last poll (a change retries the held files).
+        self.state_identity: FileIdentity | None = None
+
+    @property
+    def _config(self) -> Config:
+        return self.shared.config
+
+    @property
+    def _settle_s(self) -> float:
+        return self._config.watch.settle_ms / 1000
+
+    def next_due(self) -> list[float]:
+        """The monotonic times this root's own timers are due (for the loop's sleep)."""
+        due: list[float] = []
+        if self.deferred:
+            due.append(min(self.deferred.values()) + self._settle_s)
+        if self.lock_busy:
+            due.append(self.lock_retry_at)
+        if self.throttled:
+            due.append(min(self.throttled.values()))
+        if self.watch.kind == "polling":
+            due.append(self.next_poll)
+        return due
+
+    # --- the watch and the instance lock ------------------------------------------------------
+
+    def start_watch(self) -> None:
+        try:
+            started = self.watch.start()
+        except OSError as exc:
+            log.error(  # noqa: TRY400 - an expected condition: the message says it all
+                "watch_failed", root=str(self.root), error=exc.strerror or str(exc)
+            )
+            started = False
+        if started:
+            self.missing = False
+            log.info(
+                "watching",
+                root=str(self.root),
+                specs_dir=str(self.specs_dir),
+                observer=self.watch.kind,
+                reason=self.watch.why,
+                watches=self.watch.watch_count or None,
+            )
+        else:
+            self.missing = True
+
+    def relock(self) -> None:
+        """The specs directory is a new one (replaced, or moved by a reload): hold the instance
+        lock in it, then release the old one; keep the old one, and log the loss, when the new
+        one cannot be taken."""
+        fresh = InstanceLock(self.specs_dir)
+        try:
+            fresh.acquire(self.root)
+        except (InstanceLockError, OSError) as exc:
+            log.error(  # noqa: TRY400 - expected; no traceback
+                "instance_lock_lost", root=str(self.root), error=str(exc)
+            )
+            return
+        self.lock.release()
+        self.lock = fresh
+
+    # --- what is due --------------------------------------------------------------------------
+
+    def on_events(self, paths: Iterable[str], writing: set[str], state_changed: bool) -> None:
+        """Dirty paths from events: complete files now, files still being written later."""
+        mono = self.shared.clock.monotonic()
+        settle = self._settle_s
+        due: list[str] = []
+        for path in paths:
+            if path in writing:
+                # Modified (or created) and not closed yet: the writer may still be writing.
+                # Parse success alone is not completion (a closing brace can come before the
+                # last byte): wait for the close, or for settle_ms of quiet.
+                self.deferred[path] = mono
+                self.throttled.pop(path, None)
+                continue
+            last = self.checked.get(path)
+            if last is not None and mono - last < settle:
+                # Checked less than a settle window ago: at most once per window.
+                self.throttled[path] = last + settle
+                self.deferred.pop(path, None)
+                continue
+            due.append(path)
+        if state_changed:
+            self.heal()
+            due.extend(self.held)
+            self.held.clear()
+        if self.shared.stopping() or not due:
+            return
+        for p in due:
+            self.deferred.pop(p, None)
+        self.process(due, report_unparsed=False)
+
+    def poll(self) -> None:
+        """A polling root (no events): rescan it, at a cost-bounded interval."""
+        clock = self.shared.clock
+        started = clock.monotonic()
+        self.rescan("poll", force=False)
+        state = _identity(str(self.specs_dir / self._config.postflight.state_file))
+        if state != self.state_identity:
+            self.state_identity = state
+            if self.held:
+                held = list(self.held)
+                self.held.clear()
+                self.process(held, report_unparsed=False)
+        cost = clock.monotonic() - started
+        # Never more than about 2 % of a core on polling, whatever the tree's size.
+        self.next_poll = clock.monotonic() + max(POLL_INTERVAL_S, cost * POLL_COST_FACTOR)
+
+    def heal(self) -> None:
+        """state.json changed: re-apply the recent outcomes a writer that ignored the lock lost.
+
+        Before the held and dirty files are processed, so that a postflight of the same task
+        never builds on the reverted entry.
+        """
+        if self.shared.stopping():
+            return
+        shared = self.shared
+        try:
+            shared.healer.check(self.root, shared.config, shared.journal, now=shared.clock.now())
+        except Exception as exc:  # healing is an aid: it must never stop the daemon
+            log.exception("heal_failed", root=str(self.root), error=str(exc))
+
+    def retry_settled(self) -> None:
+        """Read files once they have been quiet for ``settle_ms`` (still open, or unparsed),
+        and complete files whose once-per-settle-window turn has come."""
+        settle = self._settle_s
+        clock = self.shared.clock
+        mono, wall = clock.monotonic(), clock.wall()
+        turn = [path for path, due_at in self.throttled.items() if due_at <= mono]
+        if turn and not self.shared.stopping():
+            self.process(turn, report_unparsed=False)
+        due: list[str] = []
+        for path, last in list(self.deferred.items()):
+            if mono - last < settle:
+                continue
+            try:
+                age = wall - os.lstat(path).st_mtime
+            except OSError:
+                age = settle
+            if age < settle:
+                # Written since its last event reached us (we may lag behind a fast
+                # writer): the file is not quiet yet, whatever the event times say.
+                self.deferred[path] = mono - max(age, 0.0)
+                continue
+            del self.deferred[path]
+            due.append(path)
+        if due and not self.shared.stopping():
+            self.process(due, report_unparsed=True)
+
+    def retry_lock_busy(self) -> None:
+        """Process the files a busy lock held back, once a probe finds the lock free."""
+        clock = self.shared.clock
+        if not self.lock_busy or self.shared.stopping() or clock.monotonic() < self.lock_retry_at:
+            return
+        try:
+            # A probe first: validating (and journaling) every held file again each
+            # second while another writer keeps the lock would only add noise.
+            with self._project() as project, project_lock(project.require_specs(), 0):
+                pass
+        except LockTimeoutError:
+            self.lock_retry_at = clock.monotonic() + LOCK_RETRY_S
+            return
+        except (OSError, PostflightError):
+            pass  # the lock file itself is the problem: postflight reports it
+        paths = list(self.lock_busy)
+        self.lock_busy.clear()
+        self.process(paths, report_unparsed=False)
+
+    # --- scanning and processing --------------------------------------------------------------
+
+    def rescan(self, reason: str, *, force: bool) -> None:
+        """Events are hints, the directory is the truth: process whatever changed unseen.
+
+        A file found changed is processed at once only if it has been quiet for settle_ms
+        (its writer may still have it open: a rescan sees no close); otherwise it waits.
+        """
+        shared = self.shared
+        if force:
+            # At start and after a restart of the watch, first what a killed run left behind
+            # (an interrupted deletion may put a metadata file back).
+            with self._project() as project:
+                for note in clean_litter(project, shared.config, shared.journal):
+                    log.warning("crash_leftover", root=str(self.root), note=note)
+        found: set[str] = set()
+        dirty: list[str] = []
+        wall = shared.clock.wall()
+        settle = self._settle_s
+        identities, task_dirs = _metadata_identities(self.specs_dir)
+        for path, identity in identities:
+            found.add(path)
+            if force or path not in self.identities or self.identities[path] != identity:
+                if wall - identity.mtime_ns / 1e9 < settle:
+                    self.deferred.setdefault(path, shared.clock.monotonic())
+                elif path not in self.deferred:
+                    dirty.append(path)
+        for key in shared.runs.keys_for(str(self.root)):
+            path = str(self.specs_dir / key[1] / META_NAME)
+            if path not in found:
+                dirty.append(path)
+        for path in list(self.identities):
+            if path not in found:
+                del self.identities[path]
+        if force:
+            self.state_problem = None
+        added = self.watch.ensure(task_dirs)
+        quiet = reason in ("periodic", "poll") and not dirty and not added
+        level = log.debug if quiet else log.info
+        level(
+            "rescan",
+            root=str(self.root),
+            reason=reason,
+            files=len(found),
+            changed=len(dirty),
+            watches_added=added or None,
+        )
+        if dirty:
+            self.process(dirty, report_unparsed=False)
+
+    def process(self, paths: Iterable[str], *, report_unparsed: bool) -> None:
+        """Post-flight ``paths`` (metadata files of this root) in batches of BATCH_MAX."""
+        shared = self.shared
+        refs: list[MetaFileRef] = []
+        mono = shared.clock.monotonic()
+        for path in dict.fromkeys(paths):
+            meta = Path(path)
+            task_dir = meta.parent
+            if task_dir.parent != self.specs_dir:
+                continue  # a file of that name deeper down (in an artifact directory)
+            self.throttled.pop(path, None)
+            if not os.path.lexists(path):
+                # Deleted (by our own clean-up, or by another postflight): no need to read
+                # state.json to know that.
+                self.gone(path)
+                continue
+            self.checked[path] = mono
+            # No symlink check here: the file is read (later) relative to its task directory,
+            # opened then without following links, so a link is refused whenever it appears.
+            refs.append(MetaFileRef(meta, task_dir.name))
+        for n, chunk in enumerate(_chunks(refs, BATCH_MAX)):
+            if shared.stopping():
+                return  # the files stay on disk; the next start picks them up
+            now = shared.clock.now()
+            with self._project() as project:
+                if project.specs is None:
+                    if project.specs_problem is not None:
+                        log.error(
+                            "specs_dir_refused", root=str(self.root), problem=project.specs_problem
+                        )
+                    return  # kept; the supervisor follows the specs directory
+                try:
+                    reports = apply_files(
+                        project,
+                        chunk,
+                        shared.config,
+                        shared.policy,
+                        shared.journal,
+                        now,
+                        report_unparsed=report_unparsed,
+                        lock_timeout_s=LOCK_WAIT_S,
+                    )
+                except LockTimeoutError as exc:
+                    self._lock_busy([str(r.path) for r in refs[n * BATCH_MAX :]], exc)
+                    return
+                except Exception as exc:  # one bad batch must not stop the daemon
+                    log.exception("postflight_failed", root=str(self.root), error=str(exc))
+                    continue
+            if self.lock_busy_since is not None and not self.lock_busy:
+                log.info(
+                    "lock_free",
+                    root=str(self.root),
+                    waited_s=round(shared.clock.monotonic() - self.lock_busy_since, 1),
+                )
+                self.lock_busy_since = None
+            for report in reports:
+                self._after(report, now)
+
+    def _lock_busy(self, paths: Iterable[str], exc: LockTimeoutError) -> None:
+        """Keep ``paths`` dirty until the project lock is free; say so once, not per attempt."""
+        mono = self.shared.clock.monotonic()
+        self.lock_busy.update(paths)
+        self.lock_retry_at = mono + LOCK_RETRY_S
+        if self.lock_busy_since is None:
+            self.lock_busy_since = mono
+            log.warning(
+                "lock_busy",
+                root=str(self.root),
+                error=str(exc),
+                files=len(self.lock_busy),
+                retry_s=LOCK_RETRY_S,
+            )
+
+    def _project(self) -> Project:
+        """``Project.open`` for this root: the specs directory opened for this batch only, so a
+        specs directory replaced meanwhile is never written through (load_state reuses the
+        parse of unchanged bytes)."""
+        try:
+            return Project.open(self.root, self._config)
+        except PostflightError as exc:
+            # The specs directory became unreadable under the daemon (its permissions): the
+            # files are kept and the daemon carries on, as for any other unusable project.
+            state = StateView(
+                self.specs_dir / self._config.postflight.state_file, True, None, str(exc)
+            )
+            return Project(
+                self.root, self.specs_dir, state, artifact_probe(self.root), None, str(exc)
+            )
+
+    def gone(self, path: str) -> None:
+        """``path`` no longer exists: forget it, and end its run."""
+        self.identities.pop(path, None)
+        self.deferred.pop(path, None)
+        self.checked.pop(path, None)
+        self.throttled.pop(path, None)
+        self.held.discard(path)
+        key = (str(self.root), Path(path).parent.name)
+        ended = self.shared.runs.ended(key, applied=False)
+        if ended is not None:
+            self._log_transition(ended)
+
+    def _sighting(self, report: FileReport) -> Sighting:
+        v = report.validation
+        return Sighting.from_doc(
+            str(self.root),
+            report.path.parent.name,
+            report.task,
+            report.loaded.doc,
+            operation=v.operation if v else None,
+            started_at=v.started_at if v else None,
+            timeout_s=v.timeout_s if v else None,
+        )
+
+    def _after(self, report: FileReport, now: datetime) -> None:
+        """Follow up one file's outcome: the run table, the log, retries."""
+        runs = self.shared.runs
+        path = str(report.path)
+        outcome = report.outcome
+        if outcome is Outcome.DEFERRED:
+            # Maybe still being written: wait for its next event or for it to settle.
+            self.deferred.setdefault(path, self.shared.clock.monotonic())
+            return
+        self.deferred.pop(path, None)
+        if outcome is Outcome.GONE:
+            self.gone(path)
+            return
+        if outcome is Outcome.REWRITTEN:
+            self.shared.dirty.mark(self.root, path)
+            return
+        if outcome is Outcome.INCOMPLETE:
+            # In state.json, but TODO.md or errors.json could not be written (a full disk):
+            # the file is kept, and forgetting its identity makes the next periodic rescan
+            # apply it again, which completes the job.
+            self.identities.pop(path, None)
+            log.error(
+                "incomplete",
+                **self._context(report),
+                problem=next((f.message for f in report.findings if f.code == "PF606"), None),
+            )
+            return
+        if outcome is Outcome.APPLIED:
+            self.identities.pop(path, None)
+            self.checked.pop(path, None)
+            self.held.discard(path)
+            for t in runs.finished(self._sighting(report), now):
+                self._log_transition(t)
+            log.info(
+                "applied",
+                **self._context(report),
+                status=report.raw_status,
+                warnings=[f.code for f in report.findings],
+                notes=list(report.notes) or None,
+            )
+            return
+        identity = report.loaded.identity
+        new_content = self.identities.get(path) != identity or identity is None
+        self.identities[path] = identity
+        for t in runs.seen(self._sighting(report), now):
+            self._log_transition(t)
+        if outcome is Outcome.STATE_UNUSABLE:
+            self.held.add(path)
+            problem = next((f.message for f in report.findings if f.code == "PF604"), "PF604")
+            if problem != self.state_problem:
+                self.state_problem = problem
+                log.error("state_unusable", **self._context(report), problem=problem)
+            return
+        # PF602 (stuck) is the stuck timer's to report, once, with an errors.json record.
+        errors = [f for f in report.findings if f.severity is Severity.ERROR and f.code != "PF602"]
+        if new_content and (outcome is Outcome.INVALID or errors):
+            log.warning(
+                "invalid",
+                **self._context(report),
+                status=report.raw_status,
+                findings=[f"{f.code} {f.location}: {f.message}" for f in report.findings],
+            )
+
+    def _context(self, report: FileReport) -> dict[str, Any]:
+        return {
+            "root": str(self.root),
+            "task": report.task,
+            "session": report.session,
+            "file": report.rel_path,
+        }
+
+    def _log_transition(self, t: Transition) -> None:
+        emit(transition_event(t, self._config.specs_dir, self.shared.clock.wall()))
+
+    # --- stuck runs ---------------------------------------------------------------------------
+
+    def check_stuck(self, run: Run, now: datetime) -> None:
+        """``run``'s deadline passed: read its file again, and flag it stuck (once) if it is."""
+        shared = self.shared
+        runs = shared.runs
+        path = self.specs_dir / run.sighting.task_dir / META_NAME
+        with self._project() as project:
+            report = check_file(
+                project, MetaFileRef(path, run.sighting.task_dir), shared.config, shared.policy, now
+            )
+            if not report.path.exists():
+                self.gone(str(path))
+                return
+            if not report.stuck:
+                # The file changed since it was last read (a new started_at, a final status).
+                for t in runs.seen(self._sighting(report), now):
+                    self._log_transition(t)
+                current = runs.get(run.key)
+                deadline = current.deadline if current is not None else None
+                if deadline is not None and now.timestamp() > deadline:
+                    runs.mark_stuck(run.key)  # never spin on a deadline in the past
+                return
+            runs.seen(self._sighting(report), now)
+            flagged = runs.mark_stuck(run.key)
+            if flagged is None:
+                return
+            self._log_transition(flagged)
+            try:
+                record_stuck(project, report, shared.config, shared.journal, now, LOCK_WAIT_S)
+            except (OSError, PostflightError) as exc:
+                log.error(  # noqa: TRY400 - expected; no traceback
+                    "stuck_record_failed", **self._context(report), error=str(exc)
+                )

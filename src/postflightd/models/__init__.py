@@ -1,0 +1,4 @@
+"""What agents write, as pydantic models: the metadata file and the console return.
+
+May import: the shared top-level modules only.
+"""

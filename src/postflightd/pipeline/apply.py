@@ -1,0 +1,248 @@
+"""The pipeline every command runs, stage by stage; each stage lives in its own module.
+
+    find, read             loader.py, through project.py (a root, its specs directory opened once)
+    validate               rules.py; check.py runs both per file (parallel.py: a large scan)
+    follow the run         lifecycle.py, through the rules
+    postflight, pure       postflight.py, statetext.py, todo.py + tasklist.py, errorlog.py
+    postflight, written    commit.py (state.json, journal, TODO.md), records.py (errors.json)
+    clean up               cleanup.py
+
+It never prints and never exits: it returns reports (``results``), and their ``exit_code``
+decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from postflightd.config import Config
+from postflightd.fs.atomic import StoreError, project_lock
+from postflightd.journal.database import Journal
+from postflightd.models.metadata import Status
+from postflightd.pipeline.check import Only, check_file, check_specs_dir, metadata_refs, scan_files
+from postflightd.pipeline.cleanup import clean_litter, delete_applied
+from postflightd.pipeline.group_commit import commit_outcomes, mark_incomplete
+from postflightd.pipeline.records import (
+    interrupted_record,
+    invalid_record,
+    journal_row,
+    write_errors,
+)
+from postflightd.pipeline.results import FileReport, Outcome, Ready, ScanReport
+from postflightd.pipeline.unrecordable import unrecordable
+from postflightd.project.metadata import MetaFileRef
+from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
+from postflightd.rules.findings import Finding, Policy, finding
+
+
+def scan(
+    roots: Iterable[Path],
+    config: Config,
+    policy: Policy,
+    now: datetime,
+    only: Only = None,
+    *,
+    positions: bool = False,
+) -> ScanReport:
+    """Validate every metadata file under each root (SPEC 4, ``scan``), all in memory.
+
+    ``positions``: the output needs findings' lines and columns (github, sarif). Reporters
+    find them from the bytes each report keeps; only the files checked in a forked process
+    (whose bytes are not sent back) get them here.
+    """
+    report = ScanReport(roots=list(roots), strict=policy.strict)
+    files = scan_files(report.roots, config, policy, now, only, positions=positions)
+    report.files.extend(files.reports(report.notes.append))
+    return report
+
+
+def _projects(
+    report: ScanReport, config: Config, only: Only = None
+) -> Iterator[tuple[Project, Sequence[MetaFileRef]]]:
+    """Each root of ``report`` with its metadata files; a root without specs/ is a note."""
+    for root in report.roots:
+        with Project.open(root, config) as project:
+            if project.specs is None:
+                if project.specs_problem is not None:
+                    report.refused = True
+                    report.notes.append(project.specs_problem)
+                    continue
+                check_specs_dir(root, config)
+                report.notes.append(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
+                continue
+            yield project, metadata_refs(project, only)
+
+
+# --- postflight: apply, record, clean up ----------------------------------------------------
+
+
+def apply_all(
+    roots: Iterable[Path],
+    config: Config,
+    policy: Policy,
+    journal: Journal,
+    now: datetime,
+    only: Only = None,
+) -> ScanReport:
+    """``scan --apply``: validate everything, post-flight every valid final file."""
+    report = ScanReport(roots=list(roots), strict=policy.strict)
+    for project, listed in _projects(report, config, only):
+        # A deletion a crash interrupted may have put a metadata file back: list again then.
+        notes = clean_litter(project, config, journal)
+        report.notes.extend(f"{project.root}: {note}" for note in notes)
+        refs = metadata_refs(project, only) if notes else listed
+        report.files.extend(apply_files(project, refs, config, policy, journal, now))
+    return report
+
+
+def apply_files(
+    project: Project,
+    refs: Sequence[MetaFileRef],
+    config: Config,
+    policy: Policy,
+    journal: Journal,
+    now: datetime,
+    *,
+    report_unparsed: bool = True,
+    interrupted: bool = False,
+    lock_timeout_s: float = LOCK_TIMEOUT_S,
+) -> list[FileReport]:
+    """Validate ``refs`` and apply every valid final file in one locked commit (SPEC 3).
+
+    ``report_unparsed=False`` (the watcher, before a file has settled) leaves a file that does
+    not parse alone without recording anything. ``interrupted=True`` (``process`` of an
+    in_progress file) records a ``delegation_interrupted`` error for it. A lock held by
+    another writer past ``lock_timeout_s`` raises LockTimeoutError, nothing applied.
+
+    Each write path runs journal -> state.json -> TODO.md -> errors.json -> delete and stops
+    at the first failure, keeping the file (``Outcome.INCOMPLETE``): nothing is deleted while
+    a part of its outcome is unwritten. A file whose outcome cannot be recorded at all (PF106)
+    drops out of the batch; the others commit.
+    """
+    reports = [check_file(project, ref, config, policy, now) for ref in refs]
+    ready: list[Ready] = []
+    # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
+    with journal.batch(durable=False):
+        for report in reports:
+            report.outcome = _classify(report, report_unparsed, policy)
+            if report.outcome is Outcome.DEFERRED:
+                continue
+            unfit = unrecordable(report)
+            if unfit is not None:
+                # Checked before the first journal row: one such file must not abort the
+                # batch's transaction (SPEC 7.1).
+                report.drop(unfit)
+                continue
+            item = report.ready() if report.outcome is Outcome.APPLIED else None
+            if report.outcome is Outcome.APPLIED and item is None:
+                # Valid only because PF104 is ignored: an outcome needs the task's number.
+                report.drop(_unnumbered(report))
+            journal_row(journal, "validated", report)
+            if item is not None:
+                ready.append(item)
+    if not project.state.usable:
+        for report in (item.report for item in ready):
+            report.outcome = Outcome.STATE_UNUSABLE
+            if not any(f.code == "PF604" for f in report.findings):
+                report.findings.append(
+                    finding(
+                        "PF604",
+                        "",
+                        f"{project.state.problem}: postflight needs it (it is never created or "
+                        "overwritten); the metadata file is kept",
+                    )
+                )
+        return reports
+    records = [
+        invalid_record(r, now, i)
+        for i, r in enumerate(reports)
+        # A file that never parsed (PF102, past the settle time) is recorded too: it is
+        # what an agent that died mid-write leaves behind.
+        if r.outcome is Outcome.INVALID and r.raw_status != Status.IN_PROGRESS.value
+    ]
+    if interrupted:
+        records += [
+            interrupted_record(r, now, i)
+            for i, r in enumerate(reports)
+            if r.outcome is Outcome.IN_PROGRESS
+        ]
+    if not ready and not records:
+        return reports
+    try:
+        with project_lock(project.require_specs(), lock_timeout_s):
+            applied = commit_outcomes(project, ready, config, journal, now)
+            # Files the commit found invalid (PF600, PF106) are logged as the others were.
+            records += [
+                invalid_record(r, now, len(records) + i)
+                for i, r in enumerate(item.report for item in ready)
+                if r.outcome is Outcome.INVALID
+            ]
+            # Records of invalid files: a failure to write them is a note (the files are
+            # kept anyway). Records of applied files are part of their outcome.
+            problem = write_errors(project, config, records + applied.errors)
+            if problem is not None:
+                for report in reports:
+                    report.notes.append(problem)
+                mark_incomplete(applied.erroring, problem)
+            deleted = [
+                item.report
+                for item in ready
+                if item.report.outcome is Outcome.APPLIED and delete_applied(project, item.report)
+            ]
+            with journal.batch(durable=False):
+                for report in deleted:
+                    journal_row(journal, "deleted", report)
+    except (OSError, StoreError) as exc:
+        # Permission denied on the specs directory or state.json, a full disk: nothing was
+        # half-written (every write is atomic); say what and where, keep the files.
+        problem = os_problem(exc, f"cannot write in {project.specs_dir}")
+        for report in (item.report for item in ready):
+            if report.outcome is Outcome.APPLIED:
+                report.outcome = Outcome.STATE_UNUSABLE
+                report.findings.append(finding("PF604", "", f"{problem}; the file is kept"))
+    if interrupted:
+        with journal.batch(durable=False):
+            for report in reports:
+                if report.outcome is Outcome.IN_PROGRESS:
+                    journal_row(journal, "interrupted", report)
+    return reports
+
+
+def _classify(report: FileReport, report_unparsed: bool, policy: Policy) -> Outcome:
+    failure = report.loaded.failure
+    if failure is not None and failure.code == "PF105" and _vanished(report):
+        return Outcome.GONE
+    if failure is not None and failure.code == "PF102" and not report_unparsed:
+        return Outcome.DEFERRED
+    if report.status is Status.IN_PROGRESS:
+        # In-progress files belong to a running (or stuck) agent: tracked, never applied.
+        return Outcome.IN_PROGRESS
+    if report.valid or _valid_but_for_state(report, policy):
+        return Outcome.APPLIED
+    return Outcome.INVALID
+
+
+def _vanished(report: FileReport) -> bool:
+    # Only the message says it: PF105 is also "permission denied", which is not gone.
+    failure = report.loaded.failure
+    return failure is not None and "vanished" in failure.message
+
+
+def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
+    """A file whose only problem is the project's state.json (PF604) is ready, not invalid."""
+    if report.validation is None or report.validation.model is None:
+        return False
+    others = [f for f in report.findings if f.code != "PF604"]
+    return len(others) < len(report.findings) and not policy.fails(others)
+
+
+def _unnumbered(report: FileReport) -> Finding:
+    task_dir = report.path.parent.name
+    return finding(
+        "PF104",
+        "",
+        f"task directory {task_dir!r} is not {{number}}_{{slug}}: postflight needs the task "
+        "number to apply the file (PF104 is ignored, so it was only checked)",
+    )

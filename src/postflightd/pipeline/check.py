@@ -1,0 +1,209 @@
+"""Read and validate: one metadata file (``check_file``), or every file of a scan as a stream.
+
+Reads through the project's specs directory (``loader``), validates (``rules``), and keeps
+what the command's policy selects. Nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+from pathlib import Path
+
+from postflightd.config import Config
+from postflightd.errors import ConfigError, StateUnusableError
+from postflightd.pipeline.parallel import check_all
+from postflightd.pipeline.results import FileReport
+from postflightd.project.metadata import (
+    Loaded,
+    MetaFileRef,
+    parse_task_dir,
+    read_task,
+    task_context,
+)
+from postflightd.project.metafiles import MetaFiles
+from postflightd.project.root import Project
+from postflightd.rules.findings import Finding, Policy, cap_findings, finding
+from postflightd.rules.metadata import RuleOptions, Validation, validate
+from postflightd.rules.toolkit import get_object, get_str
+from postflightd.rules.toolkit import location as json_location
+
+
+def check_file(
+    project: Project,
+    ref: MetaFileRef,
+    config: Config,
+    policy: Policy,
+    now: datetime,
+) -> FileReport:
+    """Read and validate one metadata file of ``project``."""
+    parsed = parse_task_dir(ref.task_dir)
+    number = parsed[0] if parsed else None
+    marker = None
+    if ref.refused is not None or project.specs is None:
+        loaded = Loaded(ref.path, failure=ref.refused or _no_specs(project))
+    else:
+        loaded, marker = read_task(project.specs, ref, config.validation.max_file_bytes)
+    findings: list[Finding] = []
+    validation: Validation | None = None
+    if parsed is None:
+        findings.append(
+            finding(
+                "PF104",
+                "",
+                f"task directory {ref.task_dir!r} is not {{number}}_{{slug}} "
+                "(e.g. 259_prove_completeness)",
+            )
+        )
+    if loaded.failure is not None:
+        findings.append(loaded.failure)
+    else:
+        ctx = task_context(ref.task_dir, project.state, marker)
+        options = RuleOptions(
+            timeouts=config.timeouts.as_mapping(),
+            check_artifacts=config.validation.check_artifacts,
+        )
+        findings.extend(trim_long_lists(loaded.doc))
+        validation = validate(loaded.doc, ctx, now, options, project.probe)
+        findings.extend(validation.findings)
+    if project.state.exists and not project.state.usable:
+        findings.append(
+            finding(
+                "PF604",
+                "",
+                f"{project.state.problem}: postflight is impossible until it is fixed "
+                "(the metadata file is kept)",
+            )
+        )
+    kept = policy.apply(findings)
+    usable = validation is not None and validation.model is not None
+    doc = loaded.doc if isinstance(loaded.doc, dict) else {}
+    return FileReport(
+        root=project.root,
+        path=ref.path,
+        task=number,
+        findings=cap_findings(kept),
+        valid=usable and not policy.fails(kept),
+        loaded=loaded,
+        validation=validation,
+        raw_status=get_str(doc, "status"),
+        session=get_str(get_object(doc, "metadata"), "session_id"),
+        # Being stuck is not filtered by --select (it fails the run whatever is selected), but
+        # an explicit `--ignore PF602` (the pre-commit hook's) means "do not judge by the clock".
+        stuck=bool(validation and validation.stuck) and "PF602" not in policy.ignore,
+    )
+
+
+#: Longer arrays are cut before validation (SPEC 7.1: cost stays in proportion to the file).
+MAX_LIST_ITEMS = 1000
+
+
+def trim_long_lists(doc: object, limit: int = MAX_LIST_ITEMS) -> list[Finding]:
+    """Cut every array of ``doc`` longer than ``limit`` in place; a PF201 finding for each.
+
+    A 1 MiB file can hold 350,000 empty ``errors`` entries: validating each one (pydantic,
+    then a finding per missing field) cost seconds and a gigabyte. No agent's metadata needs
+    a thousand entries in one array, so such a file is invalid for that alone, and the rest
+    of it is checked as far as the cut, at a cost bounded by ``limit``. The walk is iterative:
+    a deeply nested document must not overflow the stack here.
+    """
+    if not isinstance(doc, dict | list):
+        return []
+    found: list[Finding] = []
+    stack: list[tuple[object, tuple[str | int, ...]]] = [(doc, ())]
+    while stack:
+        value, loc = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((v, (*loc, k)) for k, v in value.items() if isinstance(v, dict | list))
+        elif isinstance(value, list):
+            if len(value) > limit:
+                where = json_location(loc) or "the document"
+                found.append(
+                    finding(
+                        "PF201",
+                        json_location(loc),
+                        f"{where} holds {len(value):,} entries, more than the {limit:,} "
+                        "postflightd checks; only the first ones were validated: shorten it",
+                    )
+                )
+                del value[limit:]
+            stack.extend((v, (*loc, i)) for i, v in enumerate(value) if isinstance(v, dict | list))
+    return found
+
+
+def _no_specs(project: Project) -> Finding:
+    return finding("PF100", "", project.specs_problem or f"{project.specs_dir} does not exist")
+
+
+#: ``scan FILE ...``: per root, the only metadata files to look at (a root not listed: all)
+Only = Mapping[Path, frozenset[str]] | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanFiles:
+    """A plain scan's files, checked one at a time as they are asked for.
+
+    The command streams them to its reporter (check, report, forget): memory stays flat in
+    the number of files. ``reports`` gives each root's notes to ``note`` as it reaches them.
+    """
+
+    roots: list[Path]
+    config: Config
+    policy: Policy
+    now: datetime
+    only: Only = None
+    positions: bool = False
+
+    def reports(self, note: Callable[[str], None]) -> Iterator[FileReport]:
+        config = self.config
+        for root in self.roots:
+            project = Project.open(root, config, read_only=True)
+            if project.specs is None:
+                if project.specs_problem is not None:
+                    raise StateUnusableError(project.specs_problem)
+                note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
+                continue
+            if project.state.exists and not project.state.usable:
+                note(f"{project.root}: {project.state.problem} (PF604)")
+            refs = metadata_refs(project, self.only)
+            check = partial(check_file, project, config=config, policy=self.policy, now=self.now)
+            yield from check_all(refs, check, project.root, self.positions)
+
+
+def scan_files(
+    roots: Sequence[Path],
+    config: Config,
+    policy: Policy,
+    now: datetime,
+    only: Only = None,
+    *,
+    positions: bool = False,
+) -> ScanFiles:
+    """``scan``'s files as a stream; a configured specs_dir that is missing raises here, before
+    anything is checked or printed (ConfigError)."""
+    for root in roots:
+        check_specs_dir(root, config)
+    return ScanFiles(list(roots), config, policy, now, only, positions)
+
+
+def check_specs_dir(root: Path, config: Config) -> None:
+    """A ``specs_dir`` a configuration file sets that does not exist is a configuration error:
+    "nothing to scan" would turn a typo into a green CI run."""
+    specs = root / config.specs_dir
+    if "specs_dir" in config.model_fields_set and not specs.is_dir():
+        raise ConfigError(
+            f"{config.source or 'configuration'}: specs_dir = {config.specs_dir!r}, "
+            f"but {specs} is not a directory"
+        )
+
+
+def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
+    """The metadata files of ``project`` (those of ``only``, when it names its root)."""
+    # In task order, held as names (metafiles.MetaFiles): a scan keeps this list to its end.
+    refs: Sequence[MetaFileRef] = MetaFiles.find(project.require_specs())
+    wanted = only.get(project.root) if only is not None else None
+    if wanted is not None:
+        refs = [r for r in refs if str(r.path) in wanted]
+    return refs

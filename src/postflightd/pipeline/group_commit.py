@@ -1,0 +1,378 @@
+"""The group commit: every ready file's outcome in one write of state.json, then TODO.md.
+
+Under the project lock, the pure transform (``postflight``) folds each file's outcome into
+the state read; the journal records them, durably, before the bytes (``statetext``) replace
+state.json; the TODO.md edits follow (``todo``). A file whose outcome cannot be written
+drops out of the batch (PF600, PF106); the others commit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from postflightd.config import Config
+from postflightd.errors import StateUnusableError
+from postflightd.fs.atomic import (
+    Snapshot,
+    StoreError,
+    atomic_write,
+    commit,
+    crash_point,
+    read_snapshot,
+)
+from postflightd.journal.database import Journal, TaskChange
+from postflightd.pipeline.records import NO_JOURNAL, journal_row
+from postflightd.pipeline.results import FileReport, Outcome, Ready
+from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
+from postflightd.postflight.state_text import render_state
+from postflightd.postflight.todo_edit import apply_todo_edits
+from postflightd.postflight.transform import (
+    TIMESTAMP_FIELDS,
+    Applied,
+    TaskNotFound,
+    TodoEdit,
+    apply_outcome,
+    find_task,
+    task_index,
+    task_position,
+)
+from postflightd.project.metadata import (
+    META_NAME,
+    STATE_CACHE,
+    FileIdentity,
+    state_shape_problem,
+)
+from postflightd.project.root import Project, os_problem
+from postflightd.rules.findings import finding
+
+
+def outcome_of(
+    state: dict[str, Any],
+    item: Ready,
+    *,
+    now: datetime,
+    status_map: Mapping[str, str],
+    index: Mapping[int, int],
+) -> Applied | TaskNotFound:
+    """One ready file's outcome on ``state``, checked writable; ``TaskNotFound`` (PF600).
+
+    Raises one of ``UNWRITABLE`` when the outcome cannot be written (PF106): copying or
+    encoding a value is where that shows. The commit and its dry run fold with it alike.
+    """
+    result = apply_outcome(
+        state,
+        item.meta,
+        task=item.task,
+        file=item.report.rel_path,
+        now=now,
+        status_map=status_map,
+        index=index,
+    )
+    if isinstance(result, Applied):
+        _check_writable(result, item.task, index)
+    return result
+
+
+def advanced(
+    state: dict[str, Any], result: Applied, task: int, index: Mapping[int, int]
+) -> dict[str, Any]:
+    """The state the fold goes on with: ``result.state``, unless the task's entry already held
+    this outcome (then state.json stays byte for byte, and a dry run shows no diff)."""
+    if not result.changed:
+        return state
+    position = find_task(state, task, index)
+    if _already_applied(
+        state["active_projects"][position], result.state["active_projects"][position]
+    ):
+        return state
+    return result.state
+
+
+def _check_writable(result: Applied, task: int, index: Mapping[int, int]) -> None:
+    """Raise what writing this outcome would raise, before the batch depends on it."""
+    entry = result.state["active_projects"][find_task(result.state, task, index)]
+    # The C encoder (no indent) is what makes this cheap: a few microseconds per file.
+    json.dumps(entry, ensure_ascii=False).encode("utf-8")
+    todo = result.todo
+    if todo is not None:
+        # Marker, date, every link's path and summary: what TODO.md and the journal get.
+        json.dumps(todo.to_json(), ensure_ascii=False).encode("utf-8")
+    if result.errors:
+        # errors.json spells a lone surrogate as its escape (``errors_text``): only an
+        # integer past the conversion limit can fail there.
+        json.dumps(result.errors)
+
+
+def _already_applied(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """The task entry already holds this outcome: it differs only in when it was applied.
+
+    So applying a file again (a re-run after TODO.md could not be written, or after a crash
+    before the delete) leaves state.json byte for byte as it is.
+    """
+    if before.get("session_id") != after.get("session_id"):
+        return False
+    stamps = {"last_updated", *TIMESTAMP_FIELDS.values()}
+    keys = set(before) | set(after)
+    return all(before.get(k) == after.get(k) for k in keys - stamps) and all(
+        k in before for k in stamps & set(after)
+    )
+
+
+@dataclass(slots=True)
+class Committed:
+    #: errors.json records of the applied outcomes...
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    #: ...and the files they belong to: kept if errors.json cannot be written.
+    erroring: list[FileReport] = field(default_factory=list)
+
+
+def commit_outcomes(
+    project: Project,
+    ready: list[Ready],
+    config: Config,
+    journal: Journal,
+    now: datetime,
+) -> Committed:
+    """One read-modify-write of state.json for every ready file (group commit), then TODO.md.
+
+    The transform computes every outcome (dropping a file whose outcome cannot be written),
+    records the applied files in the journal, durably, and only then returns the bytes that
+    replace state.json: the journal always holds what state.json shows.
+    """
+    out = Committed()
+    # Under the lock: a file another postflight took or an agent rewrote since it was read is
+    # not applied from the stale copy.
+    for item in ready:
+        report = item.report
+        current = _current_identity(project, report)
+        if current != report.loaded.identity:
+            report.outcome = Outcome.GONE if current is None else Outcome.REWRITTEN
+    todo_edits: list[tuple[FileReport, TodoEdit]] = []
+    # The last state.json the transform made: its bytes and its document.
+    written_bytes: bytes | None = None
+    written_doc: dict[str, Any] | None = None
+    # commit() re-runs the transform when a writer that ignores the lock changed state.json
+    # meanwhile: what each file's row recorded, so it is journaled again only if that changed.
+    journaled: dict[int, TaskChange | None] = {}
+
+    def fold(
+        doc: dict[str, Any], text: str, index: dict[int, int], *, render_each: bool
+    ) -> dict[str, Any]:
+        new = doc
+        status_map = config.postflight.status_map.model_dump()
+        for item in ready:
+            report = item.report
+            if report.outcome is not Outcome.APPLIED:
+                continue
+            try:
+                result = outcome_of(new, item, now=now, status_map=status_map, index=index)
+                if render_each and isinstance(result, Applied):
+                    render_state(text, doc, result.state).encode("utf-8")
+            except UNWRITABLE as exc:
+                report.drop(unwritable_finding(report, exc))
+                continue
+            if isinstance(result, TaskNotFound):
+                report.drop(finding("PF600", "", result.message))
+                continue
+            new = advanced(new, result, item.task, index)
+            if result.todo is not None:
+                todo_edits.append((report, result.todo))
+            if result.errors:
+                out.errors.extend(result.errors)
+                out.erroring.append(report)
+        return new
+
+    def transform(snapshot: Snapshot) -> bytes | None:
+        nonlocal written_bytes, written_doc
+        written_bytes = written_doc = None
+        todo_edits.clear()
+        out.errors.clear()
+        out.erroring.clear()
+        if snapshot.raw is None:
+            raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+        text = snapshot.raw.decode("utf-8", errors="strict")
+        cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
+        if cached is not None and cached.doc is not None:
+            doc = cached.doc
+        else:
+            doc = json.loads(text)
+            problem = state_shape_problem(doc)
+            if problem is not None:
+                raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+        # Built once from the document read under the lock: outcomes never add or move tasks.
+        index = task_index(doc)
+        new = fold(doc, text, index, render_each=False)
+        data: bytes | None = None
+        if new != doc:
+            try:
+                data = render_state(text, doc, new).encode("utf-8")
+            except UNWRITABLE:
+                # Something the per-file checks did not foresee: find the file(s) by
+                # rendering one outcome at a time, so only they drop out.
+                todo_edits.clear()
+                out.errors.clear()
+                out.erroring.clear()
+                new = fold(doc, text, index, render_each=True)
+                data = render_state(text, doc, new).encode("utf-8") if new != doc else None
+        # What each task's entry was and became, for the journal (``verify``, the healer).
+        edits = [e for _, e in todo_edits] if config.postflight.sync_todo else []
+        live = [i for i in ready if i.report.outcome is Outcome.APPLIED]
+        changes = _task_changes((doc, new, index), live, edits)
+        _journal_applied(journal, live, journaled, changes)
+        if data is not None:
+            written_bytes, written_doc = data, new
+        return data
+
+    live = [i.report for i in ready if i.report.outcome is Outcome.APPLIED]
+    if not live:
+        return out
+    crash_point("before-state-write")
+    try:
+        specs, name = project.require_specs(), config.postflight.state_file
+        commit(specs, name, transform, crash_label="state")
+    except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
+        # state.json went bad between the first read and the lock: never overwrite it.
+        problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"
+        for report in live:
+            if report.outcome is Outcome.APPLIED:
+                report.outcome = Outcome.STATE_UNUSABLE
+                report.findings.append(
+                    finding("PF604", "", f"{problem}; the metadata file is kept")
+                )
+        out.errors.clear()
+        out.erroring.clear()
+        return out
+    crash_point("after-state-write")
+    if written_bytes is not None and written_doc is not None:
+        # The next read of state.json (the next agent's postflight) finds these bytes and
+        # skips the parse.
+        STATE_CACHE.remember(project.state.path, written_bytes, written_doc)
+    live = [r for r in live if r.outcome is Outcome.APPLIED]
+    if config.postflight.sync_todo and todo_edits:
+        _sync_todo(project, config, [(r, e) for r, e in todo_edits if r.outcome is Outcome.APPLIED])
+    crash_point("after-todo-write")
+    return out
+
+
+def _task_changes(
+    folded: tuple[dict[str, Any], dict[str, Any], dict[int, int]] | None,
+    live: list[Ready],
+    todo_edits: list[TodoEdit],
+) -> dict[int, TaskChange]:
+    """Each applied task's entry before and after this commit, and its TODO.md edits.
+
+    Per commit, not per file: several files for one task in one group commit are one change
+    from the entry read to the entry written, which is what a writer that read before the
+    commit would put back.
+    """
+    if folded is None:
+        return {}
+    before_doc, after_doc, index = folded
+    changes: dict[int, TaskChange] = {}
+    for item in live:
+        task = item.task
+        if task in changes:
+            continue
+        position = task_position(before_doc, task, index)
+        if position is None:
+            continue
+        changes[task] = TaskChange(
+            before=before_doc["active_projects"][position],
+            after=after_doc["active_projects"][position],
+            todo=[e.to_json() for e in todo_edits if e.task == task],
+        )
+    return changes
+
+
+def _journal_applied(
+    journal: Journal,
+    live: list[Ready],
+    journaled: dict[int, TaskChange | None],
+    changes: Mapping[int, TaskChange],
+) -> None:
+    """The ``postflighted`` rows (full content, task change) of the files about to be applied.
+
+    ``journaled`` (report id -> the change recorded) spans the retries of one commit: a file
+    is recorded again only when a writer that ignores the lock changed its task meanwhile, so
+    the latest row holds what is actually written. A file whose row is not committed is kept
+    (``NO_JOURNAL``): its content would be lost.
+    """
+    todo: list[tuple[FileReport, TaskChange | None]] = []
+    for item in live:
+        report, change = item.report, changes.get(item.task)
+        if id(report) not in journaled or journaled[id(report)] != change:
+            todo.append((report, change))
+    if not todo:
+        return
+    failed: list[FileReport] = []
+    with journal.batch() as batch:
+        for report, change in todo:
+            if not journal_row(journal, "postflighted", report, content=True, change=change):
+                failed.append(report)
+    for report, change in todo:
+        journaled[id(report)] = change
+        if (not batch.committed or report in failed) and NO_JOURNAL not in report.notes:
+            report.notes.append(NO_JOURNAL)
+
+
+def _current_identity(project: Project, report: FileReport) -> FileIdentity | None:
+    """The metadata file's identity now, in the directory it was read from; None if gone."""
+    try:
+        with project.task_dir(report) as task:
+            st = task.lstat(META_NAME)
+    except OSError:
+        return None
+    return FileIdentity.of(st) if st is not None else None
+
+
+def mark_incomplete(reports: Iterable[FileReport], problem: str) -> None:
+    """The outcome is in state.json and the journal, but not all written: keep the file."""
+    for report in reports:
+        if report.outcome is not Outcome.APPLIED:
+            continue
+        report.outcome = Outcome.INCOMPLETE
+        report.findings.append(
+            finding(
+                "PF606",
+                "",
+                f"{problem}; state.json already holds the outcome, the metadata file is kept: "
+                "fix this and run again (applying it again completes it)",
+            )
+        )
+
+
+def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, TodoEdit]]) -> None:
+    specs, name = project.require_specs(), config.postflight.todo_file
+    path = specs.child(name)
+    live = [r for r, _ in edits]
+    try:
+        snapshot = read_snapshot(specs, name)
+    except StoreError as exc:
+        mark_incomplete(live, os_problem(exc, f"{path.name} could not be read"))
+        return
+    if snapshot.raw is None:
+        for report in live:
+            report.notes.append(f"{path.name} does not exist; only state.json was updated")
+        return
+    try:
+        text = snapshot.raw.decode("utf-8")
+    except UnicodeDecodeError:
+        for report in live:
+            report.notes.append(f"{path.name} is not UTF-8; it was left alone")
+        return
+    new, missing = apply_todo_edits(text, [e for _, e in edits])
+    for task in missing:
+        for report in live:
+            if report.task == task:
+                report.notes.append(
+                    f"{path.name} has no section for task {task}; state.json was updated"
+                )
+    if new != text:
+        try:
+            atomic_write(specs, name, new.encode("utf-8"), crash_label="todo")
+        except (OSError, StoreError) as exc:
+            mark_incomplete(live, os_problem(exc, f"{path.name} could not be written"))

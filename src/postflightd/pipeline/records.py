@@ -1,0 +1,211 @@
+"""What the pipeline records of a file: a journal row per step, errors.json records.
+
+A journal row for every step a file goes through (validated, postflighted, deleted,
+interrupted, stuck); an errors.json record for an invalid file, an interrupted run or a
+stuck one, added under the project lock, without duplicates (``errorlog``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from postflightd.config import Config
+from postflightd.fs.atomic import Snapshot, StoreError, commit, project_lock
+from postflightd.inert import utf8_safe
+from postflightd.journal.database import Journal, TaskChange
+from postflightd.pipeline.results import FileReport
+from postflightd.pipeline.unrecordable import UNWRITABLE
+from postflightd.postflight.errors_json import error_record, errors_text, merge_errors
+from postflightd.project.metadata import parse_json
+from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
+from postflightd.rules.findings import Severity
+
+
+def journal_row(
+    journal: Journal,
+    kind: str,
+    report: FileReport,
+    *,
+    content: bool = False,
+    change: TaskChange | None = None,
+) -> bool:
+    """Record a ``kind`` row of ``report`` in the journal; False when no row can hold it."""
+    raw = report.loaded.raw
+    try:
+        return journal.record(
+            kind,
+            root=str(report.root),
+            file=report.rel_path,
+            task=report.task,
+            session=report.session,
+            status=report.raw_status,
+            findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
+            content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
+            change=change,
+            agent=_agent_type(report),
+        )
+    except (UnicodeEncodeError, OverflowError):
+        # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;
+        # sqlite3 refused it before it touched the transaction, so the batch goes on.
+        return False
+
+
+def _metadata(report: FileReport) -> dict[str, Any]:
+    """The file's ``metadata`` object, or an empty one, whatever else is wrong with it."""
+    doc = report.loaded.doc
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def _agent_type(report: FileReport) -> str | None:
+    """``metadata.agent_type`` when it is a string, encodable: a journal row must not be lost
+    to a lone surrogate."""
+    agent = _metadata(report).get("agent_type")
+    return utf8_safe(agent) if isinstance(agent, str) else None
+
+
+def _record_for(
+    report: FileReport,
+    kind: str,
+    message: str,
+    action: str,
+    now: datetime,
+    n: int,
+    recoverable: bool = True,
+) -> dict[str, Any]:
+    meta = _metadata(report)
+    path = meta.get("delegation_path")
+    agent = meta.get("agent_type")
+    return error_record(
+        kind,
+        message,
+        session=report.session,
+        task=report.task,
+        agent_type=agent if isinstance(agent, str) else None,
+        file=report.rel_path,
+        delegation_path=[p for p in path if isinstance(p, str)] if isinstance(path, list) else None,
+        now=now,
+        n=n,
+        recoverable=recoverable,
+        suggested_action=action,
+    )
+
+
+def invalid_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
+    errors = [f for f in report.findings if f.severity is Severity.ERROR]
+    codes = ", ".join(sorted({f.code for f in errors})) or "warnings (strict)"
+    first = errors[0].message if errors else "see `postflightd scan`"
+    return _record_for(
+        report,
+        "validation_failed",
+        f"{report.rel_path} failed validation ({codes}); it was not applied",
+        f"Fix the metadata file, then it is applied: {first}",
+        now,
+        n,
+    )
+
+
+def interrupted_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
+    return _record_for(
+        report,
+        "delegation_interrupted",
+        f"the agent's run ended while its metadata still said in_progress ({report.rel_path})",
+        "Resume the task: run the same command again; the task status was left as it was",
+        now,
+        n,
+    )
+
+
+def record_stuck(
+    project: Project,
+    report: FileReport,
+    config: Config,
+    journal: Journal,
+    now: datetime,
+    lock_timeout_s: float = LOCK_TIMEOUT_S,
+) -> bool:
+    """Record a stuck run: an errors.json ``timeout`` record (once per session), a journal row."""
+    validation = report.validation
+    timeout = validation.timeout_s if validation else None
+    record = _record_for(
+        report,
+        "timeout",
+        f"agent stuck: in_progress past the {validation.operation if validation else ''} "
+        f"timeout of {int(timeout or 0)} s ({report.rel_path})",
+        "The agent probably died: resume or restart the run; its metadata file is kept",
+        now,
+        0,
+    )
+    with project_lock(project.require_specs(), lock_timeout_s):
+        added = _append_errors(project, config, [record], [report])
+    journal_row(journal, "stuck", report)
+    return added > 0
+
+
+def write_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> str | None:
+    """Add records to errors.json, de-duplicated; None, or why they could not be written."""
+    added = _add_errors(project, config, records)
+    return added if isinstance(added, str) else None
+
+
+def _add_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> int | str:
+    """The number of records added to errors.json, or why none could be."""
+    if not records:
+        return 0
+    specs, name = project.require_specs(), config.postflight.errors_file
+    path = specs.child(name)
+    count = 0
+
+    def transform(snapshot: Snapshot) -> bytes | None:
+        nonlocal count
+        existing: list[Any] = []
+        if snapshot.raw is not None:
+            doc, problem = parse_json(snapshot.raw)
+            if problem is not None or not isinstance(doc, list):
+                raise _ErrorsFileUnusableError(problem or "not a JSON array")
+            existing = doc
+        writable = []
+        for record in records:
+            try:
+                errors_text([record])
+            except UNWRITABLE:
+                continue  # the file it belongs to was dropped (PF106) before state.json
+            writable.append(record)
+        merged, count = merge_errors(existing, writable)
+        if not count:
+            return None
+        return errors_text(merged).encode("utf-8")
+
+    try:
+        commit(specs, name, transform, crash_label="errors")
+    except (OSError, StoreError) as exc:
+        return os_problem(exc, f"{path.name} could not be written")
+    except _ErrorsFileUnusableError as exc:
+        return (
+            f"{path.name} is not usable ({exc}); it was not overwritten and no error was "
+            "logged: fix or move it away"
+        )
+    return count
+
+
+def _append_errors(
+    project: Project,
+    config: Config,
+    records: list[dict[str, Any]],
+    reports: list[FileReport],
+) -> int:
+    """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""
+    added = _add_errors(project, config, records)
+    if isinstance(added, str):
+        for report in reports:
+            report.notes.append(added)
+        return -1
+    return added
+
+
+class _ErrorsFileUnusableError(Exception):
+    """errors.json is not a JSON array: it is never overwritten."""
+
+
+NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"

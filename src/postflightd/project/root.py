@@ -1,0 +1,130 @@
+"""One project root, opened once: its specs directory, its state.json and its artifacts.
+
+Every read, write and delete of a project goes through ``Project.specs`` (``tree``), the
+specs directory opened without following links.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from postflightd.config import Config
+from postflightd.errors import StateUnusableError, UsageError
+from postflightd.fs.atomic import LOCK_NAME, StoreError
+from postflightd.fs.directory import Directory, RefusedError, open_specs
+from postflightd.pipeline.results import FileReport
+from postflightd.project.metadata import StateView, artifact_probe, load_state
+from postflightd.rules.toolkit import ArtifactProbe
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """One project root, with what the pipeline needs to read it.
+
+    ``specs`` is the specs directory opened once, without following links (``tree``): every
+    read, write and delete of the project goes through it. None when there is no specs
+    directory, or when it was refused (``specs_problem`` says why).
+    """
+
+    root: Path
+    specs_dir: Path
+    state: StateView
+    probe: ArtifactProbe
+    specs: Directory | None = None
+    specs_problem: str | None = None
+
+    @classmethod
+    def open(cls, root: Path, config: Config, *, read_only: bool = False) -> Project:
+        """``read_only``: a scan, which reads of state.json only what the rules need."""
+        path = root / config.specs_dir
+        problem = None
+        try:
+            specs: Directory | None = open_specs(root, config.specs_dir)
+        except FileNotFoundError:
+            specs = None
+        except RefusedError as exc:
+            specs = None
+            problem = (
+                f"{path}: the specs directory {exc.strerror} (PF604): nothing is read or "
+                "written through it; make it a plain directory inside the root"
+            )
+        except OSError as exc:
+            raise UsageError(
+                f"{path}: cannot list the specs directory: {exc.strerror}; check its permissions"
+            ) from None
+        pf = config.postflight
+        if specs is None:
+            missing = f"{config.specs_dir}/ does not exist"
+            state = StateView(path / pf.state_file, exists=False, problem=problem or missing)
+        elif read_only:
+            from postflightd.project.scan_state import load_state_for_scan
+
+            # Streamed by name (O_NOFOLLOW | O_NONBLOCK) in the specs directory just opened
+            # without links; a scan writes nothing.
+            state = load_state_for_scan(specs.child(pf.state_file))
+        else:
+            others = (pf.todo_file, pf.errors_file, LOCK_NAME)
+            state = load_state(specs, pf.state_file, others)
+        return cls(root, path, state, artifact_probe(root), specs, problem)
+
+    def require_specs(self) -> Directory:
+        """The open specs directory; a refused one is PF604 (exit 4), a missing one exit 2."""
+        if self.specs is not None:
+            return self.specs
+        if self.specs_problem is not None:
+            raise StateUnusableError(self.specs_problem)
+        raise UsageError(f"{self.specs_dir}: no such directory")
+
+    def task_dir(self, report: FileReport) -> Directory:
+        """The task directory ``report`` was read from, opened again: the very same directory.
+
+        One put in its place since (a link: refused; another directory: gone) is never
+        entered, so nothing is applied from, or deleted in, a directory other than the one read.
+        """
+        return self.require_specs().subdir(
+            report.path.parent.name, expect=report.loaded.dir_identity
+        )
+
+    def close(self) -> None:
+        if self.specs is not None:
+            self.specs.close()
+
+    def __enter__(self) -> Project:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def resolve_root(raw: str | Path) -> Path:
+    root = Path(raw).expanduser()
+    if not root.is_dir():
+        raise UsageError(f"{raw}: not a directory (give a project root holding a specs directory)")
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise UsageError(f"{raw}: permission denied: cannot read this directory")
+    return root.resolve()
+
+
+def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:
+    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>`` (SPEC 4)."""
+    specs = path.parent.parent.resolve()
+    for candidate in path.parent.parents:
+        config = load([candidate])
+        if (candidate / config.specs_dir).resolve() == specs:
+            return candidate.resolve(), config
+    raise UsageError(
+        f"{path}: not inside a project (expected ROOT/<specs_dir>/<N>_<slug>/{path.name})"
+    )
+
+
+#: How long a CLI run waits for another writer's lock before saying who to look for.
+LOCK_TIMEOUT_S = 30.0
+
+
+def os_problem(exc: OSError | StoreError, what: str) -> str:
+    if isinstance(exc, OSError):
+        return f"{what}: {exc.strerror or exc}"
+    return f"{what}: {exc}"

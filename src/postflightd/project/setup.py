@@ -1,0 +1,254 @@
+"""``postflightd init``: what setting a project up writes, as pure text transformations.
+
+Each function takes a file's current text (None: the file does not exist) and returns the
+text it should have; ``plan_init`` gathers the changes, and the command shows them as a
+unified diff before anything is written. Running it again on the result changes nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from postflightd.fs.directory import Directory
+
+HOOK_COMMAND: Final = "postflightd hook claude"
+HOOK_EVENTS: Final = ("Stop", "SubagentStop")
+GITIGNORE_NAME: Final = ".gitignore"
+SETTINGS_PATH: Final = ".claude/settings.json"
+CONFIG_NAME: Final = ".postflightd.toml"
+
+
+class SettingsShapeError(ValueError):
+    """``.claude/settings.json`` is not JSON of the shape the runtime reads: never rewritten."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One file ``init`` creates or changes, relative to the project root."""
+
+    path: str
+    old: str | None
+    new: str
+
+    def diff(self) -> str:
+        old_lines = [] if self.old is None else self.old.splitlines(keepends=True)
+        new_lines = self.new.splitlines(keepends=True)
+        before = "/dev/null" if self.old is None else f"a/{self.path}"
+        return "".join(
+            _terminated(line)
+            for line in difflib.unified_diff(old_lines, new_lines, before, f"b/{self.path}")
+        )
+
+
+def _terminated(line: str) -> str:
+    # A last line without a newline would run into the next diff header.
+    return line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+
+
+def ignored_paths(specs_dir: str) -> tuple[str, ...]:
+    """The files postflightd creates inside a project, which must not be committed."""
+    specs = PurePosixPath(specs_dir.replace("\\", "/"))
+    return (str(specs / ".state.lock"), str(specs / ".postflightd.pid"))
+
+
+def gitignore_with(text: str | None, entries: tuple[str, ...]) -> str:
+    """``text`` plus each entry not already listed (as ``x``, ``/x`` or ``x/``)."""
+    current = text or ""
+    listed = {line.strip().lstrip("/") for line in current.splitlines()}
+    missing = [e for e in entries if e not in listed]
+    if not missing:
+        return current
+    prefix = current if not current or current.endswith("\n") else current + "\n"
+    block = "# postflightd: its lock and pid files\n" + "".join(f"{e}\n" for e in missing)
+    return prefix + ("\n" if prefix.strip() else "") + block
+
+
+def _has_our_hook(groups: list[Any]) -> bool:
+    for group in groups:
+        hooks = group.get("hooks") if isinstance(group, dict) else None
+        for hook in hooks if isinstance(hooks, list) else []:
+            command = hook.get("command") if isinstance(hook, dict) else None
+            if isinstance(command, str) and HOOK_COMMAND in " ".join(command.split()):
+                return True
+    return False
+
+
+def _indent_of(text: str) -> int:
+    # Keep the file's own indentation: a rewrite that reindents every line hides the change.
+    match = re.search(r"\n( +)\S", text)
+    return len(match.group(1)) if match else 2
+
+
+def settings_with_hook(text: str | None) -> str:
+    """The settings with ``postflightd hook claude`` on Stop and SubagentStop, others kept."""
+    if text is None or not text.strip():
+        doc: dict[str, Any] = {}
+        indent = 2
+    else:
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SettingsShapeError(
+                f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                "fix it, then run init again"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise SettingsShapeError("the top-level value is not an object")
+        doc = parsed
+        indent = _indent_of(text)
+    hooks = doc.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise SettingsShapeError('"hooks" is not an object')
+    changed = False
+    for event in HOOK_EVENTS:
+        groups = hooks.setdefault(event, [])
+        if not isinstance(groups, list):
+            raise SettingsShapeError(f'"hooks.{event}" is not a list')
+        if not _has_our_hook(groups):
+            groups.append({"hooks": [{"type": "command", "command": HOOK_COMMAND}]})
+            changed = True
+    if not changed and text is not None:
+        return text
+    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+
+
+CONFIG_TEMPLATE: Final = """\
+# postflightd configuration for this project (written by `postflightd init`).
+# Every key is optional; each line below shows the default, commented out: uncomment to change.
+# `postflightd rules` lists the codes; `postflightd rules PF405` explains one.
+
+# specs_dir = "specs"            # where the task directories live, relative to this root
+
+[validation]
+# select = []                    # only these codes count (empty: all); prefixes work: "PF3"
+# ignore = []                    # codes never reported, e.g. ["PF205", "PF207"]
+# strict = false                 # warnings fail too (files with warnings are not post-flighted)
+# max_file_bytes = 1048576       # larger metadata files are refused (PF101)
+# check_artifacts = true         # PF502/PF503 look at the disk
+
+[validation.severity]            # per-code severity overrides ("error" or "warning")
+# PF307 = "error"                # enforce errors on partial/failed/blocked
+# PF400 = "error"                # enforce the session id format
+
+[timeouts]                       # seconds an in_progress run may take before it is stuck (PF602)
+# research = 3600
+# planning = 1800
+# implementation = 7200
+# simple = 300
+# default = 3600                 # any operation not recognised
+
+[watch]
+# observer = "auto"              # auto | inotify | polling (polling for network filesystems)
+# settle_ms = 200                # a file that does not parse is retried until quiet this long
+# rescan_interval_s = 30         # the periodic reconciliation: the safety net under events
+
+[postflight]
+# sync_todo = true               # also update TODO.md
+
+[postflight.status_map]          # file status -> state.json status
+# implemented = "completed"
+"""
+
+
+def plan_init(current: Mapping[str, str | None], specs_dir: str) -> list[FileChange]:
+    """The changes ``init`` makes, given each file's current text (None: absent)."""
+    changes: list[FileChange] = []
+    wanted = {
+        GITIGNORE_NAME: gitignore_with(current.get(GITIGNORE_NAME), ignored_paths(specs_dir)),
+        SETTINGS_PATH: settings_with_hook(current.get(SETTINGS_PATH)),
+    }
+    # An existing configuration is the user's: init never rewrites it.
+    if current.get(CONFIG_NAME) is None:
+        wanted[CONFIG_NAME] = CONFIG_TEMPLATE
+    for path, new in wanted.items():
+        old = current.get(path)
+        if new != old:
+            changes.append(FileChange(path, old, new))
+    return changes
+
+
+def systemd_escape_path(path: str) -> str:
+    """``systemd-escape --path PATH``: the instance name of ``postflightd@.service``."""
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return "-"
+    out: list[str] = []
+    for i, ch in enumerate("/".join(parts)):
+        if ch == "/":
+            out.append("-")
+        elif ch.isascii() and (ch.isalnum() or ch in ":_.") and not (i == 0 and ch == "."):
+            out.append(ch)
+        else:
+            # Only a leading dot is escaped (a unit name may not start with one).
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
+    return "".join(out)
+
+
+# --- I/O edge: read, show, ask, write ------------------------------------------------------
+
+
+def _parent(root: Path, rel: str, *, create: bool) -> Directory:
+    """The directory holding ``rel`` (``.claude`` for its settings), opened through the tree
+    layer: a directory on the way that is a link (out of the project) is refused, one that is
+    missing is created, or with ``create=False`` is a FileNotFoundError."""
+    import os
+
+    from postflightd.fs.directory import Directory
+
+    current = Directory.anchor(root)
+    try:
+        for part in PurePosixPath(rel).parts[:-1]:
+            try:
+                nxt = current.subdir(part, listable=True)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                os.mkdir(part, 0o777, dir_fd=current.fd)
+                nxt = current.subdir(part, listable=True)
+            current.close()
+            current = nxt
+    except BaseException:
+        current.close()
+        raise
+    return current
+
+
+def read_project_text(root: Path, rel: str) -> str | None:
+    """The text of ``rel`` under ``root`` (None: absent), read through the tree layer."""
+    from postflightd.errors import UsageError
+    from postflightd.fs.directory import RefusedError
+
+    path = root / rel
+    try:
+        with _parent(root, rel, create=False) as directory:
+            raw, _ = directory.read(PurePosixPath(rel).name)
+    except FileNotFoundError:
+        return None
+    except RefusedError as exc:
+        # Writing would replace the link with a file (a dotfile manager's link, say), or
+        # write out of the project: the user edits the target by hand instead.
+        raise UsageError(f"{exc}; init does not write through links") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: not UTF-8 text; init leaves it alone") from None
+
+
+def write_project_text(root: Path, rel: str, text: str) -> None:
+    """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
+    from postflightd.fs.atomic import StoreError, atomic_write
+
+    with _parent(root, rel, create=True) as directory:
+        try:
+            atomic_write(directory, PurePosixPath(rel).name, text.encode("utf-8"))
+        except StoreError as exc:
+            raise OSError(str(exc)) from None

@@ -1,0 +1,196 @@
+"""The report as text (a terminal, an e-mail) and JSON (a fixed shape, for machines).
+
+Every value that came from the journal is agent-written data: in text it is made inert
+(control characters escaped, so a value never moves the cursor or starts a line); the HTML
+renderer (``report_html``) escapes it as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from postflightd.report.figures import OUTCOMES, SUCCESS, Group, Report, human
+
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+BAR_WIDTH: Final = 40
+
+
+def inert(text: object) -> str:
+    """A journal value safe to print: C0, C1, DEL and lone surrogates as visible escapes."""
+    return _CONTROL.sub(_escape, str(text))
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def _table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for row in rows:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        out.append("  " + "  ".join(cells).rstrip())
+    return out
+
+
+def outcome_mix(group: Group) -> str:
+    parts = [f"{o} {group.outcomes[o]}" for o in OUTCOMES if group.outcomes.get(o)]
+    return ", ".join(parts) or "-"
+
+
+def success_rate(group: Group) -> str:
+    done = sum(group.outcomes.get(o, 0) for o in SUCCESS)
+    return f"{round(100 * done / group.runs)}%" if group.runs else "-"
+
+
+def _groups(title: str, column: str, groups: list[Group]) -> list[str]:
+    lines = [title]
+    if not groups:
+        return [*lines, "  (no runs)"]
+    rows = [[column, "RUNS", "SUCCESS", "MEDIAN", "P95", "OUTCOMES"]]
+    rows += [
+        [
+            inert(g.name),
+            str(g.runs),
+            success_rate(g),
+            human(g.median_s),
+            human(g.p95_s),
+            outcome_mix(g),
+        ]
+        for g in groups
+    ]
+    return lines + _table(rows, right=frozenset({1, 2, 3, 4}))
+
+
+def render_text(report: Report) -> str:
+    lines: list[str] = []
+    period = (
+        f"{report.first_ts[:10]} .. {report.last_ts[:10]}"
+        if report.first_ts and report.last_ts
+        else "no runs"
+    )
+    since = f" (since {report.since[:10]})" if report.since else ""
+    lines.append(
+        f"postflightd report: {report.runs} runs, {period}{since}, "
+        f"{len(report.roots)} root{'s' if len(report.roots) != 1 else ''}"
+    )
+    lines += [f"  {inert(r)}" for r in report.roots]
+    if report.unattributed:
+        lines.append(
+            f"  {report.unattributed} run(s) have no agent type on record (the file named "
+            "none, or it was journalled before version 3 and never applied): shown as 'unknown'"
+        )
+    lines.append("")
+    lines += _groups("By operation", "OPERATION", report.operations)
+    lines.append("")
+    lines += _groups("By agent type", "AGENT", report.agents)
+    lines.append("")
+    lines.append("Timeouts against reality")
+    if report.timeouts:
+        many = len({t.root for t in report.timeouts}) > 1
+        rows = [[*(["ROOT"] if many else []), "OPERATION", "TIMEOUT", "P95", "LONGEST OK", "RUNS"]]
+        for t in report.timeouts:
+            rows.append(
+                [
+                    *([inert(t.root)] if many else []),
+                    t.operation,
+                    human(t.timeout_s),
+                    human(t.p95_s),
+                    human(t.longest_success_s),
+                    str(t.timed_runs),
+                ]
+            )
+        lines += _table(rows, right=frozenset(range(1 + many, 5 + many)))
+        for t in report.timeouts:
+            where = f" ({inert(t.root)})" if many else ""
+            lines.append(f"  {t.operation}{where}: {t.advice}")
+    else:
+        lines.append("  (no timed runs)")
+    lines.append("")
+    lines += _findings(report)
+    lines.append("")
+    lines.append("Stuck and interrupted runs")
+    if report.incidents:
+        rows = [["KIND", "TASK", "SESSION", "AGENT", "FLAGGED", "HOW IT ENDED"]]
+        for i in report.incidents:
+            rows.append(
+                [
+                    i.kind,
+                    str(i.task) if i.task is not None else inert(i.file),
+                    inert(i.session or "-"),
+                    inert(i.agent),
+                    i.flagged[:19].replace("T", " "),
+                    inert(i.ended),
+                ]
+            )
+        lines += _table(rows)
+    else:
+        lines.append("  none")
+    lines.append("")
+    lines.append("Runs per day")
+    if report.days:
+        peak = max(n for _, n, _ in report.days) or 1
+        for day, n, trouble in report.days:
+            bar = "#" * max(round(BAR_WIDTH * n / peak), 1 if n else 0)
+            note = f" ({trouble} in trouble)" if trouble else ""
+            lines.append(f"  {day}  {bar:<{BAR_WIDTH}}  {n}{note}")
+    else:
+        lines.append("  (no runs)")
+    return "\n".join(lines) + "\n"
+
+
+def _findings(report: Report) -> list[str]:
+    lines = [f"What the agents get wrong ({report.validated_files} validated files)"]
+    if not report.codes:
+        lines.append("  no findings")
+    else:
+        rows = [["CODE", "SEVERITY", "COUNT", "FILES", "SHARE", "TOP AGENTS"]]
+        for c in report.codes:
+            share = c.files / report.validated_files if report.validated_files else 0.0
+            rows.append(
+                [
+                    inert(c.code),
+                    inert(c.severity),
+                    str(c.count),
+                    str(c.files),
+                    f"{share:.0%}",
+                    ", ".join(f"{inert(a)} ({n})" for a, n in c.top_agents),
+                ]
+            )
+        lines += _table(rows, right=frozenset({2, 3, 4}))
+        lines.append("  Examples:")
+        for c in report.codes:
+            where = f"{inert(c.example_location)}: " if c.example_location else ""
+            lines.append(f"    {inert(c.code)}  {where}{inert(c.example)}")
+    if report.near_misses:
+        lines.append("  Near-miss statuses (what the agent wrote -> what it meant):")
+        for n in report.near_misses:
+            lines.append(
+                f"    {json.dumps(inert(n.status), ensure_ascii=False)} -> {n.meant}: "
+                f"{n.runs} run{'s' if n.runs != 1 else ''}"
+            )
+    return lines
+
+
+def render_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+
+
+def render_html(report: Report) -> str:
+    from postflightd.reporters.report_html import render_html as html
+
+    return html(report)
+
+
+RENDERERS: dict[str, Callable[[Report], str]] = {
+    "text": render_text,
+    "json": render_json,
+    "html": render_html,
+}

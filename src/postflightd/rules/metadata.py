@@ -1,0 +1,516 @@
+"""The validation rules of SPEC 2.1, as a pure function of a parsed document.
+
+``validate`` takes the parsed JSON value, what is known of the task (``TaskContext``), the
+clock and an artifact probe, and returns findings plus the typed model when the document's
+structure allows one. It never raises on any JSON value: rules read the raw document through
+type-checking accessors, so one wrong type does not hide the rest of the findings.
+
+Order follows seed 003: required fields, status, session, artifacts; then the project checks.
+The checks check-return shares are in ``rule_toolkit``; what is left here (a little over 500
+lines) is one contract's rule set read top to bottom in that order, so it stays one module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from postflightd.durations import format_duration
+from postflightd.models.metadata import (
+    ARTIFACT_TYPES,
+    KNOWN_FIELDS,
+    TROUBLE_STATUSES,
+    MetadataFile,
+    Status,
+    type_from_folder,
+)
+from postflightd.postflight.transform import MAX_LINK_CHARS, markdown_link
+from postflightd.rules.findings import Finding, Severity, finding
+from postflightd.rules.toolkit import (
+    ArtifactContract,
+    ArtifactProbe,
+    artifact_rules,
+    asked_fields,
+    blank_fields,
+    get_int,
+    get_list,
+    get_object,
+    get_str,
+    guess_status,
+    is_blank,
+    not_an_object,
+    outside_root,
+    session_rules,
+    status_finding,
+    status_word,
+    structure,
+    unknown_fields,
+)
+from postflightd.runs.lifecycle import operation_of, parse_timestamp, timeout_for
+
+FUTURE_TOLERANCE: Final = timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What the project knows of the task a metadata file belongs to."""
+
+    dir_name: str
+    number: int | None = None
+    slug: str | None = None
+    #: state.json was read and has the expected shape (checks that need it run).
+    state_known: bool = False
+    #: the task's entry in state.json active_projects, when found.
+    task: Mapping[str, Any] | None = None
+    #: session named by the .postflight-pending marker, if any.
+    marker_session: str | None = None
+    marker_operation: str | None = None
+    marker_findings: tuple[Finding, ...] = ()
+
+    @property
+    def is_meta(self) -> bool | None:
+        """True for a meta task, None when the task's language is unknown."""
+        if self.task is None:
+            return None
+        return self.task.get("language") == "meta"
+
+    @property
+    def expected_session(self) -> tuple[str, str] | None:
+        """(session, where it came from): the marker's, else state.json's (SPEC PF405)."""
+        if self.marker_session:
+            return self.marker_session, ".postflight-pending"
+        if self.task is not None:
+            sid = self.task.get("session_id")
+            if isinstance(sid, str) and sid:
+                return sid, "state.json"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleOptions:
+    timeouts: Mapping[str, float]
+    check_artifacts: bool = True
+
+
+@dataclass(slots=True)
+class Validation:
+    """What validating one document found."""
+
+    findings: list[Finding] = field(default_factory=list)
+    model: MetadataFile | None = None
+    status: Status | None = None
+    operation: str | None = None
+    started_at: datetime | None = None
+    timeout_s: float | None = None
+    stuck: bool = False
+
+
+# --- status suggestions ---------------------------------------------------------------------
+
+_SUCCESS_BY_OPERATION: Final = {
+    "research": Status.RESEARCHED,
+    "planning": Status.PLANNED,
+    "implementation": Status.IMPLEMENTED,
+}
+_SUCCESS_WORDS: Final = frozenset(
+    {"success", "succeeded", "successful", "done", "complete", "completed", "finished", "ok"}
+)
+#: (stem, status): a word holding the stem probably means the status (``research_done``).
+_STATUS_STEMS: Final = (
+    ("research", Status.RESEARCHED),
+    ("plan", Status.PLANNED),
+    ("implement", Status.IMPLEMENTED),
+    ("progress", Status.IN_PROGRESS),
+    ("running", Status.IN_PROGRESS),
+    ("start", Status.IN_PROGRESS),
+    ("partial", Status.PARTIAL),
+    ("fail", Status.FAILED),
+    ("error", Status.FAILED),
+    ("block", Status.BLOCKED),
+)
+_STATUS_VALUES: Final = tuple(s.value for s in Status)
+
+
+def suggest_status(raw: str, operation: str | None) -> Status | None:
+    """The status a near-miss such as ``research_done`` or ``success`` probably means."""
+    guess = guess_status(raw, _STATUS_VALUES, stems=_STATUS_STEMS)
+    if guess is not None:
+        return Status(guess)
+    # A plain "success" means the success status of the run's operation, when that is known.
+    word = status_word(raw)
+    if word in _SUCCESS_WORDS or any(w in word.split("_") for w in _SUCCESS_WORDS):
+        return _SUCCESS_BY_OPERATION.get(operation or "")
+    return None
+
+
+def _success_hint(operation: str | None) -> str:
+    status = _SUCCESS_BY_OPERATION.get(operation or "")
+    if status is not None:
+        return f'this is a {operation} run, so write "status": "{status.value}"'
+    return 'write "researched", "planned" or "implemented", whichever the run did'
+
+
+# --- structure and fields (PF2xx) ---------------------------------------------------------
+
+#: PF206: text fields postflight needs, which must not be blank.
+_NEEDED_TEXT: Final = (
+    ("metadata", "session_id"),
+    ("partial_progress", "stage"),
+    ("partial_progress", "details"),
+)
+
+
+def _status_finding(value: str, operation: str | None) -> Finding:
+    if value.strip().lower() == "completed":
+        return finding(
+            "PF203",
+            "status",
+            '"completed" is forbidden in the metadata file (it triggers the agent runtime\'s '
+            f"stop behaviour): {_success_hint(operation)}",
+        )
+    guess = suggest_status(value, operation)
+    return status_finding(value, "status", _STATUS_VALUES, guess.value if guess else None)
+
+
+#: Kinds in the order PF205 reports them: the objects first, then the lists' items.
+_KNOWN_IN_ORDER: Final = {
+    kind: KNOWN_FIELDS[kind]
+    for kind in ("", "metadata", "partial_progress", "completion_data", "artifacts[]", "errors[]")
+}
+
+#: Schema-asked text that postflight can do without: blank counts as missing (PF207).
+_SPARE_METADATA: Final = ("agent_type", "delegation_depth", "delegation_path")
+_SPARE_ARTIFACT: Final = ("type", "summary")
+_SPARE_ERROR: Final = ("type", "recoverable", "recommendation")
+
+
+def _spare(obj: dict[str, Any], keys: Sequence[str], prefix: str) -> Iterator[Finding]:
+    """PF207 for each schema-asked key of ``obj`` that is missing, or blank text."""
+    return asked_fields(obj, keys, prefix, "add it", "fill it in (the schema asks)")
+
+
+def _optional_blank(doc: dict[str, Any]) -> Iterator[Finding]:
+    """PF206 at warning severity: optional text given but blank (postflight does not need it)."""
+    if is_blank(doc.get("next_steps")):
+        yield finding(
+            "PF206",
+            "next_steps",
+            "next_steps is blank: say what comes next, or leave it out",
+            Severity.WARNING,
+        )
+    lists = (
+        ("metadata", "delegation_path", get_list(get_object(doc, "metadata"), "delegation_path")),
+        (
+            "completion_data",
+            "roadmap_items",
+            get_list(get_object(doc, "completion_data"), "roadmap_items"),
+        ),
+    )
+    for parent, key, items in lists:
+        for i, item in enumerate(items or []):
+            if is_blank(item):
+                loc = f"{parent}.{key}[{i}]"
+                yield finding(
+                    "PF206", loc, f"{loc} is blank: fill it in or remove it", Severity.WARNING
+                )
+
+
+def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
+    """PF206 (blank text) and PF207 (schema field missing or blank that postflight can spare).
+
+    Blank text is judged like a missing field: an error where postflight needs the field
+    (PF206), a PF207 warning where the schema asks for it but postflight can do without, and
+    a PF206 warning for optional text given blank.
+    """
+    yield from blank_fields(doc, _NEEDED_TEXT)
+    meta = get_object(doc, "metadata")
+    if meta is not None:
+        yield from _spare(meta, _SPARE_METADATA, "metadata")
+    for i, art in enumerate(get_list(doc, "artifacts") or []):
+        if isinstance(art, str):
+            # A plain path string (PF208): its missing type and summary are said there.
+            if is_blank(art):
+                yield finding("PF206", f"artifacts[{i}]", "artifact path is blank")
+            continue
+        if not isinstance(art, dict):
+            continue
+        if is_blank(art.get("path")):
+            yield finding("PF206", f"artifacts[{i}].path", "artifact path is blank")
+        yield from _spare(art, _SPARE_ARTIFACT, f"artifacts[{i}]")
+    for i, err in enumerate(get_list(doc, "errors") or []):
+        if not isinstance(err, dict):
+            continue
+        if is_blank(err.get("message")):
+            yield finding(
+                "PF206", f"errors[{i}].message", "error message is blank: say what failed"
+            )
+        yield from _spare(err, _SPARE_ERROR, f"errors[{i}]")
+    yield from _optional_blank(doc)
+
+
+# --- status-dependent rules (PF3xx) --------------------------------------------------------
+
+
+def _status_rules(
+    doc: dict[str, Any], status: Status, ctx: TaskContext, now: datetime, result: Validation
+) -> Iterator[Finding]:
+    started_raw = doc.get("started_at")
+    if isinstance(started_raw, str):
+        started = parse_timestamp(started_raw)
+        if started is None:
+            yield finding(
+                "PF301",
+                "started_at",
+                f'started_at {started_raw!r} is not ISO 8601; write e.g. "2026-01-28T10:30:00Z"',
+            )
+        elif started - now > FUTURE_TOLERANCE:
+            yield finding(
+                "PF301",
+                "started_at",
+                f"started_at {started_raw} lies in the future: write when the run started (UTC)",
+            )
+        else:
+            result.started_at = started
+    if status is Status.IN_PROGRESS and started_raw is None:
+        yield finding(
+            "PF300",
+            "started_at",
+            "in_progress metadata needs started_at (ISO 8601) so a stuck run can be detected",
+        )
+
+    progress = get_object(doc, "partial_progress")
+    if status in {Status.IN_PROGRESS, Status.PARTIAL} and progress is None:
+        yield finding(
+            "PF302",
+            "partial_progress",
+            f"{status.value} metadata should carry partial_progress (stage, details) "
+            "so the run can be resumed",
+        )
+    if status.is_success and progress is not None:
+        yield finding(
+            "PF308",
+            "partial_progress",
+            f"partial_progress is left over on a {status.value} file; remove it",
+        )
+
+    completion = get_object(doc, "completion_data")
+    if status is Status.IMPLEMENTED:
+        if "completion_data" not in doc:
+            yield finding(
+                "PF303",
+                "completion_data",
+                "implemented needs completion_data with a 1-3 sentence completion_summary",
+            )
+        elif completion is not None and is_blank(completion.get("completion_summary")):
+            yield finding(
+                "PF304",
+                "completion_data.completion_summary",
+                "completion_summary is empty: say in 1-3 sentences what was accomplished",
+            )
+        if (
+            ctx.is_meta
+            and completion is not None
+            and not (get_str(completion, "claudemd_suggestions") or "").strip()
+        ):
+            yield finding(
+                "PF305",
+                "completion_data.claudemd_suggestions",
+                "meta task implemented without claudemd_suggestions: describe the agent-system "
+                'files changed, or write "none"',
+            )
+    elif "completion_data" in doc:
+        yield finding(
+            "PF309",
+            "completion_data",
+            f"completion_data is only read for implemented, not {status.value}; it is ignored",
+        )
+    if completion is not None and ctx.is_meta is not None:
+        if ctx.is_meta and "roadmap_items" in completion:
+            yield finding(
+                "PF306",
+                "completion_data.roadmap_items",
+                "roadmap_items is for non-meta tasks; this is a meta task",
+            )
+        if not ctx.is_meta and "claudemd_suggestions" in completion:
+            yield finding(
+                "PF306",
+                "completion_data.claudemd_suggestions",
+                "claudemd_suggestions is for meta tasks; this task's language is not meta",
+            )
+
+    if status in TROUBLE_STATUSES and not get_list(doc, "errors"):
+        yield finding(
+            "PF307",
+            "errors",
+            f"{status.value} with no errors entry: say what went wrong "
+            "(postflight records a generic error instead)",
+        )
+
+    for parent in ("partial_progress", "metadata"):
+        obj = get_object(doc, parent)
+        done, total = get_int(obj, "phases_completed"), get_int(obj, "phases_total")
+        if done is not None and (done < 0 or (total is not None and done > total)):
+            yield finding(
+                "PF310",
+                f"{parent}.phases_completed",
+                f"phases_completed {done} must lie between 0 and phases_total ({total})"
+                if total is not None
+                else f"phases_completed {done} is negative",
+            )
+
+
+# --- artifacts (PF5xx) ----------------------------------------------------------------------
+
+
+def _plain_path(loc: str, art: str) -> Finding:
+    kind = type_from_folder(art)
+    return finding(
+        "PF208",
+        loc,
+        f'artifact {art!r} is a plain path string: read as {{"path": ...}}'
+        + (f' of type "{kind}" (from its folder)' if kind else " with no type (not linked)")
+        + '; write {"type": ..., "path": ..., "summary": ...}',
+    )
+
+
+def _type_note(kind: str) -> str:
+    return " (read as report)" if kind == "research" else " (linked as written)"
+
+
+def _path_problem(path: str) -> str | None:
+    unsafe = unsafe_path(path)
+    return None if unsafe is None else f"artifact path {_shown(path)} {unsafe}"
+
+
+_ARTIFACTS: Final = ArtifactContract(
+    types=ARTIFACT_TYPES,
+    path_problem=_path_problem,
+    phantom="report",
+    outside="(through a symlink)",
+    write_it="write it",
+    type_note=_type_note,
+    plain_path=_plain_path,
+)
+
+#: C0, DEL and C1 control characters, and the Unicode line separators (SPEC 3).
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+#: ``javascript:``, ``file:``, ``https:``, ... (a drive letter is caught as absolute first)
+_SCHEME_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def unsafe_path(path: str) -> str | None:
+    """Why an artifact path cannot be linked safely (PF501), or None.
+
+    Checked on the text alone, before the disk is asked: a path that escapes the root, holds
+    a control character (it could break a TODO.md line), names a URI scheme (a link to
+    ``javascript:`` is not a file) or makes a link longer than SPEC 3 allows.
+    """
+    if _CONTROL_RE.search(path):
+        return "holds a control character (CR, LF, NUL, ...): name the file plainly"
+    if outside_root(path, absolute_allowed=False):
+        return "must be relative to the project root and stay inside it"
+    if _SCHEME_RE.match(path):
+        return "is a URI, not a path relative to the project root"
+    if len(markdown_link(path)) > MAX_LINK_CHARS:
+        return f"is too long: a TODO.md link is at most {MAX_LINK_CHARS:,} characters"
+    return None
+
+
+def _shown(path: str) -> str:
+    """``path`` quoted for a message, cut short when long (control characters escaped)."""
+    return repr(path if len(path) <= 200 else path[:200] + "...")
+
+
+# --- the project (PF6xx) --------------------------------------------------------------------
+
+
+def _project_rules(
+    doc: dict[str, Any], status: Status | None, ctx: TaskContext, now: datetime, result: Validation
+) -> Iterator[Finding]:
+    if ctx.state_known and ctx.number is not None:
+        if ctx.task is None:
+            yield finding(
+                "PF600",
+                "",
+                f"task {ctx.number} is not in state.json active_projects: "
+                "create the task first, or fix the directory name",
+            )
+        else:
+            name = ctx.task.get("project_name")
+            if isinstance(name, str) and ctx.slug is not None and name != ctx.slug:
+                yield finding(
+                    "PF601",
+                    "",
+                    f"directory slug {ctx.slug!r} differs from the task's project_name {name!r}",
+                )
+    if status is Status.IN_PROGRESS and result.started_at is not None and result.timeout_s:
+        elapsed = (now - result.started_at).total_seconds()
+        if elapsed > result.timeout_s:
+            result.stuck = True
+            # format_duration: the one duration format of every output (`status` shows it too).
+            yield finding(
+                "PF602",
+                "started_at",
+                f"agent stuck: in_progress for {format_duration(elapsed)}, past the "
+                f"{result.operation} timeout of {format_duration(result.timeout_s)}; the agent "
+                "probably died: resume or restart the run",
+            )
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def validate(
+    doc: object,
+    ctx: TaskContext,
+    now: datetime,
+    options: RuleOptions,
+    probe: ArtifactProbe | None = None,
+) -> Validation:
+    """Every finding of SPEC 2.1 (PF103-PF602) for one parsed document."""
+    result = Validation()
+    if not isinstance(doc, dict):
+        result.findings.append(
+            not_an_object(
+                doc,
+                "the file",
+                'write one object {"status": ..., "artifacts": [...], "metadata": {...}}',
+            )
+        )
+        return result
+    meta = get_object(doc, "metadata") or {}
+    result.operation = operation_of(
+        meta.get("delegation_path"), meta.get("agent_type"), ctx.marker_operation
+    )
+    result.timeout_s = timeout_for(result.operation, options.timeouts)
+
+    structural, result.model = structure(
+        MetadataFile,
+        doc,
+        "the document",
+        quote_hint=True,
+        on_status=lambda value: _status_finding(value, result.operation),
+    )
+    out = result.findings
+    out.extend(structural)
+    out.extend(_schema_fields(doc))
+    raw_status = doc.get("status")
+    if isinstance(raw_status, str) and raw_status in Status.__members__.values():
+        result.status = Status(raw_status)
+    if result.status is not None:
+        out.extend(_status_rules(doc, result.status, ctx, now, result))
+    out.extend(session_rules(doc.get("metadata"), ctx.expected_session))
+    out.extend(ctx.marker_findings)
+    if result.status is not None:
+        probe_or_none = probe if options.check_artifacts else None
+        out.extend(
+            artifact_rules(
+                doc, result.status.value, result.status.is_success, _ARTIFACTS, probe_or_none
+            )
+        )
+    out.extend(_project_rules(doc, result.status, ctx, now, result))
+    out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
+    return result

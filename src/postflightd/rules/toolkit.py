@@ -1,0 +1,478 @@
+"""What the two rule sets share: the metadata file's (``rules.py``) and check-return's
+(``return_rules.py``).
+
+Accessors that never raise, pydantic errors turned into findings (PF200/PF201), the
+unknown-field (PF205), blank (PF206) and asked-field (PF207) checks over a table of object
+kinds, status near-miss guessing (PF202), the session and delegation rules (PF4xx), the
+root-escape check and the artifact rules (PF5xx). Where the two contracts differ (field
+tables, allowed types, the wording of advice) the caller passes its table or its words; each
+check is written once. Everything here is pure and never raises on any JSON value.
+
+A *kind* names objects in a document the way ``models.KNOWN_FIELDS`` does: ``""`` is the
+document itself, ``"metadata"`` the object under that key, ``"artifacts[]"`` each object in
+that list.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from postflightd.models.metadata import MAX_DELEGATION_DEPTH
+from postflightd.rules.findings import Finding, Severity, finding
+
+
+class ArtifactState(Enum):
+    OK = "ok"
+    MISSING = "missing"
+    EMPTY = "empty"
+    NOT_A_FILE = "not_a_file"
+    OUTSIDE = "outside"
+
+
+#: Answers what an artifact path (relative to the project root) is on disk.
+ArtifactProbe = Callable[[str], ArtifactState]
+
+
+# --- accessors that never raise -------------------------------------------------------------
+
+
+def get_object(doc: Any, key: str) -> dict[str, Any] | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, dict) else None
+
+
+def get_list(doc: Any, key: str) -> list[Any] | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, list) else None
+
+
+def get_str(doc: Any, key: str) -> str | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def get_int(doc: Any, key: str) -> int | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def get_number(doc: Any, key: str) -> float | None:
+    value = doc.get(key) if isinstance(doc, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def is_blank(value: object) -> bool:
+    return isinstance(value, str) and not value.strip()
+
+
+def json_type(value: object) -> str:
+    """The JSON name of a Python value's type, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def location(loc: Sequence[str | int]) -> str:
+    """('artifacts', 1, 'path') -> 'artifacts[1].path'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def objects_of(doc: dict[str, Any], kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(location, object) for each object ``kind`` names in ``doc``; non-objects are skipped."""
+    if kind == "":
+        yield "", doc
+    elif kind.endswith("[]"):
+        key = kind[:-2]
+        for i, item in enumerate(get_list(doc, key) or []):
+            if isinstance(item, dict):
+                yield f"{key}[{i}]", item
+    else:
+        obj = get_object(doc, kind)
+        if obj is not None:
+            yield kind, obj
+
+
+def _field(loc: str, key: str) -> str:
+    return f"{loc}.{key}" if loc else key
+
+
+# --- structure (PF103, PF200, PF201) --------------------------------------------------------
+
+
+def not_an_object(doc: object, holder: str, advice: str) -> Finding:
+    """PF103: ``{holder} holds an array, not a JSON object: {advice}``."""
+    return finding("PF103", "", f"{holder} holds {json_type(doc)}, not a JSON object: {advice}")
+
+
+#: pydantic error type -> what the field must be, for PF201 messages.
+EXPECTED: Final = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "int_parsing": "an integer",
+    "float_type": "a number",
+    "bool_type": "true or false",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+}
+_UNQUOTED: Final = frozenset({"an integer", "a number", "true or false"})
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def structure(
+    model: type[_Model],
+    doc: dict[str, Any],
+    whole: str,
+    *,
+    quote_hint: bool = False,
+    on_status: Callable[[str], Finding] | None = None,
+) -> tuple[list[Finding], _Model | None]:
+    """The model of ``doc``, or every PF200 (missing) then every PF201 (wrong type) finding.
+
+    Seed 003's order: the missing fields first. ``whole`` names the document in a message
+    that has no location; ``quote_hint`` adds "(write 5 without quotes)" to a number or
+    boolean given as a string; ``on_status`` words the finding for a ``status`` string the
+    model refuses (an enum the string is not one of).
+    """
+    try:
+        return [], model.model_validate(doc)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+    missing: list[Finding] = []
+    wrong: list[Finding] = []
+    for err in errors:
+        loc = location(err["loc"])
+        kind = err["type"]
+        value = err.get("input")
+        if kind == "missing":
+            missing.append(finding("PF200", loc, f"missing required field {loc!r}: add it"))
+        elif on_status is not None and loc == "status" and isinstance(value, str):
+            wrong.append(on_status(value))
+        else:
+            expected = EXPECTED.get(kind)
+            if expected is None:
+                msg = f"{loc or whole}: {err['msg']}"
+            else:
+                msg = f"{loc} must be {expected}, not {json_type(value)}"
+                if quote_hint and isinstance(value, str) and expected in _UNQUOTED:
+                    msg += f" (write {value.strip()} without quotes)"
+            wrong.append(finding("PF201", loc, msg))
+    return missing + wrong, None
+
+
+# --- fields (PF205, PF206, PF207) -----------------------------------------------------------
+
+
+def unknown_fields(
+    doc: dict[str, Any], known: Mapping[str, frozenset[str]], kept: str
+) -> Iterator[Finding]:
+    """PF205 for each key that ``known`` (kind -> field names) does not list, kinds in order.
+
+    ``kept`` says what happens to the field: ``"kept as is"``.
+    """
+    for kind, names in known.items():
+        for loc, obj in objects_of(doc, kind):
+            for key in obj:
+                if key not in names:
+                    where = _field(loc, key)
+                    yield finding("PF205", where, f"unknown field {where!r} ({kept})")
+
+
+def blank_fields(doc: dict[str, Any], needed: Sequence[tuple[str, str]]) -> Iterator[Finding]:
+    """PF206 for each needed (kind, key) text field given blank."""
+    for kind, key in needed:
+        for loc, obj in objects_of(doc, kind):
+            if is_blank(obj.get(key)):
+                where = _field(loc, key)
+                yield finding("PF206", where, f"{where} is blank: fill it in")
+
+
+def asked_fields(
+    obj: dict[str, Any],
+    keys: Sequence[str],
+    loc: str,
+    missing: str,
+    blank: str | None = None,
+) -> Iterator[Finding]:
+    """PF207 for each key of ``obj`` that the contract asks for and that is missing.
+
+    ``missing`` and ``blank`` are the advice after "is missing; " and "is blank; "; without
+    ``blank``, blank text is not reported here.
+    """
+    for key in keys:
+        value = obj.get(key)
+        where = _field(loc, key)
+        if value is None:
+            yield finding("PF207", where, f"{where} is missing; {missing}")
+        elif blank is not None and is_blank(value):
+            yield finding("PF207", where, f"{where} is blank; {blank}")
+
+
+# --- status (PF202) -------------------------------------------------------------------------
+
+
+def status_word(raw: str) -> str:
+    """``" Research-Done "`` -> ``"research_done"``: how a status is compared."""
+    return raw.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+def guess_status(
+    raw: str,
+    statuses: Sequence[str],
+    synonyms: Mapping[str, Sequence[str]] | None = None,
+    stems: Sequence[tuple[str, str]] = (),
+) -> str | None:
+    """The status a near-miss probably means: the status itself once normalised, else a status
+    one of whose ``synonyms`` it is, else the closest spelling, else the status of the first
+    of ``stems`` (stem, status) it contains."""
+    word = status_word(raw)
+    if word in statuses:
+        return word
+    for status, words in (synonyms or {}).items():
+        if word in words:
+            return status
+    close = difflib.get_close_matches(word, statuses, n=1, cutoff=0.75)
+    if close:
+        return close[0]
+    for stem, status in stems:
+        if stem in word:
+            return status
+    return None
+
+
+def status_finding(
+    raw: str, loc: str, statuses: Sequence[str], guess: str | None, note: str = ""
+) -> Finding:
+    """PF202: ``raw`` is not one of ``statuses``; ``note`` follows the list, then the guess."""
+    hint = f'; did you mean "{guess}"?' if guess else ""
+    return finding("PF202", loc, f"{loc} {raw!r} is not one of {', '.join(statuses)}{note}{hint}")
+
+
+# --- session and delegation (PF4xx) ---------------------------------------------------------
+
+SESSION_RE: Final = re.compile(r"sess_\d+_[a-z0-9]{6}")
+
+
+def _session_message(sid: str, expected: str, source: str) -> str:
+    if source == "state.json":
+        # The usual cause is not a foreign agent but a pre-flight that did not record the run.
+        return (
+            f"session_id {sid!r} is not {expected!r}, the session state.json records for this "
+            "task: state.json's session is the one the task was last delegated with, so a run "
+            "whose pre-flight did not record its session (no .postflight-pending marker, "
+            "state.json not updated) looks foreign; return the session_id you were given, or "
+            "have the workflow write the marker before delegating"
+        )
+    return (
+        f"session_id {sid!r} is not the delegated session {expected!r} (from {source}): "
+        "return the session_id you were given"
+    )
+
+
+def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Finding]:
+    """PF400-PF406 for a ``metadata`` object; ``expected`` is (session, where it came from)."""
+    if not isinstance(meta, dict):
+        return
+    sid = get_str(meta, "session_id")
+    if sid and not SESSION_RE.fullmatch(sid):
+        yield finding(
+            "PF400",
+            "metadata.session_id",
+            f"session_id {sid!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
+            "letters or digits}, e.g. sess_1736700000_abc123",
+        )
+    if sid and expected is not None and sid != expected[0]:
+        yield finding("PF405", "metadata.session_id", _session_message(sid, *expected))
+    depth = get_int(meta, "delegation_depth")
+    if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
+        yield finding(
+            "PF401",
+            "metadata.delegation_depth",
+            f"delegation_depth {depth} is outside 0..{MAX_DELEGATION_DEPTH}: the delegation "
+            "chain is too deep; return to the caller instead of delegating further",
+        )
+    path = get_list(meta, "delegation_path")
+    names = [p for p in path or [] if isinstance(p, str)]
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            yield finding(
+                "PF402",
+                "metadata.delegation_path",
+                f"delegation_path names {name!r} twice: a delegation cycle",
+            )
+            break
+        seen.add(name)
+    if path is not None and depth is not None and len(path) >= 2 and depth != len(path) - 2:
+        yield finding(
+            "PF403",
+            "metadata.delegation_depth",
+            f"delegation_depth {depth} does not match delegation_path "
+            f"({len(path)} entries means depth {len(path) - 2})",
+        )
+    agent = get_str(meta, "agent_type")
+    if agent and names and names[-1] != agent:
+        yield finding(
+            "PF404",
+            "metadata.agent_type",
+            f"agent_type {agent!r} is not the last entry of delegation_path ({names[-1]!r})",
+        )
+    duration = get_number(meta, "duration_seconds")
+    if duration is not None and duration < 0:
+        yield finding("PF406", "metadata.duration_seconds", "duration_seconds is negative")
+
+
+# --- artifacts (PF5xx) ----------------------------------------------------------------------
+
+_DRIVE_RE: Final = re.compile(r"[A-Za-z]:[\\/]")
+_SEPARATORS_RE: Final = re.compile(r"[\\/]+")
+
+
+def outside_root(path: str, *, absolute_allowed: bool) -> bool:
+    """Whether ``path``, read as text, leaves the project root: ``~``, or ``..`` climbing out.
+
+    An absolute path (``/``, ``\\``, a drive letter) is outside too, unless
+    ``absolute_allowed``: then it is the probe's to judge (check-return's seed 003 checks
+    absolute paths with ``[ -f "$path" ]``).
+    """
+    if absolute_allowed and Path(path).is_absolute():
+        return False
+    if path.startswith("~"):
+        return True
+    if not absolute_allowed and (path.startswith(("/", "\\")) or _DRIVE_RE.match(path)):
+        return True
+    depth = 0
+    for part in _SEPARATORS_RE.split(path):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in {"", "."}:
+            depth += 1
+    return False
+
+
+def _no_note(kind: str) -> str:
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class ArtifactContract:
+    """Where one contract's artifact rules differ from the other's."""
+
+    #: the artifact types the contract lists (PF204 for any other).
+    types: Sequence[str]
+    #: the whole PF501 message for a path unusable as written (judged before the disk), or None.
+    path_problem: Callable[[str], str | None]
+    #: ends the PF500 advice "..., or {phantom} partial/failed"; None: no PF500 in this contract.
+    phantom: str | None
+    #: why a probe found the path outside the root, after "resolves outside the project root".
+    outside: str
+    #: the PF502 advice before ", or fix the path".
+    write_it: str
+    #: what PF204 adds after the list of types, given the type found.
+    type_note: Callable[[str], str] = _no_note
+    #: PF208 for an artifact given as a plain path string at a location; None: such an item
+    #: is skipped (the structure rules already refuse it).
+    plain_path: Callable[[str, str], Finding] | None = None
+
+
+def artifact_rules(
+    doc: dict[str, Any],
+    status: str,
+    success: bool,
+    contract: ArtifactContract,
+    probe: ArtifactProbe | None,
+) -> Iterator[Finding]:
+    """PF500-PF504 (and PF204, PF208) for ``doc``'s artifacts; the disk is asked only through
+    ``probe`` (None: not at all). A missing or empty artifact is an error on a success status
+    and a warning otherwise, where an unfinished run may list files not written yet."""
+    artifacts = get_list(doc, "artifacts")
+    if artifacts is None:
+        return
+    if success and not artifacts and contract.phantom is not None:
+        yield finding(
+            "PF500",
+            "artifacts",
+            f"status {status} with no artifacts: a phantom operation; list the files "
+            f"the run created, or {contract.phantom} partial/failed",
+        )
+    disk_severity = Severity.ERROR if success else Severity.WARNING
+    seen: set[str] = set()
+    for i, art in enumerate(artifacts):
+        loc = f"artifacts[{i}]"
+        if isinstance(art, str) and contract.plain_path is not None:
+            yield contract.plain_path(loc, art)
+            path: str | None = art
+        elif isinstance(art, dict):
+            kind = get_str(art, "type")
+            if kind is not None and kind not in contract.types:
+                yield finding(
+                    "PF204",
+                    f"{loc}.type",
+                    f"artifact type {kind!r} is not one of {', '.join(contract.types)}"
+                    + contract.type_note(kind),
+                )
+            path = get_str(art, "path")
+            loc = f"{loc}.path"
+        else:
+            continue
+        if not path or not path.strip():
+            continue
+        if path in seen:
+            yield finding("PF504", loc, f"artifact {path!r} is listed twice")
+        seen.add(path)
+        problem = contract.path_problem(path)
+        if problem is not None:
+            yield finding("PF501", loc, problem)
+            continue
+        if probe is None:
+            continue
+        state = probe(path)
+        if state is ArtifactState.OUTSIDE:
+            yield finding(
+                "PF501",
+                loc,
+                f"artifact path {path!r} resolves outside the project root {contract.outside}",
+            )
+        elif state is ArtifactState.MISSING:
+            yield finding(
+                "PF502",
+                loc,
+                f"artifact {path!r} does not exist: {contract.write_it}, or fix the path "
+                "(relative to the project root)",
+                disk_severity,
+            )
+        elif state is ArtifactState.NOT_A_FILE:
+            yield finding("PF502", loc, f"artifact {path!r} is not a regular file", disk_severity)
+        elif state is ArtifactState.EMPTY:
+            yield finding(
+                "PF503", loc, f"artifact {path!r} is empty: write its content", disk_severity
+            )
