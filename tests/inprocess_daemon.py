@@ -20,8 +20,8 @@ from postflightd.config import Config, load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.daemon.root import Clock
 from postflightd.daemon.sdnotify import SystemdNotifier
-from postflightd.fs.atomic import lock_holder
 from postflightd.fs.directory import Directory
+from postflightd.fs.locks import lock_holder
 
 #: The polling observer: the test decides when the daemon looks (no event thread).
 POLLING = '[watch]\nobserver = "polling"\n'

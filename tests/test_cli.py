@@ -17,8 +17,9 @@ from conftest import make_project, task_entry, wait_until, write_meta
 from postflightd import cli
 from postflightd.cli import main
 from postflightd.errors import ExitCode, UsageError, exit_code_of
-from postflightd.fs import atomic as store
-from postflightd.fs.atomic import LockTimeoutError, StoreError
+from postflightd.fs import faults
+from postflightd.fs.directory import StoreError
+from postflightd.fs.locks import LockTimeoutError
 
 #: Each command with a --format, and the registry whose keys are its choices.
 REGISTRIES = [
@@ -108,15 +109,15 @@ def test_store_errors_take_their_codes_from_errors() -> None:
     assert StoreError("unwritable").exit_code is ExitCode.STATE_UNUSABLE
 
 
-def test_the_fault_variable_is_the_stores() -> None:
-    """cli names the store's fault variable itself (start-up does not import the store)."""
-    assert cli.FAULT_ENV == store.FAULT_ENV
+def test_the_fault_variable_is_fs_faults() -> None:
+    """cli names fs.faults' fault variable itself (start-up does not import the file layer)."""
+    assert cli.FAULT_ENV == faults.FAULT_ENV
 
 
 def test_internal_error_exits_70_and_writes_the_crash_log(tmp_path: Path) -> None:
     """An error no command expects: one line on stderr naming the crash log, which holds the
     traceback; no traceback on the terminal."""
-    env = {**os.environ, store.FAULT_ENV: "command=EIO"}
+    env = {**os.environ, faults.FAULT_ENV: "command=EIO"}
     proc = subprocess.run(
         _postflightd("schema"), check=False, capture_output=True, text=True, env=env, timeout=60
     )

@@ -120,7 +120,7 @@ def test_a_reload_moving_the_specs_directory_moves_the_instance_lock(tmp_path: P
 def test_a_reload_keeps_the_old_lock_when_the_new_specs_directory_is_held(
     tmp_path: Path,
 ) -> None:
-    from postflightd.fs.atomic import InstanceLock
+    from postflightd.fs.locks import InstanceLock
 
     root = project(tmp_path / "proj", 1)
     (root / "work").mkdir()

@@ -27,7 +27,7 @@ from postflightd.config import load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.daemon.sdnotify import SystemdNotifier
 from postflightd.errors import UsageError
-from postflightd.fs.atomic import AlreadyRunningError, InstanceLock
+from postflightd.fs.locks import AlreadyRunningError, InstanceLock
 
 
 def replace_specs(root: Path) -> Path:

@@ -13,8 +13,8 @@ import pytest
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.durations import format_duration
-from postflightd.fs.atomic import InstanceLock, lock_holder
 from postflightd.fs.directory import Directory
+from postflightd.fs.locks import InstanceLock, lock_holder
 
 
 def in_progress(started: datetime, **progress: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""store: atomic writes, crash safety, the project lock, optimistic commit, safe deletion."""
+"""fs.atomic, fs.locks, fs.litter: atomic writes, crash safety, the project lock, the
+conditional replace (replace_if_unchanged), safe deletion."""
 
 from __future__ import annotations
 
@@ -17,19 +18,15 @@ import pytest
 from conftest import wait_until
 from postflightd.errors import PostflightError
 from postflightd.fs.atomic import (
-    LOCK_NAME,
-    LockTimeoutError,
     Snapshot,
-    StoreError,
     atomic_write,
-    commit,
     delete_if_unchanged,
-    project_lock,
     read_snapshot,
+    replace_if_unchanged,
     unchanged,
 )
-from postflightd.fs.directory import Directory, RefusedError
-from postflightd.project.metadata import FileIdentity
+from postflightd.fs.directory import Directory, FileIdentity, RefusedError, StoreError
+from postflightd.fs.locks import LOCK_NAME, LockTimeoutError, project_lock
 
 DEADLINE_S = 10.0
 
@@ -138,7 +135,7 @@ def test_atomic_write_through_a_dangling_link_creates_nothing(tmp_path: Path) ->
     assert link.is_symlink()
 
 
-def test_read_snapshot_and_commit_refuse_a_symlink(tmp_path: Path) -> None:
+def test_read_snapshot_and_replace_if_unchanged_refuse_a_symlink(tmp_path: Path) -> None:
     """Nothing is read through a link either: the transform never runs."""
     real = tmp_path / "real.json"
     real.write_bytes(b"secret")
@@ -146,7 +143,9 @@ def test_read_snapshot_and_commit_refuse_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="symbolic link"):
         read_snapshot(*at(tmp_path / "state.json"))
     with pytest.raises(StoreError, match="symbolic link"):
-        commit(*at(tmp_path / "state.json"), lambda _s: pytest.fail("read through a link"))
+        replace_if_unchanged(
+            *at(tmp_path / "state.json"), lambda _s: pytest.fail("read through a link")
+        )
     assert real.read_bytes() == b"secret"
 
 
@@ -266,7 +265,7 @@ def test_crash_point_not_armed_for_another_label(tmp_path: Path) -> None:
 LOCK_HOLDER = """
 import sys, time
 from pathlib import Path
-from postflightd.fs.atomic import project_lock
+from postflightd.fs.locks import project_lock
 from postflightd.fs.directory import Directory
 specs, released = Path(sys.argv[1]), Path(sys.argv[2])
 with project_lock(Directory.anchor(specs)):
@@ -316,7 +315,7 @@ def test_lock_waits_for_the_holder(tmp_path: Path, procs: list[subprocess.Popen[
     waiter = run_python(
         f"""
         from pathlib import Path
-        from postflightd.fs.atomic import project_lock
+        from postflightd.fs.locks import project_lock
         from postflightd.fs.directory import Directory
         with project_lock(Directory.anchor(Path({str(tmp_path)!r})), timeout_s=10):
             print(Path({str(released)!r}).exists())
@@ -341,7 +340,8 @@ def test_lock_serialises_read_modify_write_across_processes(
     atomic_write(*at(counter), b"0")
     code = f"""
         from pathlib import Path
-        from postflightd.fs.atomic import atomic_write, project_lock
+        from postflightd.fs.atomic import atomic_write
+        from postflightd.fs.locks import project_lock
         from postflightd.fs.directory import Directory
         specs = Directory.anchor(Path({str(tmp_path)!r}))
         counter = Path({str(tmp_path / "counter")!r})
@@ -437,7 +437,7 @@ def test_lock_is_released_on_exception(tmp_path: Path) -> None:
     assert free.returncode == 0
 
 
-# --- snapshots and commit ---------------------------------------------------------------------
+# --- snapshots and replace_if_unchanged -----------------------------------------------------
 
 
 def test_snapshot_of_a_missing_file(tmp_path: Path) -> None:
@@ -491,27 +491,27 @@ def append_line(line: bytes) -> Callable[[Snapshot], bytes]:
     return transform
 
 
-def test_commit_applies_the_transform(tmp_path: Path) -> None:
-    """commit writes what the transform returns and gives back what it wrote over."""
+def test_replace_if_unchanged_applies_the_transform(tmp_path: Path) -> None:
+    """replace_if_unchanged writes what the transform returns and gives back what it wrote over."""
     target = tmp_path / "state.json"
     target.write_bytes(b"a\n")
-    written_over = commit(*at(target), append_line(b"b\n"))
+    written_over = replace_if_unchanged(*at(target), append_line(b"b\n"))
     assert written_over is not None
     assert written_over.raw == b"a\n"
     assert target.read_bytes() == b"a\nb\n"
     assert leftovers(tmp_path, {"state.json"}) == []
 
 
-def test_commit_nothing_to_write(tmp_path: Path) -> None:
+def test_replace_if_unchanged_nothing_to_write(tmp_path: Path) -> None:
     """A transform returning None writes nothing and keeps the inode."""
     target = tmp_path / "state.json"
     target.write_bytes(b"a\n")
     ino = target.stat().st_ino
-    assert commit(*at(target), lambda _snap: None) is None
+    assert replace_if_unchanged(*at(target), lambda _snap: None) is None
     assert target.stat().st_ino == ino
 
 
-def test_commit_reapplies_over_a_concurrent_update(tmp_path: Path) -> None:
+def test_replace_if_unchanged_reapplies_over_a_concurrent_update(tmp_path: Path) -> None:
     """Another writer replacing the file between read and check: both updates survive."""
     target = tmp_path / "state.json"
     target.write_bytes(b"a\n")
@@ -526,7 +526,7 @@ def test_commit_reapplies_over_a_concurrent_update(tmp_path: Path) -> None:
             other.replace(target)
         return (snap.raw or b"") + b"ours\n"
 
-    written_over = commit(*at(target), transform)
+    written_over = replace_if_unchanged(*at(target), transform)
     assert calls == [b"a\n", b"a\njq\n"]
     assert target.read_bytes() == b"a\njq\nours\n"
     assert written_over is not None
@@ -534,7 +534,7 @@ def test_commit_reapplies_over_a_concurrent_update(tmp_path: Path) -> None:
     assert leftovers(tmp_path, {"state.json"}) == []
 
 
-def test_commit_notices_a_file_created_meanwhile(tmp_path: Path) -> None:
+def test_replace_if_unchanged_notices_a_file_created_meanwhile(tmp_path: Path) -> None:
     """A file that did not exist when read but appeared before the write is not clobbered."""
     target = tmp_path / "state.json"
     calls = 0
@@ -546,11 +546,11 @@ def test_commit_notices_a_file_created_meanwhile(tmp_path: Path) -> None:
             target.write_bytes(b"theirs\n")
         return (snap.raw or b"") + b"ours\n"
 
-    commit(*at(target), transform)
+    replace_if_unchanged(*at(target), transform)
     assert target.read_bytes() == b"theirs\nours\n"
 
 
-def test_commit_gives_up_when_the_file_keeps_changing(tmp_path: Path) -> None:
+def test_replace_if_unchanged_gives_up_when_the_file_keeps_changing(tmp_path: Path) -> None:
     """A file replaced at every attempt: a clear error, the other writer's content kept."""
     target = tmp_path / "state.json"
     target.write_bytes(b"0")
@@ -565,23 +565,23 @@ def test_commit_gives_up_when_the_file_keeps_changing(tmp_path: Path) -> None:
         return b"ours"
 
     with pytest.raises(StoreError, match="keeps changing") as info:
-        commit(*at(target), transform, attempts=3)
+        replace_if_unchanged(*at(target), transform, attempts=3)
     assert calls == 3
     assert "state.json" in str(info.value)
     assert target.read_bytes() == b"theirs 3"
     assert leftovers(tmp_path, {"state.json"}) == []
 
 
-def test_commit_crash_after_temp_write_keeps_old(tmp_path: Path) -> None:
-    """commit passes its crash label through to the atomic write."""
+def test_replace_if_unchanged_crash_after_temp_write_keeps_old(tmp_path: Path) -> None:
+    """replace_if_unchanged passes its crash label through to the atomic write."""
     target = tmp_path / "state.json"
     target.write_bytes(b"old")
     code = f"""
         from pathlib import Path
-        from postflightd.fs.atomic import commit
+        from postflightd.fs.atomic import replace_if_unchanged
         from postflightd.fs.directory import Directory
         specs = Directory.anchor(Path({str(tmp_path)!r}))
-        commit(specs, "state.json", lambda s: b"new", crash_label="state")
+        replace_if_unchanged(specs, "state.json", lambda s: b"new", crash_label="state")
         """
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],

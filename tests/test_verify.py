@@ -610,8 +610,8 @@ def test_the_healer_does_not_wait_on_a_busy_lock_and_heals_on_the_next_check(
 
     from postflightd.config import Config
     from postflightd.daemon.healer import HEAL_LOCK_TIMEOUT_S, Healer
-    from postflightd.fs.atomic import project_lock
     from postflightd.fs.directory import Directory
+    from postflightd.fs.locks import project_lock
 
     root, before, after = applied
     put_back(root, before)

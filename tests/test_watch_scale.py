@@ -22,7 +22,7 @@ import pytest
 from conftest import researched_doc, wait_until
 from postflightd.cli import main
 from postflightd.daemon.notes import daemon_note, remove_daemon_notes, write_daemon_notes
-from postflightd.fs.atomic import InstanceLock
+from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import default_journal_path
 from test_watch_daemon import (  # the daemon fixtures and project builders
     DaemonFactory,

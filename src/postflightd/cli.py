@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 COLOR_CHOICES = ("auto", "always", "never")
-#: store.FAULT_ENV, named here so that start-up does not import the store to look it up.
+#: fs.faults.FAULT_ENV, named here so that start-up does not import the file layer to look it up.
 FAULT_ENV = "POSTFLIGHTD_FAULT_AT"
 
 
@@ -246,7 +246,7 @@ def _run(argv: Sequence[str] | None) -> int:
     with command_logging():
         if FAULT_ENV in os.environ:
             # Test hook: an error no command expects, to prove the crash log and exit 70.
-            from postflightd.fs.atomic import fault_point
+            from postflightd.fs.faults import fault_point
 
             fault_point("command")
         return _dispatch(args)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.config import Config
-from postflightd.fs.atomic import LockTimeoutError
+from postflightd.fs.locks import LockTimeoutError
 from postflightd.journal.database import Journal, format_ts
 from postflightd.logs import get_logger
 from postflightd.pipeline.verify import Verdict, entry_of, repair_root, state_view

@@ -40,8 +40,8 @@ from postflightd.daemon.watch.root_watch import (
     install_overflow_trap,
 )
 from postflightd.errors import PostflightError, StateUnusableError, UsageError
-from postflightd.fs.atomic import InstanceLock
 from postflightd.fs.directory import RefusedError, open_specs
+from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import Journal, journal_path
 from postflightd.logs import configure_logging, get_logger
 from postflightd.rules.findings import policy_from

@@ -27,7 +27,8 @@ from postflightd.config import Config
 from postflightd.daemon.healer import Healer
 from postflightd.daemon.watch.root_watch import POLL_INTERVAL_S, DirtySet, RootWatch
 from postflightd.errors import PostflightError
-from postflightd.fs.atomic import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
+from postflightd.fs.directory import FileIdentity
+from postflightd.fs.locks import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
 from postflightd.journal.database import Journal
 from postflightd.logs import get_logger
 from postflightd.pipeline.apply import apply_files
@@ -35,13 +36,7 @@ from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.records import record_stuck
 from postflightd.pipeline.results import FileReport, Outcome
-from postflightd.project.metadata import (
-    META_NAME,
-    FileIdentity,
-    MetaFileRef,
-    StateView,
-    artifact_probe,
-)
+from postflightd.project.metadata import META_NAME, MetaFileRef, StateView, artifact_probe
 from postflightd.project.root import Project
 from postflightd.rules.findings import Policy, Severity
 from postflightd.runs.events import emit, transition_event

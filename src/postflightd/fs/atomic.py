@@ -1,33 +1,29 @@
-"""Safe writes of the project files (SPEC 3.1): locked, atomic, never over an unseen update.
+"""Safe writes of the project files: atomic, never over an unseen update, deletes that check.
 
-Three layers, used together by postflight:
+Used together with the project lock (``locks.project_lock``) by postflight:
 
-* ``project_lock`` serialises the writers that cooperate (the daemon, a CLI run, a hook, and
-  any shell tool that runs ``flock specs/.state.lock ...``). The daemon's ``InstanceLock``
-  (one daemon per root, ``specs/.postflightd.pid``) sits next to it: every lock postflightd
-  takes in a project, and who holds it (``lock_holder``), is decided here.
-* ``commit`` is an optimistic read-modify-write for the writers that do not lock (a bare
-  ``jq ... > tmp && mv tmp state.json``): it checks just before replacing that the file is
-  still what it read, and otherwise re-reads and re-applies.
+* ``replace_if_unchanged`` is an optimistic read-modify-write for the writers that do not lock
+  (a bare ``jq ... > tmp && mv tmp state.json``): it checks just before replacing that the file
+  is still what it read, and otherwise re-reads and re-applies.
 * ``atomic_write`` makes every replacement all-or-nothing, whatever instant a crash hits.
+* ``delete_if_unchanged`` deletes a metadata file only if it is still the content processed.
 
-Every file is named relative to an open ``tree.Directory`` (the specs directory, a task
+Every file is named relative to an open ``directory.Directory`` (the specs directory, a task
 directory), never by a path: a project file that is a link or not a regular file is refused,
-and nothing is read, written or created through it (SPEC 7.1).
+and nothing is read, written or created through it (an agent can plant a link anywhere in
+the project).
 
-The remaining window: ``commit`` checks ``unchanged`` after the new content is written and
-fsynced to its temporary file and immediately before ``os.replace``; a writer that does not
-lock and replaces the file in the microseconds between that check and the replace still has
-its update overwritten. POSIX offers no compare-and-swap rename, so no check can close it.
-It is acceptable because it only concerns tools outside the protocol, it is orders of
-magnitude narrower than the whole read-modify-write it replaces, and any tool can close it
+The remaining window: ``replace_if_unchanged`` checks ``unchanged`` after the new content is
+written and fsynced to its temporary file and immediately before ``os.replace``; a writer that
+does not lock and replaces the file in the microseconds between that check and the replace
+still has its update overwritten. POSIX offers no compare-and-swap rename, so no check can
+close it. It is acceptable because it only concerns tools outside the protocol, it is orders
+of magnitude narrower than the whole read-modify-write it replaces, and any tool can close it
 completely by taking the lock, which the README documents.
 
-Why one module of ~640 lines: the locks, the replace, the guarded delete and the clean-up of
-what a killed writer left are one protocol over the same files. The clean-up recognises the
-temporary and set-aside names that ``_replace`` and ``delete_if_unchanged`` make, and it is
-safe only because every writer of ours takes ``project_lock`` before making them; split
-apart, a change to one side could silently stop matching the other.
+The temporary and set-aside names made here are matched by ``litter`` after a crash: both the
+names (``temp_name``, ``aside_name``) and their patterns (``TEMP_RE``, ``ASIDE_RE``) are
+defined here, side by side.
 """
 
 from __future__ import annotations
@@ -36,217 +32,42 @@ import contextlib
 import errno
 import functools
 import os
-import random
 import re
 import secrets
-import signal
 import stat
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from postflightd.errors import ProjectFileError, ProjectLockedError, UsageError
-from postflightd.fs.directory import Directory, RefusedError, kind_of, open_specs
-from postflightd.project.metadata import FileIdentity
+from postflightd.fs.directory import (
+    NEW_FILE_MODE,
+    Directory,
+    FileIdentity,
+    RefusedError,
+    StoreError,
+    kind_of,
+)
+from postflightd.fs.faults import crash_point, fault_point
+from postflightd.fs.locks import LOCK_NAME
 
-LOCK_NAME: Final = ".state.lock"
-#: The instance lock: one daemon per root (``InstanceLock``).
-PID_FILE_NAME: Final = ".postflightd.pid"
-CRASH_ENV: Final = "POSTFLIGHTD_CRASH_AT"
-STOP_ENV: Final = "POSTFLIGHTD_STOP_AT"
-FAULT_ENV: Final = "POSTFLIGHTD_FAULT_AT"
-FAULT_WHILE_ENV: Final = "POSTFLIGHTD_FAULT_WHILE"
-NEW_FILE_MODE: Final = 0o644
-_READ_CHUNK: Final = 1 << 20
-
-
-class LockTimeoutError(ProjectLockedError):
-    """Another writer held the project lock for longer than we were willing to wait."""
+#: What ``temp_name`` and ``aside_name`` make; ``litter`` finds a killed writer's files by them.
+TEMP_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp")
+ASIDE_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.deleting")
 
 
-class StoreError(ProjectFileError):
-    """A project file could not be read or written; the original is left untouched."""
+def temp_name(name: str) -> str:
+    """The temporary file a replacement of ``name`` is written to before the rename.
 
-
-# --- the lock -------------------------------------------------------------------------------
-
-
-@contextmanager
-def project_lock(specs: Directory, timeout_s: float = 30.0) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``specs/.state.lock`` for the ``with`` block.
-
-    The lock lives on a dedicated file, never on state.json: ``os.replace`` gives state.json a
-    new inode at every write, so a lock on it would not exclude the next writer. The lock is
-    per open file description, hence not re-entrant: nesting two ``project_lock`` calls on the
-    same directory in one process waits for itself until ``timeout_s``.
+    Unique per process and per call, so threads and processes never share a temp file; the
+    leading dot and the target's name say whose leftover it is after a crash.
     """
-    lock_path = specs.child(LOCK_NAME)
-    deadline = time.monotonic() + timeout_s
-    delay = 0.001
-    while True:
-        fd = _open_lock_file(specs)
-        try:
-            acquired = _try_flock(fd, lock_path)
-            if acquired and _still_linked(fd, specs):
-                break
-        except BaseException:
-            os.close(fd)
-            raise
-        # Not acquired, or acquired on a lock file someone deleted or replaced meanwhile (the
-        # next writer would lock the new file, so holding the old one excludes nobody).
-        os.close(fd)
-        if not acquired and time.monotonic() >= deadline:
-            raise LockTimeoutError(
-                f"{lock_path}: another writer has held this lock for more than "
-                f"{timeout_s:g} s; find it with `fuser -v {lock_path}` (a postflightd daemon, "
-                "a hook, or a script under `flock`) and retry"
-            )
-        if not acquired:
-            # Jittered backoff: two waiters must not wake in lock step.
-            time.sleep(delay * (0.5 + random.random()))  # noqa: S311 - timing jitter, not crypto
-            delay = min(delay * 2, 0.05)
-    try:
-        yield
-    finally:
-        # Closing the descriptor releases the flock; no explicit LOCK_UN needed.
-        os.close(fd)
+    return f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
-def _open_lock_file(specs: Directory) -> int:
-    lock_path = specs.child(LOCK_NAME)
-    try:
-        fd, _ = specs.open_regular(LOCK_NAME, os.O_RDWR | os.O_CREAT, NEW_FILE_MODE)
-    except RefusedError as exc:
-        raise StoreError(
-            f"{lock_path}: the lock file {exc.strerror}: remove it (postflightd creates it)"
-        ) from None
-    except OSError as exc:
-        raise StoreError(
-            f"{lock_path}: cannot open the lock file: {exc.strerror}; the specs directory "
-            "must exist and be writable"
-        ) from None
-    return fd
-
-
-def _try_flock(fd: int, lock_path: Path) -> bool:
-    # Imported here: fcntl is POSIX only, and `scan` and `check-return` import this module
-    # without ever taking the lock.
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        # ENOLCK and friends: some network filesystems do not support flock at all.
-        raise StoreError(f"{lock_path}: cannot lock: {exc.strerror}") from None
-    return True
-
-
-def _still_linked(fd: int, specs: Directory) -> bool:
-    st = specs.lstat(LOCK_NAME)
-    if st is None:
-        return False
-    held = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino)
-
-
-# --- one daemon per root: the instance lock -------------------------------------------------
-
-
-class InstanceLockError(UsageError):
-    """The instance lock cannot be taken (exit 2): another daemon, or a refused pid file."""
-
-
-class AlreadyRunningError(InstanceLockError):
-    """A second daemon on a root: exit 2, naming the first one's pid."""
-
-
-class InstanceLock:
-    """An ``flock`` on ``specs/.postflightd.pid``, which holds the owner's pid while it runs.
-
-    The pid in the file is only informative (the lock is the truth), so a stale file left by a
-    crash never blocks a new daemon.
-    """
-
-    def __init__(self, specs_dir: Path) -> None:
-        self.path = specs_dir / PID_FILE_NAME
-        self._fd: int | None = None
-
-    def acquire(self, root: Path) -> None:
-        import fcntl  # POSIX only: see _try_flock
-
-        # The pid file is opened relative to the specs directory, itself opened without links,
-        # and must be a regular file: a link planted at it is refused, never truncated (a
-        # daemon running as root would otherwise empty whatever file it points to), and a
-        # FIFO neither blocks the open nor is written.
-        try:
-            with open_specs(root, str(self.path.parent.relative_to(root))) as specs:
-                fd, _ = specs.open_regular(PID_FILE_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-        except RefusedError as exc:
-            raise InstanceLockError(
-                f"{exc}: the daemon's pid file must be a plain file; remove it and retry"
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            pid = _read_pid(fd)
-            os.close(fd)
-            who = f"pid {pid}" if pid else "another process"
-            raise AlreadyRunningError(
-                f"another postflightd ({who}) is already watching {root} "
-                f"(lock {self.path}); one daemon per root: stop it first"
-                + (f" (kill {pid})" if pid else "")
-            ) from None
-        except OSError:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)
-        os.close(fd)
-
-
-def _read_pid(fd: int) -> int | None:
-    try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def lock_holder(specs: Directory | None) -> int | None:
-    """The pid of the daemon watching ``specs`` (0 if unknown), or None when there is none.
-
-    A pid file that is a link or a FIFO is never opened through (no daemon can hold it).
-    """
-    import fcntl  # POSIX only: see _try_flock
-
-    if specs is None:
-        return None
-    try:
-        fd, _ = specs.open_regular(PID_FILE_NAME)
-    except OSError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read_pid(fd) or 0
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+def aside_name(name: str) -> str:
+    """The name ``name`` is renamed to while its deletion checks what was taken."""
+    return f".{name}.{os.getpid()}.{secrets.token_hex(4)}.deleting"
 
 
 # --- reading --------------------------------------------------------------------------------
@@ -304,39 +125,6 @@ def unchanged(snapshot: Snapshot) -> bool:
 # --- writing --------------------------------------------------------------------------------
 
 
-def crash_point(label: str) -> None:
-    """Test hook: die by SIGKILL here when ``$POSTFLIGHTD_CRASH_AT`` names this point.
-
-    ``$POSTFLIGHTD_STOP_AT`` stops the process (SIGSTOP) there instead, every time it passes,
-    so a test can run another command at exactly that instant and SIGCONT it after.
-    """
-    if os.environ.get(CRASH_ENV) == label:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if os.environ.get(STOP_ENV) == label:
-        os.kill(os.getpid(), signal.SIGSTOP)
-
-
-def fault_point(label: str) -> None:
-    """Test hook: raise an ``OSError`` here when ``$POSTFLIGHTD_FAULT_AT`` names this point.
-
-    ``POSTFLIGHTD_FAULT_AT=todo:write=ENOSPC,errors:replace=EIO`` (errno names; EIO when none
-    is given). With ``$POSTFLIGHTD_FAULT_WHILE=PATH`` the fault fires only while PATH exists,
-    so a test can end a simulated full disk under a running daemon.
-    """
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    for item in spec.split(","):
-        name, _, code = item.strip().partition("=")
-        if name != label:
-            continue
-        flag = os.environ.get(FAULT_WHILE_ENV)
-        if flag and not os.path.lexists(flag):
-            return
-        number = getattr(errno, code.strip() or "EIO", errno.EIO)
-        raise OSError(number, os.strerror(number))
-
-
 def atomic_write(
     directory: Directory, name: str, data: bytes, *, crash_label: str | None = None
 ) -> None:
@@ -351,7 +139,7 @@ def atomic_write(
     _replace(directory, name, data, crash_label, precondition=None)
 
 
-def commit(
+def replace_if_unchanged(
     directory: Directory,
     name: str,
     transform: Callable[[Snapshot], bytes | None],
@@ -405,9 +193,7 @@ def _replace(
             f"{path}: is {kind_of(original.st_mode)}, not a regular file; refused and never "
             "followed: nothing was written; replace it with a regular file"
         )
-    # Unique per process and per call, so threads and processes never share a temp file; the
-    # leading dot and the target's name say whose leftover it is after a crash.
-    temp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    temp = temp_name(name)
     try:
         # O_EXCL|O_NOFOLLOW: never write through a link someone planted at the temp name.
         # A new file gets 0o644 less the umask, as any file this user creates.
@@ -490,7 +276,7 @@ def delete_if_unchanged(directory: Directory, name: str, identity: FileIdentity)
     Returns True when deleted; a missing file gives False.
     """
     path = directory.child(name)
-    aside = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.deleting"
+    aside = aside_name(name)
     try:
         directory.rename(name, aside)
     except FileNotFoundError:
@@ -528,118 +314,3 @@ def _put_back(directory: Directory, aside: str, name: str) -> None:
             directory.unlink(aside)
         return
     directory.unlink(aside)
-
-
-# --- crash leftovers ------------------------------------------------------------------------
-#
-# A writer killed mid-step leaves two kinds of files of ours: the temporary file of
-# ``_replace`` (``.state.json.PID.HEX.tmp``) and the metadata file renamed aside by
-# ``delete_if_unchanged`` (``..return-meta.json.PID.HEX.deleting``). Both names are made above;
-# these patterns must match them. Every postflightd writer takes the project lock before making
-# either, so a caller holding the lock knows no live writer of ours is using them; the pid and
-# age checks are a second guard (a writer from another pid namespace, a stale lock).
-
-_TEMP_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp")
-_ASIDE_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.deleting")
-#: A leftover this old is removed even when its pid is alive again (pid reuse): a write or a
-#: delete takes milliseconds.
-LEFTOVER_MAX_AGE_S: Final = 600.0
-
-
-@dataclass(frozen=True, slots=True)
-class Leftover:
-    """One file a killed writer of ours left behind."""
-
-    path: Path  # for messages; ``entry`` is its name in the directory it was found in
-    #: the file it belonged to (``state.json``, ``.return-meta.json``, ...)
-    name: str
-    entry: str
-
-
-def _writer_gone(pid: int, st: os.stat_result, now: float) -> bool:
-    if now - st.st_mtime > LEFTOVER_MAX_AGE_S:
-        return True
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # EPERM: alive, someone else's
-    return False
-
-
-def _leftovers(
-    directory: Directory, pattern: re.Pattern[str], names: frozenset[str]
-) -> list[Leftover]:
-    out: list[Leftover] = []
-    now = time.time()
-    try:
-        entries = directory.names()
-    except OSError:
-        return out
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match is None or match["name"] not in names or len(match["pid"]) > 7:
-            continue
-        try:
-            st = directory.lstat(entry.name)
-        except OSError:
-            continue
-        if st is not None and stat.S_ISREG(st.st_mode) and _writer_gone(int(match["pid"]), st, now):
-            out.append(Leftover(directory.child(entry.name), match["name"], entry.name))
-    return out
-
-
-def remove_stale_temps(directory: Directory, names: frozenset[str]) -> list[Path]:
-    """Remove the temporary files of ``names`` that a killed writer left in ``directory``.
-
-    Call with the project lock held. Returns the paths removed.
-    """
-    removed: list[Path] = []
-    for leftover in _leftovers(directory, _TEMP_RE, names):
-        with contextlib.suppress(FileNotFoundError):
-            directory.unlink(leftover.entry)
-            removed.append(leftover.path)
-    return removed
-
-
-def deletions_left_aside(task: Directory, name: str) -> list[Leftover]:
-    """Files named ``name`` that a killed ``delete_if_unchanged`` left renamed aside in the
-    (listable) task directory ``task``."""
-    return _leftovers(task, _ASIDE_RE, frozenset({name}))
-
-
-def read_leftover(task: Directory, leftover: Leftover, max_bytes: int) -> bytes | None:
-    """Its bytes (None when unreadable or larger than ``max_bytes``), never through a link."""
-    try:
-        data, st = task.read(leftover.entry, max_bytes)
-    except OSError:
-        return None
-    return data if max(st.st_size, len(data)) <= max_bytes else None
-
-
-def settle_leftover(task: Directory, leftover: Leftover, *, recorded: bool) -> str:
-    """Finish or undo an interrupted deletion; what was done: removed, restored or kept.
-
-    ``recorded``: the content is safely recorded elsewhere (the journal), so it goes. Otherwise
-    it is put back under its own name, unless a newer file took that name meanwhile: then it is
-    kept, for a person to look at, since nothing else holds what it says.
-    """
-    if recorded:
-        task.unlink(leftover.entry)
-        return "removed"
-    try:
-        task.link(leftover.entry, leftover.name)
-    except FileExistsError:
-        return "kept"
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
-            raise
-        if task.lstat(leftover.name) is not None:
-            return "kept"
-        task.rename(leftover.entry, leftover.name)
-        return "restored"
-    task.unlink(leftover.entry)
-    return "restored"

@@ -1,8 +1,8 @@
 """The project tree: every read, write, rename and delete inside a project goes through here.
 
-Agents write into the project, and an agent can be wrong or prompt-injected (SPEC 7.1), so no
-name inside it is trusted to be what it looks like. A ``Directory`` is a directory opened once
-with ``O_DIRECTORY | O_NOFOLLOW``; everything below it is reached relative to that descriptor
+Agents write into the project, and an agent can be wrong or prompt-injected, so no name inside
+it is trusted to be what it looks like. A ``Directory`` is a directory opened once with
+``O_DIRECTORY | O_NOFOLLOW``; everything below it is reached relative to that descriptor
 (``dir_fd=``), one plain name at a time, never through a symbolic link:
 
 * the specs directory is opened component by component from the root (the one directory the
@@ -23,21 +23,50 @@ import contextlib
 import errno
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, NamedTuple
+
+from postflightd.errors import ProjectFileError
 
 #: Opening a directory that must not be a link, to list it or fsync it (the specs directory).
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 #: ... and only to work inside it (a task directory): O_PATH is enough for every *at call and
 #: fstat, and, unlike a real open, generates no open/close events for an inotify watch on the
 #: directory (three per postflighted file otherwise, for a watcher that asks for them, as
-#: watchdog's inotify observer does; ``inotify_watch``'s masks leave them out anyway).
+#: watchdog's inotify observer does; ``daemon.watch.inotify_tree``'s masks leave them out
+#: anyway).
 PATH_DIR_FLAGS: Final = (
     getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 )
 #: Opening a file that must be regular: a link fails (ELOOP), a FIFO opens without waiting for
 #: a writer, a terminal device never becomes our controlling terminal.
 FILE_FLAGS: Final = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+#: A file postflightd creates in the project (a lock file, a new state.json) gets 0o644 less
+#: the umask, as any file this user creates.
+NEW_FILE_MODE: Final = 0o644
+
+
+class StoreError(ProjectFileError):
+    """A project file could not be read or written; the original is left untouched."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
+    """What makes 'the same file content' for safe deletion: device, inode, size, mtime.
+
+    A metadata file is deleted only if it still has the identity it had when it was read, so a
+    file an agent rewrote meanwhile is never deleted unprocessed.
+    """
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileIdentity:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class DirIdentity(NamedTuple):

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.errors import MalformedInputError
-from postflightd.fs.atomic import LockTimeoutError
+from postflightd.fs.locks import LockTimeoutError
 from postflightd.inert import inert
 from postflightd.journal.database import Journal
 from postflightd.pipeline.apply import apply_files

@@ -18,7 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 from postflightd.config import Config
-from postflightd.fs.atomic import StoreError, project_lock
+from postflightd.fs.directory import StoreError
+from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal
 from postflightd.models.metadata import Status
 from postflightd.pipeline.check import Only, check_file, check_specs_dir, metadata_refs, scan_files

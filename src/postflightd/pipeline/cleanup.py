@@ -11,19 +11,17 @@ import contextlib
 from collections.abc import Iterable
 
 from postflightd.config import Config
-from postflightd.fs.atomic import (
+from postflightd.fs.atomic import delete_if_unchanged
+from postflightd.fs.directory import Directory, StoreError
+from postflightd.fs.faults import crash_point
+from postflightd.fs.litter import (
     Leftover,
-    LockTimeoutError,
-    StoreError,
-    crash_point,
-    delete_if_unchanged,
     deletions_left_aside,
-    project_lock,
     read_leftover,
     remove_stale_temps,
     settle_leftover,
 )
-from postflightd.fs.directory import Directory
+from postflightd.fs.locks import LockTimeoutError, project_lock
 from postflightd.journal.database import Journal
 from postflightd.pipeline.records import NO_JOURNAL
 from postflightd.pipeline.results import FileReport, Outcome

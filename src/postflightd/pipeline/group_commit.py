@@ -16,14 +16,9 @@ from typing import Any
 
 from postflightd.config import Config
 from postflightd.errors import StateUnusableError
-from postflightd.fs.atomic import (
-    Snapshot,
-    StoreError,
-    atomic_write,
-    commit,
-    crash_point,
-    read_snapshot,
-)
+from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace_if_unchanged
+from postflightd.fs.directory import FileIdentity, StoreError
+from postflightd.fs.faults import crash_point
 from postflightd.journal.database import Journal, TaskChange
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
@@ -40,12 +35,7 @@ from postflightd.postflight.transform import (
     task_index,
     task_position,
 )
-from postflightd.project.metadata import (
-    META_NAME,
-    STATE_CACHE,
-    FileIdentity,
-    state_shape_problem,
-)
+from postflightd.project.metadata import META_NAME, STATE_CACHE, state_shape_problem
 from postflightd.project.root import Project, os_problem
 from postflightd.rules.findings import finding
 
@@ -155,8 +145,9 @@ def commit_outcomes(
     # The last state.json the transform made: its bytes and its document.
     written_bytes: bytes | None = None
     written_doc: dict[str, Any] | None = None
-    # commit() re-runs the transform when a writer that ignores the lock changed state.json
-    # meanwhile: what each file's row recorded, so it is journaled again only if that changed.
+    # replace_if_unchanged() re-runs the transform when a writer that ignores the lock changed
+    # state.json meanwhile: what each file's row recorded, so it is journaled again only if
+    # that changed.
     journaled: dict[int, TaskChange | None] = {}
 
     def fold(
@@ -233,7 +224,7 @@ def commit_outcomes(
     crash_point("before-state-write")
     try:
         specs, name = project.require_specs(), config.postflight.state_file
-        commit(specs, name, transform, crash_label="state")
+        replace_if_unchanged(specs, name, transform, crash_label="state")
     except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
         # state.json went bad between the first read and the lock: never overwrite it.
         problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"

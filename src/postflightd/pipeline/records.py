@@ -11,7 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from postflightd.config import Config
-from postflightd.fs.atomic import Snapshot, StoreError, commit, project_lock
+from postflightd.fs.atomic import Snapshot, replace_if_unchanged
+from postflightd.fs.directory import StoreError
+from postflightd.fs.locks import project_lock
 from postflightd.inert import utf8_safe
 from postflightd.journal.database import Journal, TaskChange
 from postflightd.pipeline.results import FileReport
@@ -178,7 +180,7 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
         return errors_text(merged).encode("utf-8")
 
     try:
-        commit(specs, name, transform, crash_label="errors")
+        replace_if_unchanged(specs, name, transform, crash_label="errors")
     except (OSError, StoreError) as exc:
         return os_problem(exc, f"{path.name} could not be written")
     except _ErrorsFileUnusableError as exc:

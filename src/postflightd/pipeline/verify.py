@@ -29,14 +29,9 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.errors import ExitCode, StateUnusableError
-from postflightd.fs.atomic import (
-    Snapshot,
-    StoreError,
-    commit,
-    project_lock,
-    read_snapshot,
-)
-from postflightd.fs.directory import Directory, open_specs
+from postflightd.fs.atomic import Snapshot, read_snapshot, replace_if_unchanged
+from postflightd.fs.directory import Directory, StoreError, open_specs
+from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal, RecordedChange, TaskChange
 from postflightd.logs import get_logger
 from postflightd.postflight.state_text import render_state
@@ -369,7 +364,9 @@ def repair_root(
                 return render_state(text, doc, new).encode("utf-8") if healed else None
 
             if wanted:
-                commit(specs, config.postflight.state_file, transform, crash_label="state")
+                replace_if_unchanged(
+                    specs, config.postflight.state_file, transform, crash_label="state"
+                )
             with journal.batch(durable=False):
                 for t, entry in healed:
                     journal.record(
@@ -422,7 +419,7 @@ def _reapply_todo(
         return new.encode("utf-8") if new != text else None
 
     try:
-        commit(specs, config.postflight.todo_file, transform, crash_label="todo")
+        replace_if_unchanged(specs, config.postflight.todo_file, transform, crash_label="todo")
     except UnicodeDecodeError:
         notes.append("TODO.md is not UTF-8; it was left alone")
     except (OSError, StoreError) as exc:

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from postflightd.fs.directory import FILE_FLAGS, Directory, DirIdentity, RefusedError, kind_of
+from postflightd.fs.directory import (
+    FILE_FLAGS,
+    Directory,
+    DirIdentity,
+    FileIdentity,
+    RefusedError,
+    kind_of,
+)
 from postflightd.rules.findings import Finding, finding
 from postflightd.rules.metadata import TaskContext
 from postflightd.rules.toolkit import ArtifactProbe, ArtifactState
@@ -30,20 +37,6 @@ LOOP_GUARD_NAME: Final = ".postflight-loop-guard"
 #: ASCII digits only: ``int()`` reads any Unicode digit, so "٢٦٤_x" would otherwise be task 264.
 TASK_DIR_RE: Final = re.compile(r"([0-9]+)_(\S+)")
 MAX_MARKER_BYTES: Final = 64 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class FileIdentity:
-    """What makes 'the same file content' for safe deletion: inode, size, mtime (SPEC 3)."""
-
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-
-    @classmethod
-    def of(cls, st: os.stat_result) -> FileIdentity:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True, slots=True)

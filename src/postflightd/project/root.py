@@ -13,8 +13,8 @@ from pathlib import Path
 
 from postflightd.config import Config
 from postflightd.errors import StateUnusableError, UsageError
-from postflightd.fs.atomic import LOCK_NAME, StoreError
-from postflightd.fs.directory import Directory, RefusedError, open_specs
+from postflightd.fs.directory import Directory, RefusedError, StoreError, open_specs
+from postflightd.fs.locks import LOCK_NAME
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import StateView, artifact_probe, load_state
 from postflightd.rules.toolkit import ArtifactProbe

@@ -245,7 +245,8 @@ def read_project_text(root: Path, rel: str) -> str | None:
 
 def write_project_text(root: Path, rel: str, text: str) -> None:
     """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
-    from postflightd.fs.atomic import StoreError, atomic_write
+    from postflightd.fs.atomic import atomic_write
+    from postflightd.fs.directory import StoreError
 
     with _parent(root, rel, create=True) as directory:
         try:

@@ -15,7 +15,7 @@ from typing import Any
 from postflightd.config import Config
 from postflightd.daemon.notes import daemon_note
 from postflightd.errors import ExitCode
-from postflightd.fs.atomic import lock_holder
+from postflightd.fs.locks import lock_holder
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metafiles import find_metadata_files
