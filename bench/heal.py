@@ -40,7 +40,7 @@ from postflightd.config import Config
 from postflightd.daemon.healer import Healer
 from postflightd.journal.database import Journal, TaskChange, format_ts
 from postflightd.pipeline.verify import inspect_root
-from postflightd.project.metadata import load_state
+from postflightd.project.state import load_state
 
 
 def task(n: int, status: str) -> dict[str, Any]:

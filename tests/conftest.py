@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from postflightd.daemon.watch.inotify_tree import EVENT_READER
-from postflightd.project.metadata import STATE_CACHE
+from postflightd.project.state import STATE_CACHE
 
 SESSION = "sess_1736700000_abc123"
 

@@ -16,22 +16,17 @@ import pytest
 
 from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.fs.directory import Directory, open_specs
-from postflightd.project.metadata import (
-    META_NAME,
-    STATE_CACHE,
-    Loaded,
-    Marker,
+from postflightd.models.files import META_NAME, parse_json
+from postflightd.project.metadata import Loaded, Marker, read_marker, read_task, task_context
+from postflightd.project.metafiles import (
     MetaFileRef,
-    StateView,
-    load_state,
-    parse_json,
+    MetaFiles,
+    find_metadata_files,
     parse_task_dir,
-    read_marker,
-    read_task,
-    task_context,
+    task_order,
 )
-from postflightd.project.metafiles import MetaFiles, find_metadata_files, task_order
-from postflightd.rules.toolkit import ArtifactState
+from postflightd.project.state import STATE_CACHE, StateView, load_state
+from postflightd.rules.context import ArtifactState
 
 LIMIT = 1024 * 1024
 
@@ -419,7 +414,7 @@ def test_task_context_without_state_json(tmp_path: Path) -> None:
 
 
 def test_artifact_probe_states(tmp_path: Path) -> None:
-    from postflightd.project.metadata import artifact_probe
+    from postflightd.project.artifacts import artifact_probe
 
     root = tmp_path / "root"
     write_artifact(root, "specs/1_x/reports/r.md")
@@ -446,7 +441,7 @@ def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
 ) -> None:
     """The probe forgets resolved directories past PROBE_CACHE_DIRS (flat memory over
     100,000 tasks): emptied at any point, links are still followed and judged the same."""
-    from postflightd.project import metadata as loader
+    from postflightd.project import artifacts
 
     root = tmp_path / "root"
     for i in range(4):
@@ -465,10 +460,10 @@ def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
         "specs/4_link/../root/specs/0_t/reports/r.md",
         "specs/2_t/reports",
     ]
-    expected = [loader.artifact_probe(root)(rel) for rel in rels]
+    expected = [artifacts.artifact_probe(root)(rel) for rel in rels]
     assert ArtifactState.OUTSIDE in expected and ArtifactState.EMPTY in expected
-    monkeypatch.setattr(loader, "PROBE_CACHE_DIRS", cache_dirs)
-    probe = loader.artifact_probe(root)
+    monkeypatch.setattr(artifacts, "PROBE_CACHE_DIRS", cache_dirs)
+    probe = artifacts.artifact_probe(root)
     for _ in range(2):  # the second round after the cache was emptied many times
         assert [probe(rel) for rel in rels] == expected
 
@@ -680,7 +675,7 @@ def test_untraversable_root_is_a_clear_error(shared_dir: Path) -> None:
 
 def test_artifact_probe_resolves_dotdot_after_symlinks(tmp_path: Path) -> None:
     """``link/../x`` follows the link first, as the kernel does: no lexical shortcut."""
-    from postflightd.project.metadata import artifact_probe
+    from postflightd.project.artifacts import artifact_probe
 
     root = tmp_path / "root"
     write_artifact(root, "x", "inside\n")

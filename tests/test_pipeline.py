@@ -18,7 +18,7 @@ from postflightd.rules.findings import policy_from
 def test_state_cache_serves_only_the_file_it_was_read_from(tmp_path: Path) -> None:
     """A parsed state.json is reused while the file is unchanged, never after a rewrite."""
     from postflightd.fs.directory import Directory
-    from postflightd.project.metadata import load_state
+    from postflightd.project.state import load_state
 
     root = make_project(tmp_path, [task_entry(1, "a")])
     path = root / "specs" / "state.json"
@@ -38,8 +38,8 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     """After a commit the next read of state.json is the document written, not a re-parse."""
     from postflightd.fs.directory import Directory
     from postflightd.journal.database import Journal, default_journal_path
-    from postflightd.project.metadata import load_state
     from postflightd.project.metafiles import find_metadata_files
+    from postflightd.project.state import load_state
 
     root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")

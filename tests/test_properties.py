@@ -12,12 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from postflightd.config import Config
+from postflightd.models.files import META_NAME, parse_json
 from postflightd.pipeline.check import check_file
-from postflightd.project.metadata import META_NAME, MetaFileRef, parse_json
+from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import Project
+from postflightd.rules.context import ArtifactState, TaskContext
 from postflightd.rules.findings import RULES, Finding, Policy, Severity
-from postflightd.rules.metadata import RuleOptions, TaskContext, validate
-from postflightd.rules.toolkit import ArtifactState
+from postflightd.rules.metadata import RuleOptions, validate
 
 SEED004 = Path(__file__).parent / "fixtures" / "seed004"
 EXAMPLES = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(SEED004.glob("*.json"))]

@@ -25,8 +25,8 @@ from postflightd.pipeline.console_extract import (
     extract_return,
 )
 from postflightd.pipeline.console_return import check_bytes, return_probe
+from postflightd.rules.context import ArtifactState
 from postflightd.rules.findings import RULES, Policy, Severity
-from postflightd.rules.toolkit import ArtifactState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "returns"
 README = Path(__file__).parent.parent / "README.md"

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from postflightd.rules.context import ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
     ArtifactContract,
-    ArtifactState,
     artifact_rules,
     asked_fields,
     blank_fields,

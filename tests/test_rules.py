@@ -12,15 +12,10 @@ import pytest
 from conftest import SESSION, researched_doc, task_entry
 from postflightd.config import TimeoutsConfig
 from postflightd.models.metadata import Status
+from postflightd.rules.context import ArtifactState, TaskContext
 from postflightd.rules.findings import RULES, Finding, Severity
-from postflightd.rules.metadata import (
-    RuleOptions,
-    TaskContext,
-    Validation,
-    suggest_status,
-    validate,
-)
-from postflightd.rules.toolkit import ArtifactState, location
+from postflightd.rules.metadata import RuleOptions, Validation, suggest_status, validate
+from postflightd.rules.toolkit import location
 
 NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
 TASK_DIR = "259_prove_completeness"

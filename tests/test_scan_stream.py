@@ -18,8 +18,8 @@ from postflightd.config import Config
 from postflightd.inert import json_text
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline import parallel
-from postflightd.project.metadata import StateView, load_state
 from postflightd.project.scan_state import SCAN_FIELDS, load_state_for_scan
+from postflightd.project.state import StateView, load_state
 from postflightd.reporters.scan import WRITERS, write_github, write_json, write_text
 from postflightd.reporters.style import Options
 from postflightd.rules.findings import policy_from

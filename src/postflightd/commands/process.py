@@ -14,13 +14,14 @@ from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import Journal
+from postflightd.models.files import META_NAME
 from postflightd.models.metadata import Status
 from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.dry_run import preview
 from postflightd.pipeline.results import FileReport, Outcome
-from postflightd.project.metadata import META_NAME, MetaFileRef, parse_task_dir
+from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text

@@ -13,11 +13,11 @@ from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
+from postflightd.models.files import META_NAME
 from postflightd.pipeline.apply import apply_all, scan
 from postflightd.pipeline.check import scan_files
 from postflightd.pipeline.dry_run import PlannedWrite, preview
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
-from postflightd.project.metadata import META_NAME
 from postflightd.project.root import Project, resolve_root, root_of
 from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import WRITERS, report_statistics

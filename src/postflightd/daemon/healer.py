@@ -21,7 +21,7 @@ from postflightd.journal.database import Journal, format_ts
 from postflightd.logs import get_logger
 from postflightd.pipeline.verify import Verdict, entry_of, repair_root, state_view
 from postflightd.postflight.transform import task_index
-from postflightd.project.metadata import StateView
+from postflightd.project.state import StateView
 
 log = get_logger()
 

@@ -31,13 +31,16 @@ from postflightd.fs.directory import FileIdentity
 from postflightd.fs.locks import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
 from postflightd.journal.database import Journal
 from postflightd.logs import get_logger
+from postflightd.models.files import META_NAME
 from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.records import record_stuck
 from postflightd.pipeline.results import FileReport, Outcome
-from postflightd.project.metadata import META_NAME, MetaFileRef, StateView, artifact_probe
+from postflightd.project.artifacts import artifact_probe
+from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import Project
+from postflightd.project.state import StateView
 from postflightd.rules.findings import Policy, Severity
 from postflightd.runs.events import emit, transition_event
 from postflightd.runs.lifecycle import Run, RunTable, Sighting, Transition

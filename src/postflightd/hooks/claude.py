@@ -32,8 +32,7 @@ from postflightd.journal.database import Journal
 from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.results import FileReport, Outcome
-from postflightd.project.metadata import MetaFileRef
-from postflightd.project.metafiles import find_metadata_files
+from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project
 from postflightd.rules.findings import Finding, Severity, policy_from
 

@@ -33,7 +33,7 @@ from postflightd.pipeline.records import (
 )
 from postflightd.pipeline.results import FileReport, Outcome, Ready, ScanReport
 from postflightd.pipeline.unrecordable import unrecordable
-from postflightd.project.metadata import MetaFileRef
+from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import Finding, Policy, finding
 

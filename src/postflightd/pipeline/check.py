@@ -16,14 +16,8 @@ from postflightd.config import Config
 from postflightd.errors import ConfigError, StateUnusableError
 from postflightd.pipeline.parallel import check_all
 from postflightd.pipeline.results import FileReport
-from postflightd.project.metadata import (
-    Loaded,
-    MetaFileRef,
-    parse_task_dir,
-    read_task,
-    task_context,
-)
-from postflightd.project.metafiles import MetaFiles
+from postflightd.project.metadata import Loaded, read_task, task_context
+from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
 from postflightd.project.root import Project
 from postflightd.rules.findings import Finding, Policy, cap_findings, finding
 from postflightd.rules.metadata import RuleOptions, Validation, validate

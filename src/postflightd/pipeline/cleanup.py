@@ -23,16 +23,12 @@ from postflightd.fs.litter import (
 )
 from postflightd.fs.locks import LockTimeoutError, project_lock
 from postflightd.journal.database import Journal
+from postflightd.models.files import LOOP_GUARD_NAME, MARKER_NAME, META_NAME
 from postflightd.pipeline.records import NO_JOURNAL
 from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.pipeline.unrecordable import printable
-from postflightd.project.metadata import (
-    LOOP_GUARD_NAME,
-    MARKER_NAME,
-    META_NAME,
-    parse_task_dir,
-    read_marker,
-)
+from postflightd.project.metadata import read_marker
+from postflightd.project.metafiles import parse_task_dir
 from postflightd.project.root import Project, os_problem
 
 

@@ -24,15 +24,15 @@ from postflightd.pipeline.console_extract import (
     extract_return,
     read_bounded,
 )
-from postflightd.project.metadata import artifact_probe
+from postflightd.project.artifacts import artifact_probe
 from postflightd.rules.console_return import validate_return
+from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import (
     Finding,
     Policy,
     Severity,
     finding,
 )
-from postflightd.rules.toolkit import ArtifactProbe, ArtifactState
 
 # --- one input, end to end ------------------------------------------------------------------
 

@@ -20,8 +20,8 @@ from postflightd.pipeline.unrecordable import UNWRITABLE, unrecordable
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import TaskNotFound, TodoEdit, task_index
-from postflightd.project.metadata import state_shape_problem
 from postflightd.project.root import Project
+from postflightd.project.state import state_shape_problem
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace
 from postflightd.fs.directory import FileIdentity, StoreError
 from postflightd.fs.faults import crash_point
 from postflightd.journal.database import Journal, TaskChange
+from postflightd.models.files import META_NAME
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
@@ -35,8 +36,8 @@ from postflightd.postflight.transform import (
     task_index,
     task_position,
 )
-from postflightd.project.metadata import META_NAME, STATE_CACHE, state_shape_problem
 from postflightd.project.root import Project, os_problem
+from postflightd.project.state import STATE_CACHE, state_shape_problem
 from postflightd.rules.findings import finding
 
 

@@ -16,7 +16,8 @@ from io import BufferedReader
 from pathlib import Path
 
 from postflightd.pipeline.results import FileReport
-from postflightd.project.metadata import Loaded, MetaFileRef
+from postflightd.project.metadata import Loaded
+from postflightd.project.metafiles import MetaFileRef
 from postflightd.rules.findings import Finding, Severity
 from postflightd.rules.positions import with_positions
 

@@ -16,10 +16,10 @@ from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.inert import utf8_safe
 from postflightd.journal.database import Journal, TaskChange
+from postflightd.models.files import parse_json
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
 from postflightd.postflight.errors_json import error_record, errors_text, merge_errors
-from postflightd.project.metadata import parse_json
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import Severity
 

@@ -37,7 +37,7 @@ from postflightd.logs import get_logger
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import TodoEdit, find_task, task_index
-from postflightd.project.metadata import STATE_CACHE, StateView, load_state, state_shape_problem
+from postflightd.project.state import STATE_CACHE, StateView, load_state, state_shape_problem
 
 log = get_logger()
 

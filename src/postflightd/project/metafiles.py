@@ -1,22 +1,57 @@
 """Listing what a scan reads: the metadata files of a specs directory, in task order.
 
-``find_metadata_files`` yields a ``loader.MetaFileRef`` per file, as the directory lists them;
+``find_metadata_files`` yields a ``MetaFileRef`` per file, as the directory lists them;
 ``MetaFiles`` holds a whole specs directory's files in task order as names, which is what a
-scan keeps until its last file (``check.metadata_refs``). Reading each file is ``loader``'s.
+scan keeps until its last file (``pipeline.check.metadata_refs``). A task directory's name
+(``TASK_DIR_RE``, ``parse_task_dir``) and its refusal when it is a link are here too. Reading
+each file is ``metadata``'s.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import overload
+from typing import Final, overload
 
 from postflightd.errors import UsageError
 from postflightd.fs.directory import Directory
-from postflightd.project.metadata import META_NAME, MetaFileRef, parse_task_dir, task_link_refused
-from postflightd.rules.findings import Finding
+from postflightd.models.files import META_NAME
+from postflightd.rules.findings import Finding, finding
+
+#: ASCII digits only: ``int()`` reads any Unicode digit, so "٢٦٤_x" would otherwise be task 264.
+TASK_DIR_RE: Final = re.compile(r"([0-9]+)_(\S+)")
+
+
+@dataclass(frozen=True, slots=True)
+class MetaFileRef:
+    """A metadata file found under a specs directory."""
+
+    path: Path
+    task_dir: str
+    #: set when the path is refused without reading it (a symlinked task directory).
+    refused: Finding | None = None
+
+
+def parse_task_dir(name: str) -> tuple[int, str] | None:
+    """``259_prove_completeness`` / ``014_x`` -> (number, slug); None if not of that form."""
+    match = TASK_DIR_RE.fullmatch(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def task_link_refused(name: str) -> Finding:
+    """PF100 for a task directory that is a symbolic link (never followed)."""
+    return finding(
+        "PF100",
+        "",
+        f"task directory {name!r} is a symbolic link; it is not followed: move the task "
+        "directory into the specs directory",
+    )
 
 
 def find_metadata_files(specs: Directory) -> Iterator[MetaFileRef]:

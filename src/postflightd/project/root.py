@@ -1,6 +1,6 @@
 """One project root, opened once: its specs directory, its state.json and its artifacts.
 
-Every read, write and delete of a project goes through ``Project.specs`` (``tree``), the
+Every read, write and delete of a project goes through ``Project.specs`` (``fs.directory``), the
 specs directory opened without following links.
 """
 
@@ -16,15 +16,16 @@ from postflightd.errors import StateUnusableError, UsageError
 from postflightd.fs.directory import Directory, RefusedError, StoreError, open_specs
 from postflightd.fs.locks import LOCK_NAME
 from postflightd.pipeline.results import FileReport
-from postflightd.project.metadata import StateView, artifact_probe, load_state
-from postflightd.rules.toolkit import ArtifactProbe
+from postflightd.project.artifacts import artifact_probe
+from postflightd.project.state import StateView, load_state
+from postflightd.rules.context import ArtifactProbe
 
 
 @dataclass(frozen=True, slots=True)
 class Project:
     """One project root, with what the pipeline needs to read it.
 
-    ``specs`` is the specs directory opened once, without following links (``tree``): every
+    ``specs`` is the specs directory opened once, without following links (``fs.directory``): every
     read, write and delete of the project goes through it. None when there is no specs
     directory, or when it was refused (``specs_problem`` says why).
     """
@@ -109,7 +110,7 @@ def resolve_root(raw: str | Path) -> Path:
 
 
 def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:
-    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>`` (SPEC 4)."""
+    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>``."""
     specs = path.parent.parent.resolve()
     for candidate in path.parent.parents:
         config = load([candidate])

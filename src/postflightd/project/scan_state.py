@@ -9,7 +9,7 @@ bytes into typed structs (its speed needs the whole file in memory), and +38 MB 
 ``json.loads`` with a trimming ``object_pairs_hook`` (docs/decisions.md).
 
 Anything unusual (not UTF-8, a byte-order mark, NaN, a task that is not an object with an
-integer number, bad JSON anywhere) is read again by ``loader``'s full reader, so a state.json
+integer number, bad JSON anywhere) is read again by ``state``'s full reader, so a state.json
 the rest of postflightd calls unusable gets exactly the same problem here. The postflight
 write path does not use this: it reads the whole document and renders it back
 format-preserving.
@@ -25,13 +25,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from postflightd.project.metadata import (
-    StateView,
-    open_state,
-    parse_json,
-    read_state_bytes,
-    state_shape_problem,
-)
+from postflightd.models.files import parse_json
+from postflightd.project.state import StateView, open_state, read_state_bytes, state_shape_problem
 
 #: The task fields the rules read (TaskContext.task), by their state.json names.
 SCAN_FIELDS: Final = ("project_number", "project_name", "language", "session_id", "status")
@@ -46,7 +41,7 @@ def load_state_for_scan(path: Path, chunk_bytes: int = CHUNK_BYTES) -> StateView
     """state.json for a read-only scan: ``tasks`` hold only SCAN_FIELDS (those present).
 
     ``doc`` is ``{}``: it only says the file is usable (a scan reads tasks by number and never
-    writes the file back). Problems are described exactly as ``loader.load_state`` describes them.
+    writes the file back). Problems are described exactly as ``state.load_state`` describes them.
     """
     opened = open_state(path)
     if isinstance(opened, StateView):

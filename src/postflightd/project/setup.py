@@ -195,7 +195,7 @@ def systemd_escape_path(path: str) -> str:
 
 
 def _parent(root: Path, rel: str, *, create: bool) -> Directory:
-    """The directory holding ``rel`` (``.claude`` for its settings), opened through the tree
+    """The directory holding ``rel`` (``.claude`` for its settings), opened through the file
     layer: a directory on the way that is a link (out of the project) is refused, one that is
     missing is created, or with ``create=False`` is a FileNotFoundError."""
     import os
@@ -221,7 +221,7 @@ def _parent(root: Path, rel: str, *, create: bool) -> Directory:
 
 
 def read_project_text(root: Path, rel: str) -> str | None:
-    """The text of ``rel`` under ``root`` (None: absent), read through the tree layer."""
+    """The text of ``rel`` under ``root`` (None: absent), read through the file layer."""
     from postflightd.errors import UsageError
     from postflightd.fs.directory import RefusedError
 

@@ -25,10 +25,10 @@ from postflightd.models.console_return import (
     Dialect,
     SubagentReturn,
 )
+from postflightd.rules.context import ArtifactProbe
 from postflightd.rules.findings import Finding, finding
 from postflightd.rules.toolkit import (
     ArtifactContract,
-    ArtifactProbe,
     artifact_rules,
     asked_fields,
     blank_fields,

@@ -1,13 +1,14 @@
-"""The validation rules of SPEC 2.1, as a pure function of a parsed document.
+"""The metadata file's validation rules, as a pure function of a parsed document.
 
 ``validate`` takes the parsed JSON value, what is known of the task (``TaskContext``), the
 clock and an artifact probe, and returns findings plus the typed model when the document's
 structure allows one. It never raises on any JSON value: rules read the raw document through
 type-checking accessors, so one wrong type does not hide the rest of the findings.
 
-Order follows seed 003: required fields, status, session, artifacts; then the project checks.
-The checks check-return shares are in ``rule_toolkit``; what is left here (a little over 500
-lines) is one contract's rule set read top to bottom in that order, so it stays one module.
+The rules run in the order an agent's file is read: required fields, status, session,
+artifacts; then the project checks. The checks check-return shares are in ``toolkit``; what
+is left here is one contract's rule set, read top to bottom in that order. What validation is
+told of the project (``TaskContext``, ``ArtifactProbe``) is ``context``'s.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from postflightd.models.metadata import (
     type_from_folder,
 )
 from postflightd.postflight.transform import MAX_LINK_CHARS, markdown_link
+from postflightd.rules.context import ArtifactProbe, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
     ArtifactContract,
-    ArtifactProbe,
     artifact_rules,
     asked_fields,
     blank_fields,
@@ -52,41 +53,6 @@ from postflightd.rules.toolkit import (
 from postflightd.runs.lifecycle import operation_of, parse_timestamp, timeout_for
 
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
-
-
-@dataclass(frozen=True, slots=True)
-class TaskContext:
-    """What the project knows of the task a metadata file belongs to."""
-
-    dir_name: str
-    number: int | None = None
-    slug: str | None = None
-    #: state.json was read and has the expected shape (checks that need it run).
-    state_known: bool = False
-    #: the task's entry in state.json active_projects, when found.
-    task: Mapping[str, Any] | None = None
-    #: session named by the .postflight-pending marker, if any.
-    marker_session: str | None = None
-    marker_operation: str | None = None
-    marker_findings: tuple[Finding, ...] = ()
-
-    @property
-    def is_meta(self) -> bool | None:
-        """True for a meta task, None when the task's language is unknown."""
-        if self.task is None:
-            return None
-        return self.task.get("language") == "meta"
-
-    @property
-    def expected_session(self) -> tuple[str, str] | None:
-        """(session, where it came from): the marker's, else state.json's (SPEC PF405)."""
-        if self.marker_session:
-            return self.marker_session, ".postflight-pending"
-        if self.task is not None:
-            sid = self.task.get("session_id")
-            if isinstance(sid, str) and sid:
-                return sid, "state.json"
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,7 +436,7 @@ def validate(
     options: RuleOptions,
     probe: ArtifactProbe | None = None,
 ) -> Validation:
-    """Every finding of SPEC 2.1 (PF103-PF602) for one parsed document."""
+    """Every finding of the metadata file's rules (PF103-PF602) for one parsed document."""
     result = Validation()
     if not isinstance(doc, dict):
         result.findings.append(

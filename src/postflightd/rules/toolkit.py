@@ -1,5 +1,5 @@
-"""What the two rule sets share: the metadata file's (``rules.py``) and check-return's
-(``return_rules.py``).
+"""What the two rule sets share: the metadata file's (``rules.metadata``) and check-return's
+(``rules.console_return``).
 
 Accessors that never raise, pydantic errors turned into findings (PF200/PF201), the
 unknown-field (PF205), blank (PF206) and asked-field (PF207) checks over a table of object
@@ -8,7 +8,7 @@ root-escape check and the artifact rules (PF5xx). Where the two contracts differ
 tables, allowed types, the wording of advice) the caller passes its table or its words; each
 check is written once. Everything here is pure and never raises on any JSON value.
 
-A *kind* names objects in a document the way ``models.KNOWN_FIELDS`` does: ``""`` is the
+A *kind* names objects in a document the way ``models.metadata.KNOWN_FIELDS`` does: ``""`` is the
 document itself, ``"metadata"`` the object under that key, ``"artifacts[]"`` each object in
 that list.
 """
@@ -19,27 +19,14 @@ import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from postflightd.models.metadata import MAX_DELEGATION_DEPTH
+from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
-
-
-class ArtifactState(Enum):
-    OK = "ok"
-    MISSING = "missing"
-    EMPTY = "empty"
-    NOT_A_FILE = "not_a_file"
-    OUTSIDE = "outside"
-
-
-#: Answers what an artifact path (relative to the project root) is on disk.
-ArtifactProbe = Callable[[str], ArtifactState]
-
 
 # --- accessors that never raise -------------------------------------------------------------
 
@@ -359,8 +346,8 @@ def outside_root(path: str, *, absolute_allowed: bool) -> bool:
     """Whether ``path``, read as text, leaves the project root: ``~``, or ``..`` climbing out.
 
     An absolute path (``/``, ``\\``, a drive letter) is outside too, unless
-    ``absolute_allowed``: then it is the probe's to judge (check-return's seed 003 checks
-    absolute paths with ``[ -f "$path" ]``).
+    ``absolute_allowed``: then it is the probe's to judge (the console return's own
+    workflow checks absolute paths with ``[ -f "$path" ]``).
     """
     if absolute_allowed and Path(path).is_absolute():
         return False

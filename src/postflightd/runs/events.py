@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from postflightd.logs import get_logger
-from postflightd.project.metadata import META_NAME
+from postflightd.models.files import META_NAME
 from postflightd.runs.lifecycle import Change, Transition
 
 log = get_logger()

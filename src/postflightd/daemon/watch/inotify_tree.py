@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from postflightd.daemon.watch import inotify
-from postflightd.project.metadata import META_NAME
+from postflightd.models.files import META_NAME
 
 if TYPE_CHECKING:
     from postflightd.daemon.watch.root_watch import DirtySet

@@ -31,7 +31,7 @@ from watchdog.events import (
 
 from postflightd.daemon.watch import inotify
 from postflightd.daemon.watch.inotify_tree import EVENT_READER, EventReader, SpecsTree
-from postflightd.project.metadata import META_NAME
+from postflightd.models.files import META_NAME
 
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver

@@ -1,0 +1,187 @@
+"""Reading state.json: the document postflight applies outcomes to.
+
+Reading yields values, never exceptions: a state.json that cannot be used comes back as a
+``StateView`` whose ``problem`` says why (PF604). ``STATE_CACHE`` keeps the last parsed
+document per path, keyed on its bytes. ``open_state`` is for ``scan``'s streaming read
+(``project.scan_state``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Final
+
+from postflightd.fs.directory import FILE_FLAGS, Directory, RefusedError, kind_of
+from postflightd.models.files import parse_json
+
+
+@dataclass(frozen=True, slots=True)
+class StateView:
+    """state.json as postflight sees it."""
+
+    path: Path
+    exists: bool
+    doc: dict[str, Any] | None = None
+    problem: str | None = None
+    tasks: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.doc is not None
+
+
+def state_shape_problem(doc: object) -> str | None:
+    """Why a parsed state.json is not of the shape postflight reads (an object whose
+    ``active_projects`` is a list of objects with an integer ``project_number``), or None."""
+    if not isinstance(doc, dict):
+        return "the top-level value is not a JSON object"
+    projects = doc.get("active_projects")
+    if not isinstance(projects, list):
+        return '"active_projects" is missing or not an array'
+    for i, task in enumerate(projects):
+        if not isinstance(task, dict):
+            return f"active_projects[{i}] is not an object"
+        number = task.get("project_number")
+        if not isinstance(number, int) or isinstance(number, bool):
+            return f"active_projects[{i}].project_number is missing or not an integer"
+    return None
+
+
+def tasks_by_number(doc: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
+    return {t["project_number"]: t for t in doc["active_projects"]}
+
+
+class StateCache:
+    """Parsed state.json documents by path, with the bytes they were parsed from.
+
+    Every postflight rewrites state.json and the next one reads it again: a 1,000-task file
+    costs ~5 ms to parse, a quarter of the watch latency budget, and ~0.3 ms to read and
+    compare. Keyed on content, not on (inode, size, mtime): an in-place rewrite of the same
+    size within one tick of the file system's clock keeps all three. One per process
+    (``STATE_CACHE``): the daemon's roots and in-process commands share it; tests clear it.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[bytes, StateView]] = {}
+
+    def get(self, path: Path, raw: bytes | None) -> StateView | None:
+        """The usable state.json parsed earlier from exactly these bytes, if any."""
+        entry = self._entries.get(str(path))
+        return entry[1] if entry is not None and raw is not None and entry[0] == raw else None
+
+    def remember(self, path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
+        """Record that ``raw`` (already checked for shape) parses to ``doc``."""
+        view = StateView(path, exists=True, doc=doc, tasks=tasks_by_number(doc))
+        self._entries[str(path)] = (raw, view)
+        return view
+
+    @property
+    def size(self) -> int:
+        """How many state.json files are held."""
+        return len(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+STATE_CACHE: Final = StateCache()
+
+
+def open_state(path: Path) -> BinaryIO | StateView:
+    """state.json open for reading, or the StateView that says why it cannot be.
+
+    For ``scan``'s streaming read (``scan_state``): never through a link at the name, never a
+    FIFO (O_NOFOLLOW | O_NONBLOCK, then fstat), like every project file (``fs.directory``).
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | FILE_FLAGS)
+    except FileNotFoundError:
+        return StateView(path, exists=False, problem=f"{path.name} does not exist")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return StateView(
+                path, exists=True, problem=f"{path.name} {_refused_text('a symbolic link')}"
+            )
+        if exc.errno == errno.EISDIR:
+            return StateView(path, exists=True, problem=f"{path.name} is a directory")
+        return _unreadable_state(path, exc)
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            return StateView(path, exists=True, problem=f"{path.name} is a directory")
+        return StateView(
+            path, exists=True, problem=f"{path.name} {_refused_text(kind_of(st.st_mode))}"
+        )
+    return os.fdopen(fd, "rb")
+
+
+def _refused_text(kind: str) -> str:
+    return f"is {kind}, not a regular file; refused and never followed"
+
+
+def _unreadable_state(path: Path, exc: OSError) -> StateView:
+    return StateView(path, exists=True, problem=f"cannot read {path.name}: {exc.strerror}")
+
+
+def read_state_bytes(path: Path) -> bytes | StateView:
+    """state.json's bytes, or the StateView that says why they cannot be read."""
+    opened = open_state(path)
+    if isinstance(opened, StateView):
+        return opened
+    with opened:
+        try:
+            return opened.read()
+        except OSError as exc:
+            return _unreadable_state(path, exc)
+
+
+def load_state(specs: Directory, name: str, others: tuple[str, ...] = ()) -> StateView:
+    """Read state.json (``name`` in the open specs directory); problems are described.
+
+    ``others`` are the project files postflight writes besides it (TODO.md, errors.json, the
+    lock): one that is a link or not a regular file makes the project unusable too (PF604),
+    so nothing is written at all rather than state.json alone.
+    """
+    path = specs.child(name)
+    try:
+        raw, _ = specs.read(name)
+    except FileNotFoundError:
+        return StateView(path, exists=False, problem=f"{name} does not exist")
+    except RefusedError as exc:
+        if exc.kind == "a directory":
+            return StateView(path, exists=True, problem=f"{name} is a directory")
+        return StateView(path, exists=True, problem=f"{name} {exc.strerror}")
+    except OSError as exc:
+        return StateView(path, exists=True, problem=f"cannot read {name}: {exc.strerror}")
+    refused = _refused_among(specs, others)
+    if refused is not None:
+        return StateView(path, exists=True, problem=refused)
+    cached = STATE_CACHE.get(path, raw)
+    if cached is not None:
+        return cached
+    doc, problem = parse_json(raw)
+    if problem is None:
+        problem = state_shape_problem(doc)
+    if problem is not None:
+        return StateView(path, exists=True, problem=f"{name}: {problem}")
+    return STATE_CACHE.remember(path, raw, doc)
+
+
+def _refused_among(specs: Directory, names: tuple[str, ...]) -> str | None:
+    for other in names:
+        try:
+            st = specs.lstat(other)
+        except OSError as exc:
+            return f"cannot check {other}: {exc.strerror}"
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            return (
+                f"{other} is {kind_of(st.st_mode)}, not a regular file; refused and never "
+                "followed (postflight writes it): replace it with a regular file"
+            )
+    return None

@@ -1,0 +1,63 @@
+"""What validation is told about the project: the task a document belongs to
+(``TaskContext``) and what an artifact path is on disk (``ArtifactProbe``).
+
+Data only. Reading the project fills them (``project.metadata.task_context``,
+``project.artifacts.artifact_probe``); the rules read them. Both sides import this module,
+so reading never imports validation logic and validation never imports reading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from postflightd.rules.findings import Finding
+
+
+class ArtifactState(Enum):
+    OK = "ok"
+    MISSING = "missing"
+    EMPTY = "empty"
+    NOT_A_FILE = "not_a_file"
+    OUTSIDE = "outside"
+
+
+#: Answers what an artifact path (relative to the project root) is on disk.
+ArtifactProbe = Callable[[str], ArtifactState]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What the project knows of the task a metadata file belongs to."""
+
+    dir_name: str
+    number: int | None = None
+    slug: str | None = None
+    #: state.json was read and has the expected shape (checks that need it run).
+    state_known: bool = False
+    #: the task's entry in state.json active_projects, when found.
+    task: Mapping[str, Any] | None = None
+    #: session named by the .postflight-pending marker, if any.
+    marker_session: str | None = None
+    marker_operation: str | None = None
+    marker_findings: tuple[Finding, ...] = ()
+
+    @property
+    def is_meta(self) -> bool | None:
+        """True for a meta task, None when the task's language is unknown."""
+        if self.task is None:
+            return None
+        return self.task.get("language") == "meta"
+
+    @property
+    def expected_session(self) -> tuple[str, str] | None:
+        """(session, where it came from): the marker's, else state.json's (what PF405 checks)."""
+        if self.marker_session:
+            return self.marker_session, ".postflight-pending"
+        if self.task is not None:
+            sid = self.task.get("session_id")
+            if isinstance(sid, str) and sid:
+                return sid, "state.json"
+        return None
