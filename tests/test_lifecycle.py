@@ -13,9 +13,9 @@ from postflightd.runs.lifecycle import (
     Sighting,
     is_stuck,
     operation_of,
-    parse_timestamp,
     timeout_for,
 )
+from postflightd.timestamps import parse_timestamp
 
 T0 = datetime(2026, 1, 8, 14, 30, tzinfo=UTC)
 TIMEOUTS = {"research": 3600.0, "planning": 1800.0, "implementation": 7200.0, "default": 60.0}

@@ -28,7 +28,7 @@ from postflightd.postflight.transform import (
     task_position,
     todo_marker,
 )
-from postflightd.runs.lifecycle import iso_timestamp
+from postflightd.timestamps import iso_timestamp
 
 NOW = datetime(2026, 1, 8, 14, 30, 5, 123456, tzinfo=UTC)
 STAMP = "2026-01-08T14:30:05Z"

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
-from postflightd.runs.lifecycle import iso_timestamp, utc
+from postflightd.timestamps import iso_timestamp, utc
 
 
 def error_record(

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from postflightd.models.metadata import Artifact, MetadataFile, Status
 from postflightd.postflight.errors_json import error_record
-from postflightd.runs.lifecycle import iso_timestamp, utc
+from postflightd.timestamps import iso_timestamp, utc
 
 #: The state.json status each outcome moves the task to, when ``status_map`` omits it.
 DEFAULT_STATUS_MAP: Final[Mapping[str, str]] = {

@@ -26,7 +26,8 @@ from typing import Any, Final, NamedTuple
 
 from postflightd.inert import utf8_safe
 from postflightd.models.metadata import Status
-from postflightd.runs.lifecycle import operation_of, parse_timestamp
+from postflightd.runs.lifecycle import operation_of
+from postflightd.timestamps import parse_timestamp
 
 UNKNOWN: Final = "unknown"
 MAX_DURATION_S: Final = 10 * 365 * 86400.0

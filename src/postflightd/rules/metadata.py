@@ -50,7 +50,8 @@ from postflightd.rules.toolkit import (
     structure,
     unknown_fields,
 )
-from postflightd.runs.lifecycle import operation_of, parse_timestamp, timeout_for
+from postflightd.runs.lifecycle import operation_of, timeout_for
+from postflightd.timestamps import parse_timestamp
 
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
 

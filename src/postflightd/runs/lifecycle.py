@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final
 
-#: Operation names are the keys of the ``[timeouts]`` table (SPEC 2.2).
+from postflightd.timestamps import parse_timestamp
+
+#: Operation names are the keys of the ``[timeouts]`` table.
 OPERATIONS: Final = ("research", "planning", "implementation", "simple")
 DEFAULT_OPERATION: Final = "default"
 
@@ -39,7 +41,7 @@ def operation_from_words(text: str | None) -> str | None:
 def operation_of(
     delegation_path: object, agent_type: object, marker_operation: object = None
 ) -> str:
-    """delegation_path[1], else words in agent_type, else the marker's operation (SPEC 2.2)."""
+    """delegation_path[1], else words in agent_type, else the marker's operation."""
     if isinstance(delegation_path, list) and len(delegation_path) > 1:
         step = delegation_path[1]
         found = operation_from_words(step) if isinstance(step, str) else None
@@ -55,25 +57,6 @@ def operation_of(
 def timeout_for(operation: str, timeouts: Mapping[str, float]) -> float:
     """Seconds a run of this operation may take before it counts as stuck."""
     return timeouts.get(operation, timeouts[DEFAULT_OPERATION])
-
-
-def parse_timestamp(text: str) -> datetime | None:
-    """An ISO 8601 timestamp as an aware datetime (naive ones are read as UTC), or None."""
-    try:
-        value = datetime.fromisoformat(text.strip())
-    except ValueError:
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
-def iso_timestamp(now: datetime) -> str:
-    """``2026-01-08T14:30:00Z``: UTC, whole seconds (a naive ``now`` is taken as UTC)."""
-    return utc(now).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def utc(now: datetime) -> datetime:
-    """``now`` in UTC (a naive ``now`` is taken as UTC)."""
-    return now.replace(tzinfo=UTC) if now.tzinfo is None else now.astimezone(UTC)
 
 
 def stuck_deadline(started_at: datetime, timeout_s: float) -> float:
@@ -287,7 +270,7 @@ class RunTable:
         return min(deadlines, default=None)
 
     def due(self, now: datetime) -> list[Run]:
-        """Runs past their deadline that have not been flagged yet (SPEC 2.2: once per session)."""
+        """Runs past their deadline not flagged yet: a stuck run is reported once per session."""
         t = now.timestamp()
         return [
             r
