@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from conftest import SESSION, researched_doc, task_entry
 from postflightd.models.metadata import MetadataFile
+from postflightd.models.todo_link import markdown_link
 from postflightd.postflight.errors_json import merge_errors
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.transform import (
@@ -23,7 +24,6 @@ from postflightd.postflight.transform import (
     TodoLink,
     apply_outcome,
     find_task,
-    markdown_link,
     task_index,
     task_position,
     todo_marker,

@@ -1,10 +1,10 @@
-"""TODO.md edits (SPEC 3): one task's Status, link and Completed lines, every other byte kept.
+"""TODO.md edits: one task's Status, link and Completed lines, every other byte kept.
 
 Links accumulate: a new artifact is added to the label line, sub-list or Artifacts list the
-section already has, in that form (see ``examples/todo-forms.md`` beside SPEC.md), unless the
-section links its path already, in any form. Nothing is ever removed.
+section already has, in that form (``tests/test_todo_forms.py`` holds an example of each),
+unless the section links its path already, in any form. Nothing is ever removed.
 
-Where a task's section is and which paths its links stand for is read by ``tasklist.py``;
+Where a task's section is and which paths its links stand for is read by ``todo_sections``;
 this module edits the section's lines.
 
 ``apply_todo_edits`` applies a whole group commit's edits in one pass: the file is split
@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from postflightd.models.todo_link import MAX_LINK_CHARS, markdown_link
 from postflightd.postflight.todo_sections import (
     PLAIN_PATH,
     LinkPaths,
@@ -28,7 +29,7 @@ from postflightd.postflight.todo_sections import (
     norm_path,
     section_index,
 )
-from postflightd.postflight.transform import MAX_LINK_CHARS, TodoEdit, TodoLink, markdown_link
+from postflightd.postflight.transform import TodoEdit, TodoLink
 
 #: ``- **Label**: value`` or ``* **Label:** value``; groups: prefix, label, separator, space, value
 _FIELD: Final = re.compile(
@@ -339,7 +340,8 @@ def _edit_section(section: _Section, edit: TodoEdit) -> list[int]:
             section.set("Status", f"{marker} {current}")
         else:
             section.set("Status", current[: old.start()] + marker + current[old.end() :])
-    # Research, then Plan, then Summary: new label lines come in the seeds' order.
+    # Research, then Plan, then Summary: new label lines come in the order a task's work
+    # produces them.
     links = sorted(edit.links, key=lambda link: _order(link.label))
     section.add_links(links, LinkPaths(edit.task_dir))
     if edit.completed is not None:

@@ -1,7 +1,8 @@
-"""The pure postflight transformation (SPEC 3): a metadata file's outcome applied to state.json.
+"""The pure postflight transformation: a metadata file's outcome applied to state.json.
 
-No I/O: documents in, documents out, and the clock is an argument. The store writes what this
-module returns; ``todo.py`` applies the ``TodoEdit`` it describes to TODO.md.
+No I/O: documents in, documents out, and the clock is an argument. ``pipeline.group_commit``
+writes what this module returns (through ``fs.atomic``); ``todo_edit`` applies the
+``TodoEdit`` it describes to TODO.md.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import PurePosixPath, PureWindowsPath
+from pathlib import PureWindowsPath
 from typing import Any, Final
 
 from postflightd.models.metadata import Artifact, MetadataFile, Status
@@ -34,7 +35,8 @@ TIMESTAMP_FIELDS: Final[Mapping[Status, str]] = {
     Status.IMPLEMENTED: "completed",
 }
 
-#: Outcomes that link their artifacts into the task (SPEC 3 table: failed and blocked do not).
+#: Outcomes that link their artifacts into the task (failed and blocked produced nothing to
+#: link).
 LINKING_STATUSES: Final = frozenset(
     {Status.RESEARCHED, Status.PLANNED, Status.IMPLEMENTED, Status.PARTIAL}
 )
@@ -49,8 +51,8 @@ UNREPORTED_ERROR_TYPE: Final = "unreported_error"
 #: Metadata artifact type -> the type task lists use (they say "research", not "report").
 _STORED_TYPE: Final[Mapping[str, str]] = {"report": "research"}
 
-#: Artifact type (as written, or as stored) -> the TODO.md label it is linked under (SPEC 3,
-#: "Decided from a real client's history"). Other types are stored in state.json only.
+#: Artifact type (as written, or as stored) -> the TODO.md label it is linked under, as real
+#: projects' TODO.md files label them. Other types are stored in state.json only.
 LINK_LABELS: Final[Mapping[str, str]] = {
     "report": "Research",
     "research": "Research",
@@ -62,7 +64,8 @@ LINK_LABELS: Final[Mapping[str, str]] = {
 }
 
 #: The statuses a task moves through, in order: an outcome never moves a task backwards
-#: along it (SPEC 3). Statuses off this line (blocked, partial, abandoned, ...) have no place.
+#: along it (a follow-up research on a planned task must not make it "researched" again).
+#: Statuses off this line (blocked, partial, abandoned, ...) have no place.
 STATUS_LINE: Final = (
     "not_started",
     "researching",
@@ -74,9 +77,6 @@ STATUS_LINE: Final = (
 )
 _LINE_RANK: Final[Mapping[str, int]] = {status: rank for rank, status in enumerate(STATUS_LINE)}
 
-#: SPEC 3: a TODO.md link is at most this long (longer paths are PF501).
-MAX_LINK_CHARS: Final = 4096
-
 _COMPLETION_KEYS: Final = ("completion_summary", "roadmap_items", "claudemd_suggestions")
 
 
@@ -86,7 +86,7 @@ class TodoLink:
 
     #: "Research", "Plan" or "Summary"
     label: str
-    #: relative to the project root, as in state.json (``todo.py`` writes it in the form the
+    #: relative to the project root, as in state.json (``todo_edit`` writes it in the form the
     #: section already uses: relative to the root, to the specs directory or the task's)
     path: str
     #: the artifact's summary, for sub-lists whose items end in " — summary"
@@ -198,20 +198,6 @@ def stored_artifact(artifact: Artifact) -> dict[str, Any]:
     if artifact.summary is not None:
         entry["summary"] = artifact.summary
     return entry
-
-
-def markdown_link(path: str) -> str:
-    """``[name](path)``; a target with spaces or parentheses is wrapped in ``<>`` (CommonMark).
-
-    Backslashes, brackets and angle brackets are escaped, so no path can end the link early
-    or turn the rest of the line into markup (``todo.py`` reads them back).
-    """
-    name = PurePosixPath(path).name or path
-    name = re.sub(r"([\\\[\]])", r"\\\1", name)
-    target = path.replace("\\", "\\\\")
-    if re.search(r"[\s()<>]", path):
-        target = "<" + re.sub(r"([<>])", r"\\\1", target) + ">"
-    return f"[{name}]({target})"
 
 
 def _project_number(entry: Any) -> int | None:
@@ -391,7 +377,7 @@ def apply_outcome(
     first_n: int = 1,
     index: Mapping[int, int] | None = None,
 ) -> Applied | TaskNotFound:
-    """Apply a final metadata file to the state.json document (SPEC 3 table).
+    """Apply a final metadata file to the state.json document.
 
     ``file`` is the metadata file's path as errors.json should name it; ``first_n`` numbers
     the error records' ids (``err_{unix}_{n}``). A task not in ``active_projects`` is
@@ -419,7 +405,7 @@ def apply_outcome(
         new_status = status_map.get(status.value, DEFAULT_STATUS_MAP[status])
         if moves_backwards(entry.get("status"), new_status):
             # A follow-up research on a planned task: its artifacts are still linked and its
-            # timestamp set below, but status and TODO.md marker stay (SPEC 3).
+            # timestamp set below, but status and TODO.md marker stay (``STATUS_LINE``).
             new_status = None
         else:
             entry["status"] = new_status

@@ -28,7 +28,7 @@ from postflightd.models.metadata import (
     Status,
     type_from_folder,
 )
-from postflightd.postflight.transform import MAX_LINK_CHARS, markdown_link
+from postflightd.models.todo_link import MAX_LINK_CHARS, markdown_link
 from postflightd.rules.context import ArtifactProbe, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
@@ -362,7 +362,8 @@ _ARTIFACTS: Final = ArtifactContract(
     plain_path=_plain_path,
 )
 
-#: C0, DEL and C1 control characters, and the Unicode line separators (SPEC 3).
+#: C0, DEL and C1 control characters, and the Unicode line separators: none may reach a
+#: TODO.md line through a link.
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: ``javascript:``, ``file:``, ``https:``, ... (a drive letter is caught as absolute first)
 _SCHEME_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
@@ -373,7 +374,7 @@ def unsafe_path(path: str) -> str | None:
 
     Checked on the text alone, before the disk is asked: a path that escapes the root, holds
     a control character (it could break a TODO.md line), names a URI scheme (a link to
-    ``javascript:`` is not a file) or makes a link longer than SPEC 3 allows.
+    ``javascript:`` is not a file) or makes a link longer than ``MAX_LINK_CHARS``.
     """
     if _CONTROL_RE.search(path):
         return "holds a control character (CR, LF, NUL, ...): name the file plainly"
