@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd.config import Config
+from postflightd.config import Config, policy_from
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline import parallel
-from postflightd.rules.findings import policy_from
 
 
 def test_parallel_scan_equals_sequential_scan(

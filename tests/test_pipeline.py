@@ -8,11 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd.config import Config
+from postflightd.config import Config, policy_from
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline.results import Outcome
 from postflightd.project.root import Project
-from postflightd.rules.findings import policy_from
 
 
 def test_state_cache_serves_only_the_file_it_was_read_from(tmp_path: Path) -> None:

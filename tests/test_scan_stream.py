@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
-from postflightd.config import Config
+from postflightd.config import Config, policy_from
 from postflightd.inert import json_text
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline import parallel
@@ -22,7 +22,6 @@ from postflightd.project.scan_state import SCAN_FIELDS, load_state_for_scan
 from postflightd.project.state import StateView, load_state
 from postflightd.reporters.scan import WRITERS, write_github, write_json, write_text
 from postflightd.reporters.style import Options
-from postflightd.rules.findings import policy_from
 
 
 def full_state(path: Path) -> StateView:

@@ -1,4 +1,4 @@
-"""Configuration (SPEC 4.1): TOML, every key optional, unknown keys are errors.
+"""Configuration: TOML, every key optional, unknown keys are errors.
 
 Lookup order: ``--config PATH``, ``$POSTFLIGHTD_CONFIG``, ``ROOT/.postflightd.toml``, the user
 config directory (platformdirs), else built-in defaults.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
-from postflightd.rules.findings import Severity, UnknownCodeError, expand_codes
+from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
@@ -26,7 +26,7 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class _Section(BaseModel):
-    # forbid: a typo in a key must be an error, not silently ignored (SPEC 4.1).
+    # forbid: a typo in a key must be an error, not silently ignored.
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
@@ -76,7 +76,7 @@ class WatchConfig(_Section):
     settle_ms: int = Field(default=200, ge=0)
     rescan_interval_s: float = Field(default=30, gt=0)
     #: after a state.json write, outcomes applied this recently are re-applied if it lost them
-    #: (issue 10); 0 turns the healing off.
+    #: (a writer that ignores the lock wrote an older copy over it); 0 turns the healing off.
     heal_window_s: float = Field(default=600, ge=0)
 
 
@@ -98,7 +98,7 @@ class PostflightConfig(_Section):
     @classmethod
     def _plain_name(cls, value: str) -> str:
         # These are written: a path would let a project's own configuration (which agents
-        # can write) send the writes out of the specs directory (SPEC 7.1).
+        # can write) send the writes out of the specs directory.
         if not value.strip() or value in {".", ".."} or "/" in value or "\0" in value:
             raise ValueError(
                 "must be a plain file name inside the specs directory (no '/', not '..'), "
@@ -153,7 +153,7 @@ def user_config_path() -> Path:
 
 
 def find_config_file(explicit: str | None, roots: list[Path]) -> Path | None:
-    """The first configuration file of SPEC 4.1's lookup order, or None."""
+    """The first configuration file of the lookup order (the module docstring), or None."""
     if explicit:
         return Path(explicit)
     env = os.environ.get(ENV_CONFIG)
@@ -182,7 +182,7 @@ def load_config(explicit: str | None = None, roots: list[Path] | None = None) ->
 
     A project's own ``ROOT/.postflightd.toml`` may not set ``[journal] path`` (agents can
     write that file; the journal is the user's): it is an error naming the key, and the
-    journal path then comes from the user configuration file, else the default (SPEC 7.1).
+    journal path then comes from the user configuration file, else the default.
     """
     path = find_config_file(explicit, roots or [])
     if path is None:
@@ -244,3 +244,21 @@ def parse_config(data: Mapping[str, Any], source: str) -> Config:
                 problems.append(f"key {key!r}: {msg} (got {err.get('input')!r})")
         raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
     return config.model_copy(update={"source": source})
+
+
+def policy_from(
+    config: Config,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    strict: bool | None = None,
+) -> Policy:
+    """The policy of a run: command flags (``--select``, ``--ignore``, ``--strict``) override
+    the configuration file's ``[validation]`` table."""
+    v = config.validation
+    chosen = expand_codes(select) or frozenset(v.select)
+    return Policy(
+        select=chosen,
+        ignore=expand_codes(ignore) | frozenset(v.ignore),
+        severity=dict(v.severity),
+        strict=v.strict if strict is None else strict,
+    )

@@ -18,7 +18,8 @@ def policy(
     config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
 ) -> Policy:
     """The configuration's policy with ``--select``/``--ignore``/``--strict`` applied."""
-    from postflightd.rules.findings import UnknownCodeError, policy_from
+    from postflightd.config import policy_from
+    from postflightd.rules.findings import UnknownCodeError
 
     try:
         return policy_from(config, select, ignore, strict)

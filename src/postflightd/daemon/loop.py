@@ -27,7 +27,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Final
 
-from postflightd.config import Config
+from postflightd.config import Config, policy_from
 from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
 from postflightd.daemon.notes import remove_daemon_notes, write_daemon_notes
 from postflightd.daemon.pruner import JournalPruner
@@ -44,7 +44,6 @@ from postflightd.fs.directory import RefusedError, open_specs
 from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import Journal, journal_path
 from postflightd.logs import configure_logging, get_logger
-from postflightd.rules.findings import policy_from
 from postflightd.runs.lifecycle import RunTable
 
 log = get_logger()

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.config import Config
+from postflightd.config import Config, policy_from
 from postflightd.errors import MalformedInputError
 from postflightd.fs.locks import LockTimeoutError
 from postflightd.inert import inert
@@ -34,7 +34,7 @@ from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project
-from postflightd.rules.findings import Finding, Severity, policy_from
+from postflightd.rules.findings import Finding, Severity
 
 MAX_HOOK_INPUT: Final = 1024 * 1024
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.

@@ -9,11 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    # config.py imports this module (codes, severities): a runtime import would be a cycle.
-    from postflightd.config import Config
 
 
 class Severity(StrEnum):
@@ -96,7 +91,7 @@ RULES: dict[str, Rule] = {
             E,
             "applied to state.json, but TODO.md or errors.json could not be written: file kept",
         ),
-        # check-return only (seeds 000-003): rules of the two console return dialects.
+        # check-return only: rules of the two console return dialects.
         Rule("PF700", E, "check-return: no JSON found in the return or final message"),
         Rule("PF701", W, "check-return: summary over about 100 tokens (400 characters)"),
         Rule("PF702", E, "check-return: summary over 500 characters"),
@@ -158,7 +153,8 @@ def expand_codes(codes: Iterable[str]) -> frozenset[str]:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Which findings count, at which severity (SPEC 2.1: select, ignore, severity, strict)."""
+    """Which findings count, at which severity (``[validation]``: select, ignore, severity,
+    strict)."""
 
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
@@ -182,7 +178,8 @@ class Policy:
         return any(f.severity is Severity.ERROR or self.strict for f in findings)
 
 
-#: At most this many findings are kept per file, in output, journal and log (SPEC 7.1).
+#: At most this many findings are kept per file, in output, journal and log: a hostile file
+#: cannot make any of them grow without bound.
 MAX_FINDINGS_PER_FILE = 100
 
 
@@ -212,20 +209,3 @@ def cap_findings(findings: list[Finding], limit: int = MAX_FINDINGS_PER_FILE) ->
         f"and {len(rest):,} more ({by_code}); only the first {limit} findings are kept",
     )
     return [*findings[:limit], more]
-
-
-def policy_from(
-    config: Config,
-    select: Iterable[str] = (),
-    ignore: Iterable[str] = (),
-    strict: bool | None = None,
-) -> Policy:
-    """Command flags override the configuration file (SPEC 4.1)."""
-    v = config.validation
-    chosen = expand_codes(select) or frozenset(v.select)
-    return Policy(
-        select=chosen,
-        ignore=expand_codes(ignore) | frozenset(v.ignore),
-        severity=dict(v.severity),
-        strict=v.strict if strict is None else strict,
-    )
