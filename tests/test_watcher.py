@@ -25,11 +25,10 @@ from watchdog.events import (
 )
 
 from postflightd.daemon.watch import inotify
+from postflightd.daemon.watch.dirty import DirtySet, Pending
 from postflightd.daemon.watch.inotify_tree import EVENT_READER, SpecsTree
-from postflightd.daemon.watch.root_watch import (
+from postflightd.daemon.watch.observer import (
     MOVE_PAIRING_S,
-    DirtySet,
-    Pending,
     RootWatch,
     SpecsEventHandler,
     choose_kind,
@@ -188,7 +187,7 @@ def test_an_observer_started_with_short_move_pairing_keeps_it(tmp_path: Path) ->
     from watchdog.observers.inotify import InotifyEmitter
     from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
 
-    from postflightd.daemon.watch.root_watch import _observer
+    from postflightd.daemon.watch.observer import _observer
 
     observer = _observer()
     observer.schedule(FileSystemEventHandler(), str(tmp_path), recursive=True)

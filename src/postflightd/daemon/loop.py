@@ -1,17 +1,17 @@
 """``postflightd watch``: the loop turning file events into postflight, and its supervision.
 
-One thread does the project work (validation, postflight, stuck detection): the watchers'
-threads only hand dirty paths over (``watcher.DirtySet``), so every state.json commit happens
-here, in order, and a signal only ever lands between two commits; the journal pruner works
+One thread does the project work (validation, postflight, stuck detection): the watches'
+threads only hand dirty paths over (``watch.dirty.DirtySet``), so every state.json commit
+happens here, in order, and a signal only ever lands between two commits; the journal pruner works
 on its own connection. The loop sleeps in ``select`` on a self-pipe until the next thing that
 can be due: an event, the stuck deadline of the earliest run, a deferred (half-written)
 file's settle time, the supervisor's check, the periodic rescan, or the systemd watchdog
 ping. There is no per-second polling of the runs.
 
-What is done for one root's files is ``watched_root.WatchedRoot``'s; this module keeps the
-loop, the signals, the supervision of the watches, and SIGHUP's reload. It stays one module of
-a little over 500 lines because those four share the loop's deadlines (what ``select`` waits
-for is the earliest of them all), which a split would pass back and forth.
+What is done for one root's files is ``root.WatchedRoot``'s; this module keeps the loop, the
+signals, the supervision of the watches, and SIGHUP's reload. Why this module stays whole at
+a little over 500 lines: those four share the loop's deadlines (what ``select`` waits for is
+the earliest of them all), which a split would pass back and forth.
 """
 
 from __future__ import annotations
@@ -33,12 +33,8 @@ from postflightd.daemon.notes import remove_daemon_notes, write_daemon_notes
 from postflightd.daemon.pruner import JournalPruner
 from postflightd.daemon.root import Clock, Shared, WatchedRoot
 from postflightd.daemon.sdnotify import SystemdNotifier
-from postflightd.daemon.watch.root_watch import (
-    DirtySet,
-    OverflowTrap,
-    Pending,
-    install_overflow_trap,
-)
+from postflightd.daemon.watch.dirty import DirtySet, Pending
+from postflightd.daemon.watch.observer import OverflowTrap, install_overflow_trap
 from postflightd.errors import PostflightError, StateUnusableError, UsageError
 from postflightd.fs.directory import RefusedError, open_specs
 from postflightd.fs.locks import InstanceLock
@@ -393,7 +389,7 @@ class Daemon:
             cost = clock.monotonic() - started
             # The safety net, not the mechanism: at 10,000 task directories a reconciliation
             # costs ~35 ms, which every 30 s is 0.12 % of a core; stretched so that it never
-            # takes more than 1/PERIODIC_COST_FACTOR of a core (SPEC 6: idle <= 0.1 %).
+            # takes more than 1/PERIODIC_COST_FACTOR of a core (idle <= 0.1 %).
             interval = max(self.config.watch.rescan_interval_s, cost * PERIODIC_COST_FACTOR)
             self._next_rescan = clock.monotonic() + interval
         for wr in self._roots.values():

@@ -1,12 +1,12 @@
 """The daemon's work on one watched root: rescans, batches, stuck runs, healing, its lock.
 
-``daemon.Daemon`` runs the loop and supervises the watches; everything it does for one root's
+``loop.Daemon`` runs the loop and supervises the watches; everything it does for one root's
 files goes through a ``WatchedRoot``: which files are due (complete, still being written,
 throttled, held back by a busy lock or an unusable state.json), post-flighting them in
-batches, following their runs (``lifecycle.RunTable``) and logging what changed. Time comes
+batches, following their runs (``runs.lifecycle.RunTable``) and logging what changed. Time comes
 from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
 
-Why one module of ~600 lines: it is one class over one root's bookkeeping (the maps of
+Why this module stays whole at ~600 lines: it is one class over one root's bookkeeping (the maps of
 deferred, throttled, checked, held and lock-busy files, and the identities last processed),
 and each method keeps those maps consistent with the others (a file still being written is
 never throttled too; whatever ends a file's life goes through ``gone``, which clears it from
@@ -25,7 +25,8 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.daemon.healer import Healer
-from postflightd.daemon.watch.root_watch import POLL_INTERVAL_S, DirtySet, RootWatch
+from postflightd.daemon.watch.dirty import DirtySet
+from postflightd.daemon.watch.observer import POLL_INTERVAL_S, RootWatch
 from postflightd.errors import PostflightError
 from postflightd.fs.directory import FileIdentity
 from postflightd.fs.locks import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
@@ -84,7 +85,7 @@ class Shared:
     clock: Clock
     #: whether SIGTERM/SIGINT arrived: no new batch starts then (the files stay for the next start).
     stopping: Callable[[], bool]
-    #: re-applies outcomes a writer that ignored the lock reverted (issue 10).
+    #: re-applies outcomes a writer that ignored the lock reverted.
     healer: Healer = field(default_factory=Healer)
 
 
@@ -102,8 +103,9 @@ def _metadata_identities(specs_dir: Path) -> tuple[list[tuple[str, FileIdentity]
     """(path, identity) of every ``specs/*/.return-meta.json``, and the task directory names.
 
     One lstat per task directory. The periodic reconciliation runs this over every task
-    directory, so it stays on plain strings and ``scandir``'s cached entry types (the idle
-    CPU target of SPEC 6); symlinked task directories are included for the pipeline to refuse.
+    directory, so it stays on plain strings and ``scandir``'s cached entry types (an idle
+    daemon stays under 0.1 % of a core); symlinked task directories are included for the
+    pipeline to refuse.
     """
     out: list[tuple[str, FileIdentity]] = []
     names: list[str] = []
@@ -172,7 +174,8 @@ class WatchedRoot:
         #: monotonic time the lock was first found busy (None: not busy), for one log line.
         self.lock_busy_since: float | None = None
         #: path -> monotonic time it was last read and validated: a file that keeps changing is
-        #: re-validated at most once per settle window (SPEC 7.1).
+        #: re-validated at most once per settle window (an agent
+        #: rewriting its file in a loop cannot make the daemon spin).
         self.checked: dict[str, float] = {}
         #: complete files held back by that limit -> monotonic time they are due.
         self.throttled: dict[str, float] = {}

@@ -1,4 +1,4 @@
-"""The journal (SPEC 5): what postflightd observed, in an embedded SQLite database.
+"""The journal: what postflightd observed, in an embedded SQLite database.
 
 It is the record that lets a metadata file be deleted without losing what the agent said:
 the "postflighted" row carries the full file content and is durable (fsynced) before the
@@ -8,9 +8,9 @@ be opened or written, postflight goes on and the journal says why it is off.
 Several processes write it at once (the daemon, CLI runs, hooks): WAL mode lets readers and
 one writer proceed together, and the busy timeout makes a second writer wait its turn.
 
-The database file itself (schema, migrations, opening in WAL mode) is ``journal_schema``. This
-module stays whole at about 600 lines because it is one handle: ``Journal`` owns one
-connection, one lock and one batch state, shared by its writes (``record``, ``batch``,
+The database file itself (schema, migrations, opening in WAL mode) is ``schema``. Why this
+module stays whole at about 600 lines: it is one handle: ``Journal`` owns one connection, one
+lock and one batch state, shared by its writes (``record``, ``batch``,
 ``prune``) and its queries (``history``, ``changes``, ``last_postflighted`` ...), and every
 method falls back the same way when the journal is off. Splitting the class across modules
 would take a mixin reaching into another module's private state; the row types it returns

@@ -1,4 +1,4 @@
-"""The Linux inotify(7) calls the watcher needs, through ctypes: nothing more.
+"""The Linux inotify(7) calls the watches need, through ctypes: nothing more.
 
 watchdog (7.x) offers non-recursive watches and an event filter, but each scheduled path is
 an emitter thread of its own, and its recursive watch follows every subdirectory (artifact

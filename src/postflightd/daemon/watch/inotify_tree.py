@@ -1,10 +1,10 @@
 """inotify on one root's specs/ and on each task directory in it, one level down, and the one
 thread that reads every root's events.
 
-The Linux watch ``watcher.RootWatch`` uses when inotify is available: never recursive (what an
+The Linux watch ``observer.RootWatch`` uses when inotify is available: never recursive (what an
 agent leaves inside a task directory adds no watch and no event), one inotify instance per
 root, one reader thread for the whole process. Events become dirty paths, rescans or checks
-on the root's ``DirtySet``, exactly as watchdog's events do in ``watcher``.
+on the root's ``DirtySet``, exactly as watchdog's events do in ``observer``.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ import os
 import select
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from postflightd.daemon.watch import inotify
+from postflightd.daemon.watch.dirty import DirtySet
 from postflightd.models.files import META_NAME
-
-if TYPE_CHECKING:
-    from postflightd.daemon.watch.root_watch import DirtySet
 
 #: specs/: task directories coming and going, state.json replaced or rewritten, itself moved.
 SPECS_MASK: Final = (

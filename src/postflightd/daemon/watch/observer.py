@@ -1,11 +1,11 @@
-"""Which metadata files changed, and whether each root's watch still holds.
+"""One root's watch: which observer it uses, and whether it still holds.
 
-Events are hints; the directory is the truth. The handlers only record dirty paths and wake
-the daemon's loop. ``RootWatch`` owns one root's watch (inotify through ``inotify_watch`` on
-Linux, watchdog's observer elsewhere, or none when polling) and answers whether it is still
-watching the right directory: watchdog fails silently in several ways (a dead dispatcher or
-emitter thread, a specs directory replaced under it, a queue overflow that is only logged),
-and each one turns into a rescan request here.
+Events are hints; the directory is the truth. The handlers only record dirty paths on a
+``dirty.DirtySet``, which wakes the daemon's loop. ``RootWatch`` owns one root's watch
+(inotify through ``inotify_tree`` on Linux, watchdog's observer elsewhere, or none when
+polling) and answers whether it is still watching the right directory: watchdog fails silently
+in several ways (a dead dispatcher or emitter thread, a specs directory replaced under it, a
+queue overflow that is only logged), and each one turns into a rescan request here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -30,6 +29,7 @@ from watchdog.events import (
 )
 
 from postflightd.daemon.watch import inotify
+from postflightd.daemon.watch.dirty import DirtySet
 from postflightd.daemon.watch.inotify_tree import EVENT_READER, EventReader, SpecsTree
 from postflightd.models.files import META_NAME
 
@@ -66,65 +66,9 @@ NETWORK_FILESYSTEMS: Final = frozenset(
 )
 
 POLL_INTERVAL_S: Final = 1.0
-#: How often watchdog's own threads wake when nothing happens (idle CPU, SPEC 6).
+#: How often watchdog's own threads wake when nothing happens (an idle daemon must cost next
+#: to no CPU).
 IDLE_WAKE_S: Final = 10.0
-
-
-@dataclass(slots=True)
-class Pending:
-    """What the handlers and the supervisor collected since the loop last looked."""
-
-    paths: dict[str, Path] = field(default_factory=dict)
-    #: paths whose last event says a writer may still have them open (modified or created,
-    #: not yet closed): complete once closed, or after ``settle_ms`` of quiet.
-    writing: set[str] = field(default_factory=set)
-    #: roots to rescan (None: every root), with the reason.
-    rescans: dict[Path | None, str] = field(default_factory=dict)
-    #: roots whose watch must be checked now (the specs directory itself changed).
-    checks: set[Path | None] = field(default_factory=set)
-    #: roots whose state file changed (files held back by an unusable state.json retry).
-    state_changed: set[Path] = field(default_factory=set)
-
-
-class DirtySet:
-    """Thread-safe hand-over from the watch threads (inotify reader, watchdog's) to the loop."""
-
-    def __init__(self, wake: Callable[[], None] | None = None) -> None:
-        self._lock = threading.Lock()
-        self._pending = Pending()
-        #: set on every hand-over when no ``wake`` callback is given (tests wait on it).
-        self.event = threading.Event()
-        self._wake = wake if wake is not None else self.event.set
-
-    def mark(self, root: Path, path: str, *, complete: bool = True) -> None:
-        """``path`` changed; ``complete=False`` when its writer may still be writing it."""
-        with self._lock:
-            self._pending.paths[path] = root
-            if complete:
-                self._pending.writing.discard(path)
-            else:
-                self._pending.writing.add(path)
-        self._wake()
-
-    def request_rescan(self, root: Path | None, reason: str) -> None:
-        with self._lock:
-            self._pending.rescans.setdefault(root, reason)
-        self._wake()
-
-    def request_check(self, root: Path | None) -> None:
-        with self._lock:
-            self._pending.checks.add(root)
-        self._wake()
-
-    def state_changed(self, root: Path) -> None:
-        with self._lock:
-            self._pending.state_changed.add(root)
-        self._wake()
-
-    def take(self) -> Pending:
-        with self._lock:
-            taken, self._pending = self._pending, Pending()
-        return taken
 
 
 class SpecsEventHandler(FileSystemEventHandler):
