@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
 
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
@@ -20,39 +18,12 @@ from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.dry_run import preview
-from postflightd.pipeline.results import FileReport, Outcome
+from postflightd.pipeline.results import Outcome, Processed
 from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
 from postflightd.rules.findings import Policy
-
-#: The exit code of each outcome (SPEC 4); any other outcome is the file's fault: exit 1.
-EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {
-    Outcome.APPLIED: ExitCode.OK,
-    Outcome.GONE: ExitCode.OK,
-    Outcome.IN_PROGRESS: ExitCode.IN_PROGRESS,
-    Outcome.STATE_UNUSABLE: ExitCode.STATE_UNUSABLE,
-    Outcome.INCOMPLETE: ExitCode.STATE_UNUSABLE,
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Processed:
-    """What ``process`` did with the file named ``file``: its report (None when the file was
-    already gone), and when the journal shows another run applied it first, when."""
-
-    file: str
-    report: FileReport | None
-    already: str | None
-
-    @property
-    def exit_code(self) -> ExitCode:
-        if self.report is None:
-            return ExitCode.OK  # gone before we looked: another run applied it
-        if self.report.outcome is None:
-            return ExitCode.FINDINGS  # not post-flighted (postflight always sets an outcome)
-        return EXIT_CODES.get(self.report.outcome, ExitCode.FINDINGS)
 
 
 def run_process(
@@ -65,7 +36,8 @@ def run_process(
 ) -> int:
     """Run the pipeline on one file now: exit 0 applied, 1 invalid, 3 in progress, 4 PF604/PF606."""
     if Path(file).name != META_NAME:
-        # Postflight deletes what it applies: only ever a file of that one name (SPEC 7.1).
+        # Postflight deletes what it applies: only ever a file of that one name, so no
+        # argument can make it delete another file.
         raise UsageError(f"{file}: not a metadata file; `process` takes a {META_NAME} file")
     # Lexically normalised: a `..` component must not name a different task directory than
     # the one the file is then opened in (relative to the specs directory, without links).

@@ -7,6 +7,7 @@ Errors inside a run are values: a file's findings and its ``Outcome`` are collec
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -200,3 +201,31 @@ class ScanReport:
             "files": [f.to_json() for f in self.files],
             "summary": self.summary(),
         }
+
+
+#: ``process``'s exit code for each outcome; any other outcome is the file's fault: exit 1.
+EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {
+    Outcome.APPLIED: ExitCode.OK,
+    Outcome.GONE: ExitCode.OK,
+    Outcome.IN_PROGRESS: ExitCode.IN_PROGRESS,
+    Outcome.STATE_UNUSABLE: ExitCode.STATE_UNUSABLE,
+    Outcome.INCOMPLETE: ExitCode.STATE_UNUSABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Processed:
+    """What ``process`` did with the file named ``file``: its report (None when the file was
+    already gone), and when the journal shows another run applied it first, when."""
+
+    file: str
+    report: FileReport | None
+    already: str | None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.report is None:
+            return ExitCode.OK  # gone before we looked: another run applied it
+        if self.report.outcome is None:
+            return ExitCode.FINDINGS  # not post-flighted (postflight always sets an outcome)
+        return EXIT_CODES.get(self.report.outcome, ExitCode.FINDINGS)

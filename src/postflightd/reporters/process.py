@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, TextIO
 from postflightd.inert import inert, json_text
 
 if TYPE_CHECKING:
-    from postflightd.commands.process import Processed
-    from postflightd.pipeline.results import FileReport
+    from postflightd.pipeline.results import FileReport, Processed
 
 
 def report_text(result: Processed, out: TextIO) -> None:
@@ -51,7 +50,7 @@ def _outcome_text(report: FileReport) -> str:
 
 
 def report_json(result: Processed, out: TextIO) -> None:
-    """The file's report (SPEC 4), with ``already_postflighted`` when another run applied it."""
+    """The file's report, with ``already_postflighted`` when another run applied it."""
     doc = result.report.to_json() if result.report is not None else {"file": result.file}
     if result.already is not None:
         doc["already_postflighted"] = result.already
