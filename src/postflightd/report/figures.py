@@ -1,15 +1,16 @@
 """``postflightd report``: what the journal says about the runs, as figures.
 
-Pure: runs in (``report_runs.fold`` of the journal rows), a ``Report`` out. Reading the
-database, the configuration and the clock happens in ``report_journal``; rendering in
-``report_render`` and ``report_html``.
+Pure: runs in (``runs.fold`` of the journal rows), a ``Report`` out. Reading the database,
+the configuration and the clock happens in ``source``; rendering in ``reporters.report`` and
+``reporters.report_html``, which share the figures' words (``outcome_mix``,
+``success_rate``, ``human``) from here.
 
 Why this module stays whole at ~650 lines: it is one step, runs into figures. Each figure type
 (``Group``, ``TimeoutAdvice``, ``CodeFigure``, ``NearMiss``, ``Incident``) is filled by one part
 of ``tally`` and ordered by ``build_report``, and ``Tally.merge`` must know every one of them
 (the forked half of a large report comes back as a ``Tally``); split along the figures, each
 piece would import the others' types back. The seam that exists (rows into runs, the hot
-loop, per row rather than per run) is ``report_runs``.
+loop, per row rather than per run) is ``runs``.
 """
 
 from __future__ import annotations
@@ -312,7 +313,7 @@ class Tally:
 def tally(folded: Runs) -> Tally:
     """Count every run of ``folded`` into (root, operation, agent, outcome) groups and more."""
     # One counter and one list per group, grouped further only at the end: the loop below
-    # runs 100,000 times in the 2 s budget (SPEC 6), so it does as little as it can.
+    # runs 100,000 times in the 2 s a large report may take, so it does as little as it can.
     out = Tally(
         runs=len(folded.runs),
         first_ts=folded.first_ts,
@@ -640,6 +641,18 @@ def nice_ceil(seconds: float) -> float:
     """Round a suggested timeout up to a value people write: whole minutes, 5 or 15 minutes."""
     step = 60 if seconds < 1800 else 300 if seconds < 7200 else 900
     return float(max(math.ceil(seconds / step), 1) * step)
+
+
+def outcome_mix(group: Group) -> str:
+    """``applied 12, failed 2``: the group's outcomes in ``OUTCOMES`` order, ``-`` for none."""
+    parts = [f"{o} {group.outcomes[o]}" for o in OUTCOMES if group.outcomes.get(o)]
+    return ", ".join(parts) or "-"
+
+
+def success_rate(group: Group) -> str:
+    """The share of the group's runs that ended in a success status, as ``92%``."""
+    done = sum(group.outcomes.get(o, 0) for o in SUCCESS)
+    return f"{round(100 * done / group.runs)}%" if group.runs else "-"
 
 
 def human(seconds: float | None) -> str:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from postflightd.report.figures import OUTCOMES, SUCCESS, Group, Report, human
+from postflightd.report.figures import Group, Report, human, outcome_mix, success_rate
 
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 BAR_WIDTH: Final = 40
@@ -38,16 +38,6 @@ def _table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -
         ]
         out.append("  " + "  ".join(cells).rstrip())
     return out
-
-
-def outcome_mix(group: Group) -> str:
-    parts = [f"{o} {group.outcomes[o]}" for o in OUTCOMES if group.outcomes.get(o)]
-    return ", ".join(parts) or "-"
-
-
-def success_rate(group: Group) -> str:
-    done = sum(group.outcomes.get(o, 0) for o in SUCCESS)
-    return f"{round(100 * done / group.runs)}%" if group.runs else "-"
 
 
 def _groups(title: str, column: str, groups: list[Group]) -> list[str]:

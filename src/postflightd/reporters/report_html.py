@@ -13,8 +13,16 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-from postflightd.report.figures import OUTCOMES, SUCCESS, Group, Report, human
-from postflightd.reporters.report import inert, outcome_mix, success_rate
+from postflightd.inert import inert
+from postflightd.report.figures import (
+    OUTCOMES,
+    SUCCESS,
+    Group,
+    Report,
+    human,
+    outcome_mix,
+    success_rate,
+)
 
 #: Bins of each duration histogram.
 BINS: Final = 20
@@ -27,7 +35,7 @@ ROW_H: Final = 22
 
 def esc(value: object) -> str:
     """Journal text as HTML text or attribute value: inert, then escaped (quotes included)."""
-    return html.escape(inert(value), quote=True)
+    return html.escape(inert(str(value)), quote=True)
 
 
 def _num(x: float) -> str:
