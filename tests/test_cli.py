@@ -114,6 +114,13 @@ def test_the_fault_variable_is_fs_faults() -> None:
     assert cli.FAULT_ENV == faults.FAULT_ENV
 
 
+def test_the_completion_variable_is_commands_completions() -> None:
+    """cli names argcomplete's variable itself: start-up imports no command to look it up."""
+    from postflightd.commands import completion
+
+    assert cli.COMPLETING_ENV == completion.COMPLETING_ENV
+
+
 def test_internal_error_exits_70_and_writes_the_crash_log(tmp_path: Path) -> None:
     """An error no command expects: one line on stderr naming the crash log, which holds the
     traceback; no traceback on the terminal."""

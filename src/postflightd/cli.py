@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 COLOR_CHOICES = ("auto", "always", "never")
 #: fs.faults.FAULT_ENV, named here so that start-up does not import the file layer to look it up.
 FAULT_ENV = "POSTFLIGHTD_FAULT_AT"
+#: commands.completion.COMPLETING_ENV, named here for the same reason.
+COMPLETING_ENV = "_ARGCOMPLETE"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -234,9 +236,11 @@ def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> No
 
 def _run(argv: Sequence[str] | None) -> int:
     parser = _parser()
-    from postflightd.completion import complete_and_exit, completing
+    if COMPLETING_ENV in os.environ:
+        # The shell's completion function is asking (argcomplete's protocol): the command
+        # module is imported only then, so no other command loads it.
+        from postflightd.commands.completion import complete_and_exit
 
-    if completing():
         complete_and_exit(parser)
     args = parser.parse_args(argv)
     from postflightd.logs import command_logging
