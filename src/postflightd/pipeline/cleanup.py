@@ -44,7 +44,7 @@ def delete_applied(project: Project, report: FileReport) -> bool:
         return False
     crash_point("before-delete")
     try:
-        task = project.task_dir(report)
+        task = project.task_dir(report.path, report.loaded.dir_identity)
     except OSError:
         # Swapped for a link or another directory since it was read: nothing is deleted
         # there; the file, wherever it went, is applied again (harmlessly) when it is seen.

@@ -314,7 +314,7 @@ def _journal_applied(
 def _current_identity(project: Project, report: FileReport) -> FileIdentity | None:
     """The metadata file's identity now, in the directory it was read from; None if gone."""
     try:
-        with project.task_dir(report) as task:
+        with project.task_dir(report.path, report.loaded.dir_identity) as task:
             st = task.lstat(META_NAME)
     except OSError:
         return None

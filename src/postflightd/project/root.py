@@ -13,9 +13,8 @@ from pathlib import Path
 
 from postflightd.config import Config
 from postflightd.errors import StateUnusableError, UsageError
-from postflightd.fs.directory import Directory, RefusedError, StoreError, open_specs
+from postflightd.fs.directory import Directory, DirIdentity, RefusedError, StoreError, open_specs
 from postflightd.fs.locks import LOCK_NAME
-from postflightd.pipeline.results import FileReport
 from postflightd.project.artifacts import artifact_probe
 from postflightd.project.state import StateView, load_state
 from postflightd.rules.context import ArtifactProbe
@@ -79,15 +78,14 @@ class Project:
             raise StateUnusableError(self.specs_problem)
         raise UsageError(f"{self.specs_dir}: no such directory")
 
-    def task_dir(self, report: FileReport) -> Directory:
-        """The task directory ``report`` was read from, opened again: the very same directory.
+    def task_dir(self, path: Path, expect: DirIdentity | None) -> Directory:
+        """The task directory the metadata file ``path`` was read from (its identity then was
+        ``expect``), opened again: the very same directory.
 
         One put in its place since (a link: refused; another directory: gone) is never
         entered, so nothing is applied from, or deleted in, a directory other than the one read.
         """
-        return self.require_specs().subdir(
-            report.path.parent.name, expect=report.loaded.dir_identity
-        )
+        return self.require_specs().subdir(path.parent.name, expect=expect)
 
     def close(self) -> None:
         if self.specs is not None:
