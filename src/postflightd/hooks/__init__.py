@@ -1,4 +1,6 @@
 """Agent runtimes' stop hooks: read the runtime's input, post-flight, answer in its protocol.
 
-May import: ``pipeline`` and everything below it.
+May import: ``daemon``, ``daemon.watch``, ``report``, ``pipeline``, ``project``, ``config``,
+``postflight``, ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level
+modules.
 """

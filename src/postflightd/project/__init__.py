@@ -1,6 +1,8 @@
-"""Read: finding a project root, listing its metadata files, reading each file, state.json
-and the artifacts, and setting a project up (``init``).
+"""Read: finding a project root (``root``), listing its metadata files (``metafiles``),
+reading each file and its marker (``metadata``), state.json (``state``, ``scan_state``) and
+the artifacts (``artifacts``), and setting a project up (``setup``, the pure part of
+``init``).
 
-May import: ``config``, ``rules``, ``runs``, ``models``, ``fs`` and the shared top-level
-modules.
+May import: ``config``, ``postflight``, ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and
+the shared top-level modules.
 """

@@ -1,5 +1,6 @@
-"""``postflightd report``: journal rows into runs, runs into figures.
+"""``postflightd report``: journal rows into runs (``runs``), runs into figures
+(``figures``), and where the rows come from (``source``).
 
-May import: ``journal``, ``config``, ``rules``, ``runs``, ``models`` and the shared top-level
-modules.
+May import: ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``, ``runs``, ``fs``,
+``models``, ``journal`` and the shared top-level modules.
 """

@@ -1,5 +1,6 @@
-"""Validate: the registry of rule codes, their explanations, and the rule sets of the
-metadata file and of the console return. Pure: a parsed document in, findings out.
+"""Validate: the registry of rule codes, their explanations, the rule sets of the metadata
+file and of the console return, and what validation is told of the project (``context``).
+Pure: a parsed document in, findings out.
 
-May import: ``models``, ``runs`` and the shared top-level modules.
+May import: ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """

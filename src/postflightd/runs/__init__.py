@@ -1,5 +1,6 @@
-"""Follow the run: which operation a run performs, its timeout, when it is stuck, and what
-changed between two sightings of it. Pure: the clock is an argument.
+"""Follow the run: which operation a run performs, its timeout, when it is stuck, what
+changed between two sightings of it, and what ``status`` shows of it. Pure: the clock is an
+argument.
 
-May import: ``models`` and the shared top-level modules.
+May import: ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """

@@ -1,4 +1,7 @@
-"""Which metadata files changed: inotify on Linux, watchdog's observer elsewhere, or polling.
+"""Which metadata files changed: inotify on Linux (``inotify``, ``inotify_tree``), watchdog's
+observer elsewhere, or polling (``observer``), all handing their paths to the loop through
+``dirty``. Below the rest of ``daemon``: it never imports the loop.
 
-May import: ``project`` and everything below it.
+May import: ``report``, ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``,
+``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """
