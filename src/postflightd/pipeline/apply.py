@@ -1,11 +1,18 @@
 """The pipeline every command runs, stage by stage; each stage lives in its own module.
 
-    find, read             loader.py, through project.py (a root, its specs directory opened once)
-    validate               rules.py; check.py runs both per file (parallel.py: a large scan)
-    follow the run         lifecycle.py, through the rules
-    postflight, pure       postflight.py, statetext.py, todo.py + tasklist.py, errorlog.py
-    postflight, written    commit.py (state.json, journal, TODO.md), records.py (errors.json)
-    clean up               cleanup.py
+    find, read             project.metafiles, project.metadata, project.state, through
+                           project.root (a root, its specs directory opened once)
+    validate               rules.metadata; check runs reading and rules per file (parallel:
+                           a large scan)
+    follow the run         runs.lifecycle, through the rules
+    postflight, pure       postflight.transform, state_text, todo_edit + todo_sections,
+                           errors_json
+    postflight, written    group_commit (state.json, journal, TODO.md), records (errors.json)
+    clean up               cleanup
+
+``scan`` checks every file of the roots (and applies them with ``--apply``), ``apply_all``
+applies every ready file of one project, ``apply_files`` the files it is given (``process``,
+the hook, the daemon).
 
 It never prints and never exits: it returns reports (``results``), and their ``exit_code``
 decides.
@@ -47,7 +54,7 @@ def scan(
     *,
     positions: bool = False,
 ) -> ScanReport:
-    """Validate every metadata file under each root (SPEC 4, ``scan``), all in memory.
+    """Validate every metadata file under each root (``scan``), all in memory.
 
     ``positions``: the output needs findings' lines and columns (github, sarif). Reporters
     find them from the bytes each report keeps; only the files checked in a forked process
