@@ -1,6 +1,7 @@
 """Read and validate: one metadata file (``check_file``), or every file of a scan as a stream.
 
-Reads through the project's specs directory (``loader``), validates (``rules``), and keeps
+Reads through the project's specs directory (``project.metadata``), validates
+(``rules.metadata``), and keeps
 what the command's policy selects. Nothing is written.
 """
 

@@ -1,10 +1,10 @@
-"""``check-return``: validate what a subagent hands back on the console (seeds 000-003).
+"""``check-return``: validate what a subagent hands back on the console.
 
-The pipeline of one input: ``return_extract`` finds the JSON and its dialect
-(``return_models``), ``return_rules`` validates it, the policy filters the findings into a
-``ReturnReport``. Everything up to the report is pure and never raises on any input; reading
-the input and probing the disk happen at the edge below (``read_input``, ``return_probe``),
-called by ``commands/check_return.py``.
+The pipeline of one input: ``console_extract`` finds the JSON and its dialect
+(``models.console_return``), ``rules.console_return`` validates it, the policy filters the
+findings into a ``ReturnReport``. Everything up to the report is pure and never raises on any
+input; reading the input and probing the disk happen at the edge below (``read_input``,
+``return_probe``), called by ``commands/check_return.py``.
 """
 
 from __future__ import annotations
@@ -136,7 +136,8 @@ def read_input(file: str) -> bytes:
 
 
 def return_probe(root: Path) -> ArtifactProbe:
-    """loader's probe, plus absolute paths: seed 003 checks them with ``[ -f "$path" ]``."""
+    """``project.artifacts``' probe, plus absolute paths: the console return's workflow checks
+    them with ``[ -f "$path" ]``."""
     relative = artifact_probe(root)
     root_real = root.resolve()
     root_given = Path(os.path.normpath(root.absolute()))

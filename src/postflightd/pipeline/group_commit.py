@@ -1,8 +1,9 @@
 """The group commit: every ready file's outcome in one write of state.json, then TODO.md.
 
-Under the project lock, the pure transform (``postflight``) folds each file's outcome into
-the state read; the journal records them, durably, before the bytes (``statetext``) replace
-state.json; the TODO.md edits follow (``todo``). A file whose outcome cannot be written
+Under the project lock, the pure transform (``postflight.transform``) folds each file's
+outcome into the state read; the journal records them, durably, before the bytes
+(``postflight.state_text``) replace state.json (``fs.atomic.replace_if_unchanged``); the
+TODO.md edits follow (``postflight.todo_edit``). A file whose outcome cannot be written
 drops out of the batch (PF600, PF106); the others commit.
 """
 

@@ -2,7 +2,7 @@
 
 A journal row for every step a file goes through (validated, postflighted, deleted,
 interrupted, stuck); an errors.json record for an invalid file, an interrupted run or a
-stuck one, added under the project lock, without duplicates (``errorlog``).
+stuck one, added under the project lock, without duplicates (``postflight.errors_json``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Outcomes the journal recorded that the project no longer shows (issue 10): check, repair.
+"""Outcomes the journal recorded that the project no longer shows: check, repair.
 
 A writer that ignores the lock (``jq ... > tmp && mv tmp state.json``) and read state.json
 before a postflight wrote it puts back, when it writes, the task entries as they were before
@@ -342,9 +342,10 @@ def repair_root(
 
     Everything is read again under the lock, the journal included: a cooperating writer that
     committed meanwhile has journaled its outcome too, so nothing it did is taken for a loss.
-    The write is the one every postflight makes (``store.commit``: atomic, and re-applied if
-    a writer that does not lock replaces the file meanwhile; ``render_state``: formatting
-    kept). A healed task's TODO.md edits are re-applied too; they are idempotent.
+    The write is the one every postflight makes (``fs.atomic.replace_if_unchanged``: atomic,
+    and re-applied if a writer that does not lock replaces the file meanwhile;
+    ``render_state``: formatting kept). A healed task's TODO.md edits are re-applied too; they
+    are idempotent.
     """
     result = RootCheck(root)
     specs_dir = root / config.specs_dir

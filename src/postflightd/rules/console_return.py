@@ -3,7 +3,7 @@ dialect.
 
 Pure: takes the parsed value, the dialect, the expected session and an artifact probe, and
 returns findings; it never raises on any JSON value. The checks themselves are the rule
-toolkit's (``rule_toolkit``); this module holds the two dialects' tables and the rules only a
+toolkit's (``toolkit``); this module holds the two dialects' tables and the rules only a
 console return has (PF7xx).
 """
 
