@@ -44,8 +44,7 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     config = Config()
-    project = Project.open(root, config)
-    with Journal.open(default_journal_path()) as journal:
+    with Project.open(root, config) as project, Journal.open(default_journal_path()) as journal:
         (report,) = pipeline.apply_files(
             project,
             list(find_metadata_files(project.require_specs())),

@@ -227,9 +227,9 @@ def test_check_file_on_disk_never_raises(tmp_path: Path, content: bytes, marker:
     else:
         marker_path.write_bytes(marker if isinstance(marker, bytes) else marker.encode())
     config = Config()
-    project = Project.open(tmp_path, config)
     ref = MetaFileRef(task / META_NAME, task.name)
-    report = check_file(project, ref, config, Policy(), NOW)
+    with Project.open(tmp_path, config) as project:
+        report = check_file(project, ref, config, Policy(), NOW)
     _check(report.findings)
     assert report.valid == (
         report.validation is not None

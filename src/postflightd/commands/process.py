@@ -55,10 +55,10 @@ def run_process(
         return _process_dry_run(root, path, config, chosen)
     journal = open_journal(config)
     try:
-        project = Project.open(root, config)
         # A deletion of this file that a crash interrupted is finished (or undone) first.
-        for note in clean_litter(project, config, journal, [path.parent.name]):
-            print(f"postflightd: {note}", file=sys.stderr)
+        with Project.open(root, config) as project:
+            for note in clean_litter(project, config, journal, [path.parent.name]):
+                print(f"postflightd: {note}", file=sys.stderr)
         exists = path.exists() or path.is_symlink()
         if not exists:
             done = _already_postflighted(journal, root, path, None)
@@ -99,16 +99,16 @@ def run_process(
 def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> int:
     """``process --dry-run``: the diff of state.json and TODO.md it would write; no writes."""
     now = datetime.now(UTC)
-    project = Project.open(root, config)
-    report = check_file(project, MetaFileRef(path, path.parent.name), config, chosen, now)
-    refusal, code = None, ExitCode.OK
-    if not project.state.usable:
-        refusal, code = "state.json is unusable (PF604)", ExitCode.STATE_UNUSABLE
-    elif report.status is Status.IN_PROGRESS:
-        refusal, code = "the file is still in_progress", ExitCode.IN_PROGRESS
-    elif not report.valid:
-        refusal, code = "invalid", ExitCode.FINDINGS
-    writes = preview(project, [report], config, now) if refusal is None else []
+    with Project.open(root, config) as project:
+        report = check_file(project, MetaFileRef(path, path.parent.name), config, chosen, now)
+        refusal, code = None, ExitCode.OK
+        if not project.state.usable:
+            refusal, code = "state.json is unusable (PF604)", ExitCode.STATE_UNUSABLE
+        elif report.status is Status.IN_PROGRESS:
+            refusal, code = "the file is still in_progress", ExitCode.IN_PROGRESS
+        elif not report.valid:
+            refusal, code = "invalid", ExitCode.FINDINGS
+        writes = preview(project, [report], config, now) if refusal is None else []
     report_process_dry_run(report, writes, refusal, sys.stdout, str(Path.cwd()))
     return int(code)
 

@@ -46,7 +46,7 @@ def run_scan(
     config_path: str | None,
     output: ScanOutput | None = None,
 ) -> int:
-    """Exit 0 clean, 1 findings (or a stuck run), 4 a state.json or specs/ refused (SPEC 4)."""
+    """Exit 0 clean, 1 findings (or a stuck run), 4 a state.json or specs/ refused."""
     out = output or ScanOutput()
     if out.dry_run and not apply:
         raise UsageError("--dry-run goes with --apply (a plain scan never writes anything)")
@@ -106,7 +106,8 @@ def _planned_writes(report: ScanReport, config: Config, now: datetime) -> list[P
         by_root.setdefault(file.root, []).append(file)
     writes: list[PlannedWrite] = []
     for root, files in by_root.items():
-        writes.extend(preview(Project.open(root, config), files, config, now))
+        with Project.open(root, config) as project:
+            writes.extend(preview(project, files, config, now))
     return writes
 
 

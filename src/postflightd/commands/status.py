@@ -53,51 +53,51 @@ def collect_status(
     """Every metadata file under each root, with what its run is doing."""
     out: list[RootStatus] = []
     for root in roots:
-        project = Project.open(root, config)
-        entry = RootStatus(root, lock_holder(project.specs))
-        entry.note = daemon_note(root, entry.daemon_pid)
-        out.append(entry)
-        if project.specs is None:
-            entry.note = project.specs_problem or f"no {config.specs_dir}/ directory"
-            entry.refused = project.specs_problem is not None
-            continue
-        for ref in find_metadata_files(project.specs):
-            report = check_file(project, ref, config, policy, now)
-            v = report.validation
-            s = Sighting.from_doc(
-                str(root),
-                ref.task_dir,
-                report.task,
-                report.loaded.doc,
-                operation=v.operation if v else None,
-                started_at=v.started_at if v else None,
-                timeout_s=v.timeout_s if v else None,
-            )
-            elapsed = (now - s.started_at).total_seconds() if s.started_at else None
-            state = _state(s.status, report.valid, report.stuck)
-            if _being_written(report, now, config.watch.settle_ms / 1000):
-                state = WRITING
-            entry.runs.append(
-                RunStatus(
-                    file=report.rel_path,
-                    task=report.task,
-                    status=s.status,
-                    state=state,
-                    valid=report.valid,
-                    stuck=report.stuck,
-                    agent=s.agent,
-                    session=s.session,
-                    operation=s.operation,
-                    stage=s.stage,
-                    phases_completed=s.phases_completed,
-                    phases_total=s.phases_total,
-                    started_at=s.started_at.isoformat() if s.started_at else None,
-                    elapsed_s=round(elapsed, 1) if elapsed is not None else None,
-                    timeout_s=s.timeout_s,
+        with Project.open(root, config) as project:
+            entry = RootStatus(root, lock_holder(project.specs))
+            entry.note = daemon_note(root, entry.daemon_pid)
+            out.append(entry)
+            if project.specs is None:
+                entry.note = project.specs_problem or f"no {config.specs_dir}/ directory"
+                entry.refused = project.specs_problem is not None
+                continue
+            for ref in find_metadata_files(project.specs):
+                report = check_file(project, ref, config, policy, now)
+                v = report.validation
+                s = Sighting.from_doc(
+                    str(root),
+                    ref.task_dir,
+                    report.task,
+                    report.loaded.doc,
+                    operation=v.operation if v else None,
+                    started_at=v.started_at if v else None,
+                    timeout_s=v.timeout_s if v else None,
                 )
-            )
-        # Tasks in numerical order (the directory listing puts 100_x before 14_x).
-        entry.runs.sort(key=lambda r: (r.task is None, r.task or 0, r.file))
+                elapsed = (now - s.started_at).total_seconds() if s.started_at else None
+                state = _state(s.status, report.valid, report.stuck)
+                if _being_written(report, now, config.watch.settle_ms / 1000):
+                    state = WRITING
+                entry.runs.append(
+                    RunStatus(
+                        file=report.rel_path,
+                        task=report.task,
+                        status=s.status,
+                        state=state,
+                        valid=report.valid,
+                        stuck=report.stuck,
+                        agent=s.agent,
+                        session=s.session,
+                        operation=s.operation,
+                        stage=s.stage,
+                        phases_completed=s.phases_completed,
+                        phases_total=s.phases_total,
+                        started_at=s.started_at.isoformat() if s.started_at else None,
+                        elapsed_s=round(elapsed, 1) if elapsed is not None else None,
+                        timeout_s=s.timeout_s,
+                    )
+                )
+            # Tasks in numerical order (the directory listing puts 100_x before 14_x).
+            entry.runs.sort(key=lambda r: (r.task is None, r.task or 0, r.file))
     return out
 
 

@@ -119,8 +119,8 @@ def _close(fd: int) -> None:
 class Directory:
     """A directory opened without following links; all work inside it is relative to ``fd``.
 
-    ``path`` is only for messages. Close it with ``close()`` or a ``with`` block; a forgotten
-    one is closed when it is garbage collected, so a long-running daemon never leaks it.
+    ``path`` is only for messages. Every caller closes it, with a ``with`` block or
+    ``close()``; ``__del__`` is only a safety net for a path that forgets.
     """
 
     # A scan opens one per task directory: no Path is built unless a message needs one.
@@ -155,8 +155,9 @@ class Directory:
             _close(fd)
 
     def __del__(self) -> None:
-        # A forgotten Directory (an exception between open and close) must not leak its fd in
-        # a daemon that runs for months; CPython collects it as soon as it is unreachable.
+        # A safety net, not a way to close: no caller relies on it. Should a path ever forget
+        # one, a daemon that runs for months must still not leak its descriptor; CPython
+        # collects it as soon as it is unreachable.
         if getattr(self, "fd", -1) >= 0:
             self.close()
 

@@ -3,7 +3,7 @@
 The runtime sends a JSON object on stdin (``cwd``, ``stop_hook_active``, ``agent_type``, ...)
 and reads a decision on stdout: ``{}`` lets the agent stop, ``{"decision": "block", "reason":
 ...}`` sends it back to repair its metadata. The runtime's protocol gives exit codes a meaning
-of their own (SPEC 4): exit 2 is "block and show stderr to the agent", so the hook never exits
+of their own: exit 2 is "block and show stderr to the agent", so the hook never exits
 2. A problem that is not the metadata's (configuration, a busy lock, state.json, the journal)
 is a ``systemMessage`` for the person, exit 0; malformed stdin is exit 1, one line on stderr.
 Stdout holds exactly one JSON object whatever happens (``commands.hook.run_hook`` writes it).
@@ -301,7 +301,17 @@ def answer(
     if root is None:
         return {}
     config = load_config(root)
-    project = Project.open(root, config)
+    with Project.open(root, config) as project:
+        return _postflight(project, config, hook_input, open_journal)
+
+
+def _postflight(
+    project: Project,
+    config: Config,
+    hook_input: HookInput,
+    open_journal: Callable[[Config], Journal],
+) -> dict[str, Any]:
+    """``answer`` for the open project: its final files applied, the runtime's answer."""
     settled, young = settled_split(
         list(find_metadata_files(project.require_specs())), config.watch.settle_ms / 1000
     )

@@ -91,7 +91,8 @@ def check_file(
     )
 
 
-#: Longer arrays are cut before validation (SPEC 7.1: cost stays in proportion to the file).
+#: Longer arrays are cut before validation: the cost of a check stays in proportion to the
+#: file.
 MAX_LIST_ITEMS = 1000
 
 
@@ -154,17 +155,19 @@ class ScanFiles:
     def reports(self, note: Callable[[str], None]) -> Iterator[FileReport]:
         config = self.config
         for root in self.roots:
-            project = Project.open(root, config, read_only=True)
-            if project.specs is None:
-                if project.specs_problem is not None:
-                    raise StateUnusableError(project.specs_problem)
-                note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
-                continue
-            if project.state.exists and not project.state.usable:
-                note(f"{project.root}: {project.state.problem} (PF604)")
-            refs = metadata_refs(project, self.only)
-            check = partial(check_file, project, config=config, policy=self.policy, now=self.now)
-            yield from check_all(refs, check, project.root, self.positions)
+            with Project.open(root, config, read_only=True) as project:
+                if project.specs is None:
+                    if project.specs_problem is not None:
+                        raise StateUnusableError(project.specs_problem)
+                    note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
+                    continue
+                if project.state.exists and not project.state.usable:
+                    note(f"{project.root}: {project.state.problem} (PF604)")
+                refs = metadata_refs(project, self.only)
+                check = partial(
+                    check_file, project, config=config, policy=self.policy, now=self.now
+                )
+                yield from check_all(refs, check, project.root, self.positions)
 
 
 def scan_files(

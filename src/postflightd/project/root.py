@@ -1,7 +1,8 @@
 """One project root, opened once: its specs directory, its state.json and its artifacts.
 
-Every read, write and delete of a project goes through ``Project.specs`` (``fs.directory``), the
-specs directory opened without following links.
+Every read, write and delete of a project goes through ``Project.specs`` (a
+``fs.directory.Directory``), the specs directory opened without following links. A ``Project``
+holds that descriptor open: every caller opens it in a ``with`` block, which closes it.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from postflightd.rules.context import ArtifactProbe
 class Project:
     """One project root, with what the pipeline needs to read it.
 
-    ``specs`` is the specs directory opened once, without following links (``fs.directory``): every
-    read, write and delete of the project goes through it. None when there is no specs
-    directory, or when it was refused (``specs_problem`` says why).
+    ``specs`` is the specs directory opened once, without following links
+    (``fs.directory``): every read, write and delete of the project goes through it. None when
+    there is no specs directory, or when it was refused (``specs_problem`` says why). Use it as
+    ``with Project.open(...) as project:``; leaving the block closes ``specs``.
     """
 
     root: Path
@@ -59,16 +61,22 @@ class Project:
         if specs is None:
             missing = f"{config.specs_dir}/ does not exist"
             state = StateView(path / pf.state_file, exists=False, problem=problem or missing)
-        elif read_only:
-            from postflightd.project.scan_state import load_state_for_scan
+            return cls(root, path, state, artifact_probe(root), None, problem)
+        try:
+            if read_only:
+                from postflightd.project.scan_state import load_state_for_scan
 
-            # Streamed by name (O_NOFOLLOW | O_NONBLOCK) in the specs directory just opened
-            # without links; a scan writes nothing.
-            state = load_state_for_scan(specs.child(pf.state_file))
-        else:
-            others = (pf.todo_file, pf.errors_file, LOCK_NAME)
-            state = load_state(specs, pf.state_file, others)
-        return cls(root, path, state, artifact_probe(root), specs, problem)
+                # Streamed by name (O_NOFOLLOW | O_NONBLOCK) in the specs directory just
+                # opened without links; a scan writes nothing.
+                state = load_state_for_scan(specs.child(pf.state_file))
+            else:
+                others = (pf.todo_file, pf.errors_file, LOCK_NAME)
+                state = load_state(specs, pf.state_file, others)
+            return cls(root, path, state, artifact_probe(root), specs, problem)
+        except BaseException:
+            # The caller gets no Project to close: the specs directory is closed here.
+            specs.close()
+            raise
 
     def require_specs(self) -> Directory:
         """The open specs directory; a refused one is PF604 (exit 4), a missing one exit 2."""
@@ -108,7 +116,8 @@ def resolve_root(raw: str | Path) -> Path:
 
 
 def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:
-    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>``."""
+    """The project root and configuration of ``ROOT/<specs_dir>/<task>/<file>``: the nearest
+    directory above the file whose configured specs directory is the one holding its task."""
     specs = path.parent.parent.resolve()
     for candidate in path.parent.parents:
         config = load([candidate])
