@@ -9,6 +9,10 @@ The rules run in the order an agent's file is read: required fields, status, ses
 artifacts; then the project checks. The checks check-return shares are in ``toolkit``; what
 is left here is one contract's rule set, read top to bottom in that order. What validation is
 told of the project (``TaskContext``, ``ArtifactProbe``) is ``context``'s.
+
+Each rule returns what it found: findings, and where the caller needs more (when the run
+started, whether it is stuck) a small value beside them; ``validate`` assembles the
+``Validation`` from those values once.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from postflightd.durations import format_duration
 from postflightd.models.metadata import (
@@ -221,33 +225,52 @@ def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
 # --- status-dependent rules (PF3xx) --------------------------------------------------------
 
 
-def _status_rules(
-    doc: dict[str, Any], status: Status, ctx: TaskContext, now: datetime, result: Validation
-) -> Iterator[Finding]:
+class RunStart(NamedTuple):
+    """What ``started_at`` says: when the run started (None: unknown or unusable), and what is
+    wrong with it."""
+
+    findings: list[Finding]
+    at: datetime | None
+
+
+def _run_start(doc: dict[str, Any], status: Status, now: datetime) -> RunStart:
+    found: list[Finding] = []
+    at = None
     started_raw = doc.get("started_at")
     if isinstance(started_raw, str):
         started = parse_timestamp(started_raw)
         if started is None:
-            yield finding(
-                "PF301",
-                "started_at",
-                f'started_at {started_raw!r} is not ISO 8601; write e.g. "2026-01-28T10:30:00Z"',
+            found.append(
+                finding(
+                    "PF301",
+                    "started_at",
+                    f"started_at {started_raw!r} is not ISO 8601; "
+                    'write e.g. "2026-01-28T10:30:00Z"',
+                )
             )
         elif started - now > FUTURE_TOLERANCE:
-            yield finding(
-                "PF301",
-                "started_at",
-                f"started_at {started_raw} lies in the future: write when the run started (UTC)",
+            found.append(
+                finding(
+                    "PF301",
+                    "started_at",
+                    f"started_at {started_raw} lies in the future: "
+                    "write when the run started (UTC)",
+                )
             )
         else:
-            result.started_at = started
+            at = started
     if status is Status.IN_PROGRESS and started_raw is None:
-        yield finding(
-            "PF300",
-            "started_at",
-            "in_progress metadata needs started_at (ISO 8601) so a stuck run can be detected",
+        found.append(
+            finding(
+                "PF300",
+                "started_at",
+                "in_progress metadata needs started_at (ISO 8601) so a stuck run can be detected",
+            )
         )
+    return RunStart(found, at)
 
+
+def _status_rules(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iterator[Finding]:
     progress = get_object(doc, "partial_progress")
     if status in {Status.IN_PROGRESS, Status.PARTIAL} and progress is None:
         yield finding(
@@ -395,9 +418,7 @@ def _shown(path: str) -> str:
 # --- the project (PF6xx) --------------------------------------------------------------------
 
 
-def _project_rules(
-    doc: dict[str, Any], status: Status | None, ctx: TaskContext, now: datetime, result: Validation
-) -> Iterator[Finding]:
+def _task_rules(ctx: TaskContext) -> Iterator[Finding]:
     if ctx.state_known and ctx.number is not None:
         if ctx.task is None:
             yield finding(
@@ -414,18 +435,29 @@ def _project_rules(
                     "",
                     f"directory slug {ctx.slug!r} differs from the task's project_name {name!r}",
                 )
-    if status is Status.IN_PROGRESS and result.started_at is not None and result.timeout_s:
-        elapsed = (now - result.started_at).total_seconds()
-        if elapsed > result.timeout_s:
-            result.stuck = True
-            # format_duration: the one duration format of every output (`status` shows it too).
-            yield finding(
-                "PF602",
-                "started_at",
-                f"agent stuck: in_progress for {format_duration(elapsed)}, past the "
-                f"{result.operation} timeout of {format_duration(result.timeout_s)}; the agent "
-                "probably died: resume or restart the run",
-            )
+
+
+def _stuck(
+    status: Status | None,
+    started_at: datetime | None,
+    operation: str | None,
+    timeout_s: float | None,
+    now: datetime,
+) -> Finding | None:
+    """PF602 when an in_progress run has gone past its operation's timeout (it is stuck)."""
+    if status is not Status.IN_PROGRESS or started_at is None or not timeout_s:
+        return None
+    elapsed = (now - started_at).total_seconds()
+    if elapsed <= timeout_s:
+        return None
+    # format_duration: the one duration format of every output (`status` shows it too).
+    return finding(
+        "PF602",
+        "started_at",
+        f"agent stuck: in_progress for {format_duration(elapsed)}, past the "
+        f"{operation} timeout of {format_duration(timeout_s)}; the agent "
+        "probably died: resume or restart the run",
+    )
 
 
 # --- entry point ----------------------------------------------------------------------------
@@ -439,46 +471,49 @@ def validate(
     probe: ArtifactProbe | None = None,
 ) -> Validation:
     """Every finding of the metadata file's rules (PF103-PF602) for one parsed document."""
-    result = Validation()
     if not isinstance(doc, dict):
-        result.findings.append(
-            not_an_object(
-                doc,
-                "the file",
-                'write one object {"status": ..., "artifacts": [...], "metadata": {...}}',
-            )
+        return Validation(
+            [
+                not_an_object(
+                    doc,
+                    "the file",
+                    'write one object {"status": ..., "artifacts": [...], "metadata": {...}}',
+                )
+            ]
         )
-        return result
     meta = get_object(doc, "metadata") or {}
-    result.operation = operation_of(
+    operation = operation_of(
         meta.get("delegation_path"), meta.get("agent_type"), ctx.marker_operation
     )
-    result.timeout_s = timeout_for(result.operation, options.timeouts)
+    timeout_s = timeout_for(operation, options.timeouts)
+    raw_status = doc.get("status")
+    status = (
+        Status(raw_status)
+        if isinstance(raw_status, str) and raw_status in Status.__members__.values()
+        else None
+    )
 
-    structural, result.model = structure(
+    structural, model = structure(
         MetadataFile,
         doc,
         "the document",
         quote_hint=True,
-        on_status=lambda value: _status_finding(value, result.operation),
+        on_status=lambda value: _status_finding(value, operation),
     )
-    out = result.findings
-    out.extend(structural)
-    out.extend(_schema_fields(doc))
-    raw_status = doc.get("status")
-    if isinstance(raw_status, str) and raw_status in Status.__members__.values():
-        result.status = Status(raw_status)
-    if result.status is not None:
-        out.extend(_status_rules(doc, result.status, ctx, now, result))
+    out = [*structural, *_schema_fields(doc)]
+    start = RunStart([], None)
+    if status is not None:
+        start = _run_start(doc, status, now)
+        out.extend(start.findings)
+        out.extend(_status_rules(doc, status, ctx))
     out.extend(session_rules(doc.get("metadata"), ctx.expected_session))
     out.extend(ctx.marker_findings)
-    if result.status is not None:
+    if status is not None:
         probe_or_none = probe if options.check_artifacts else None
-        out.extend(
-            artifact_rules(
-                doc, result.status.value, result.status.is_success, _ARTIFACTS, probe_or_none
-            )
-        )
-    out.extend(_project_rules(doc, result.status, ctx, now, result))
+        out.extend(artifact_rules(doc, status.value, status.is_success, _ARTIFACTS, probe_or_none))
+    out.extend(_task_rules(ctx))
+    stuck = _stuck(status, start.at, operation, timeout_s, now)
+    if stuck is not None:
+        out.append(stuck)
     out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
-    return result
+    return Validation(out, model, status, operation, start.at, timeout_s, stuck is not None)
