@@ -1,17 +1,18 @@
 """The group commit: every ready file's outcome in one write of state.json, then TODO.md.
 
-Under the project lock, the pure transform (``postflight.transform``) folds each file's
-outcome into the state read; the journal records them, durably, before the bytes
-(``postflight.state_text``) replace state.json (``fs.atomic.replace_if_unchanged``); the
-TODO.md edits follow (``postflight.todo_edit``). A file whose outcome cannot be written
-drops out of the batch (PF600, PF106); the others commit.
+Under the project lock, ``fold_state`` folds each file's outcome (``postflight.transform``)
+into the state read and returns one ``Folded`` value: the new document and its bytes
+(``postflight.state_text``), the files applied, the files dropped and why. The journal
+records the applied files, durably, before those bytes replace state.json
+(``fs.atomic.replace_if_unchanged``); the TODO.md edits follow (``postflight.todo_edit``). A
+file whose outcome cannot be written drops out of the batch (PF600, PF106); the others commit.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -39,7 +40,7 @@ from postflightd.postflight.transform import (
 )
 from postflightd.project.root import Project, os_problem
 from postflightd.project.state import STATE_CACHE, state_shape_problem
-from postflightd.rules.findings import finding
+from postflightd.rules.findings import Finding, finding
 
 
 def outcome_of(
@@ -122,6 +123,107 @@ class Committed:
     erroring: list[FileReport] = field(default_factory=list)
 
 
+@dataclass(frozen=True, slots=True)
+class Folded:
+    """What folding the ready files into one read of state.json gives: one value.
+
+    ``data`` is the bytes that replace state.json (None: nothing changes); ``applied`` the
+    files whose outcome it holds, in order; ``dropped`` the files whose outcome cannot be
+    written, each with the finding that says why.
+    """
+
+    before: dict[str, Any]
+    after: dict[str, Any]
+    index: dict[int, int]
+    applied: tuple[Ready, ...]
+    dropped: tuple[tuple[Ready, Finding], ...]
+    todo_edits: tuple[tuple[FileReport, TodoEdit], ...]
+    errors: tuple[dict[str, Any], ...]
+    erroring: tuple[FileReport, ...]
+    data: bytes | None = None
+
+
+def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: datetime) -> Folded:
+    """Every file's outcome folded into the state.json read: the transform of the group commit.
+
+    A function of the snapshot and the files: it changes neither (nor the files' reports).
+    Raises StateUnusableError, UnicodeDecodeError or a JSONDecodeError when state.json is
+    missing or unusable.
+    """
+    if snapshot.raw is None:
+        raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+    text = snapshot.raw.decode("utf-8", errors="strict")
+    cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
+    if cached is not None and cached.doc is not None:
+        doc = cached.doc
+    else:
+        doc = json.loads(text)
+        problem = state_shape_problem(doc)
+        if problem is not None:
+            raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+    # Built once from the document read under the lock: outcomes never add or move tasks.
+    index = task_index(doc)
+    status_map = config.postflight.status_map.model_dump()
+    folded = _fold(doc, text, index, files, status_map, now, render_each=False)
+    if folded.after == doc:
+        return folded
+    try:
+        return replace(folded, data=render_state(text, doc, folded.after).encode("utf-8"))
+    except UNWRITABLE:
+        pass
+    # Something the per-file checks did not foresee: find the file(s) by rendering one
+    # outcome at a time, so only they drop out.
+    again = _fold(doc, text, index, folded.applied, status_map, now, render_each=True)
+    data = render_state(text, doc, again.after).encode("utf-8") if again.after != doc else None
+    return replace(again, dropped=folded.dropped + again.dropped, data=data)
+
+
+def _fold(
+    doc: dict[str, Any],
+    text: str,
+    index: dict[int, int],
+    files: Sequence[Ready],
+    status_map: Mapping[str, str],
+    now: datetime,
+    *,
+    render_each: bool,
+) -> Folded:
+    new = doc
+    applied: list[Ready] = []
+    dropped: list[tuple[Ready, Finding]] = []
+    todo_edits: list[tuple[FileReport, TodoEdit]] = []
+    errors: list[dict[str, Any]] = []
+    erroring: list[FileReport] = []
+    for item in files:
+        try:
+            result = outcome_of(new, item, now=now, status_map=status_map, index=index)
+            if render_each and isinstance(result, Applied):
+                render_state(text, doc, result.state).encode("utf-8")
+        except UNWRITABLE as exc:
+            dropped.append((item, unwritable_finding(item.report, exc)))
+            continue
+        if isinstance(result, TaskNotFound):
+            dropped.append((item, finding("PF600", "", result.message)))
+            continue
+        new = advanced(new, result, item.task, index)
+        applied.append(item)
+        if result.todo is not None:
+            todo_edits.append((item.report, result.todo))
+        if result.errors:
+            errors.extend(result.errors)
+            erroring.append(item.report)
+    return Folded(
+        doc,
+        new,
+        index,
+        tuple(applied),
+        tuple(dropped),
+        tuple(todo_edits),
+        tuple(errors),
+        tuple(erroring),
+    )
+
+
 def commit_outcomes(
     project: Project,
     ready: list[Ready],
@@ -131,11 +233,11 @@ def commit_outcomes(
 ) -> Committed:
     """One read-modify-write of state.json for every ready file (group commit), then TODO.md.
 
-    The transform computes every outcome (dropping a file whose outcome cannot be written),
-    records the applied files in the journal, durably, and only then returns the bytes that
-    replace state.json: the journal always holds what state.json shows.
+    ``fold_state`` computes every outcome (dropping a file whose outcome cannot be written);
+    the applied files are recorded in the journal, durably, and only then are the bytes that
+    replace state.json returned to ``replace_if_unchanged``: the journal always holds what
+    state.json shows.
     """
-    out = Committed()
     # Under the lock: a file another postflight took or an agent rewrote since it was read is
     # not applied from the stale copy.
     for item in ready:
@@ -143,86 +245,27 @@ def commit_outcomes(
         current = _current_identity(project, report)
         if current != report.loaded.identity:
             report.outcome = Outcome.GONE if current is None else Outcome.REWRITTEN
-    todo_edits: list[tuple[FileReport, TodoEdit]] = []
-    # The last state.json the transform made: its bytes and its document.
-    written_bytes: bytes | None = None
-    written_doc: dict[str, Any] | None = None
-    # replace_if_unchanged() re-runs the transform when a writer that ignores the lock changed
-    # state.json meanwhile: what each file's row recorded, so it is journaled again only if
-    # that changed.
+    live = [i for i in ready if i.report.outcome is Outcome.APPLIED]
+    if not live:
+        return Committed()
+    # replace_if_unchanged() folds again when a writer that ignores the lock changed state.json
+    # meanwhile: one Folded per read, the last is what was written; each fold takes the files
+    # the one before it applied (a file dropped stays dropped).
+    folds: list[Folded] = []
+    # What each file's row recorded, so it is journaled again only if that changed.
     journaled: dict[int, TaskChange | None] = {}
 
-    def fold(
-        doc: dict[str, Any], text: str, index: dict[int, int], *, render_each: bool
-    ) -> dict[str, Any]:
-        new = doc
-        status_map = config.postflight.status_map.model_dump()
-        for item in ready:
-            report = item.report
-            if report.outcome is not Outcome.APPLIED:
-                continue
-            try:
-                result = outcome_of(new, item, now=now, status_map=status_map, index=index)
-                if render_each and isinstance(result, Applied):
-                    render_state(text, doc, result.state).encode("utf-8")
-            except UNWRITABLE as exc:
-                report.drop(unwritable_finding(report, exc))
-                continue
-            if isinstance(result, TaskNotFound):
-                report.drop(finding("PF600", "", result.message))
-                continue
-            new = advanced(new, result, item.task, index)
-            if result.todo is not None:
-                todo_edits.append((report, result.todo))
-            if result.errors:
-                out.errors.extend(result.errors)
-                out.erroring.append(report)
-        return new
-
     def transform(snapshot: Snapshot) -> bytes | None:
-        nonlocal written_bytes, written_doc
-        written_bytes = written_doc = None
-        todo_edits.clear()
-        out.errors.clear()
-        out.erroring.clear()
-        if snapshot.raw is None:
-            raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
-        text = snapshot.raw.decode("utf-8", errors="strict")
-        cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
-        if cached is not None and cached.doc is not None:
-            doc = cached.doc
-        else:
-            doc = json.loads(text)
-            problem = state_shape_problem(doc)
-            if problem is not None:
-                raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
-        # Built once from the document read under the lock: outcomes never add or move tasks.
-        index = task_index(doc)
-        new = fold(doc, text, index, render_each=False)
-        data: bytes | None = None
-        if new != doc:
-            try:
-                data = render_state(text, doc, new).encode("utf-8")
-            except UNWRITABLE:
-                # Something the per-file checks did not foresee: find the file(s) by
-                # rendering one outcome at a time, so only they drop out.
-                todo_edits.clear()
-                out.errors.clear()
-                out.erroring.clear()
-                new = fold(doc, text, index, render_each=True)
-                data = render_state(text, doc, new).encode("utf-8") if new != doc else None
+        folded = fold_state(snapshot, folds[-1].applied if folds else live, config, now)
+        folds.append(folded)
+        for item, problem in folded.dropped:
+            item.report.drop(problem)
         # What each task's entry was and became, for the journal (``verify``, the healer).
-        edits = [e for _, e in todo_edits] if config.postflight.sync_todo else []
-        live = [i for i in ready if i.report.outcome is Outcome.APPLIED]
-        changes = _task_changes((doc, new, index), live, edits)
-        _journal_applied(journal, live, journaled, changes)
-        if data is not None:
-            written_bytes, written_doc = data, new
-        return data
+        edits = [e for _, e in folded.todo_edits] if config.postflight.sync_todo else []
+        changes = _task_changes(folded, edits)
+        _journal_applied(journal, folded.applied, journaled, changes)
+        return folded.data
 
-    live = [i.report for i in ready if i.report.outcome is Outcome.APPLIED]
-    if not live:
-        return out
     crash_point("before-state-write")
     try:
         specs, name = project.require_specs(), config.postflight.state_file
@@ -230,43 +273,37 @@ def commit_outcomes(
     except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
         # state.json went bad between the first read and the lock: never overwrite it.
         problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"
-        for report in live:
+        for item in live:
+            report = item.report
             if report.outcome is Outcome.APPLIED:
                 report.outcome = Outcome.STATE_UNUSABLE
                 report.findings.append(
                     finding("PF604", "", f"{problem}; the metadata file is kept")
                 )
-        out.errors.clear()
-        out.erroring.clear()
-        return out
+        return Committed()
     crash_point("after-state-write")
-    if written_bytes is not None and written_doc is not None:
+    written = folds[-1]
+    if written.data is not None:
         # The next read of state.json (the next agent's postflight) finds these bytes and
         # skips the parse.
-        STATE_CACHE.remember(project.state.path, written_bytes, written_doc)
-    live = [r for r in live if r.outcome is Outcome.APPLIED]
-    if config.postflight.sync_todo and todo_edits:
-        _sync_todo(project, config, [(r, e) for r, e in todo_edits if r.outcome is Outcome.APPLIED])
+        STATE_CACHE.remember(project.state.path, written.data, written.after)
+    if config.postflight.sync_todo and written.todo_edits:
+        edits = [(r, e) for r, e in written.todo_edits if r.outcome is Outcome.APPLIED]
+        _sync_todo(project, config, edits)
     crash_point("after-todo-write")
-    return out
+    return Committed(list(written.errors), list(written.erroring))
 
 
-def _task_changes(
-    folded: tuple[dict[str, Any], dict[str, Any], dict[int, int]] | None,
-    live: list[Ready],
-    todo_edits: list[TodoEdit],
-) -> dict[int, TaskChange]:
+def _task_changes(folded: Folded, todo_edits: list[TodoEdit]) -> dict[int, TaskChange]:
     """Each applied task's entry before and after this commit, and its TODO.md edits.
 
     Per commit, not per file: several files for one task in one group commit are one change
     from the entry read to the entry written, which is what a writer that read before the
     commit would put back.
     """
-    if folded is None:
-        return {}
-    before_doc, after_doc, index = folded
+    before_doc, after_doc, index = folded.before, folded.after, folded.index
     changes: dict[int, TaskChange] = {}
-    for item in live:
+    for item in folded.applied:
         task = item.task
         if task in changes:
             continue
@@ -283,7 +320,7 @@ def _task_changes(
 
 def _journal_applied(
     journal: Journal,
-    live: list[Ready],
+    live: Sequence[Ready],
     journaled: dict[int, TaskChange | None],
     changes: Mapping[int, TaskChange],
 ) -> None:
