@@ -117,9 +117,18 @@ def test_status_scan_and_process_close_every_project_they_open(
 
     def once() -> None:
         collect_status([root], config, policy_from(config), now)
-        run_scan([str(root)], "text", (), (), None, False, None)
-        run_scan([str(root)], "text", (), (), None, True, None, ScanOutput(dry_run=True))
-        run_process(str(meta), "text", None, dry_run=True)
+        for apply, output in ((False, None), (True, ScanOutput(dry_run=True))):
+            run_scan(
+                roots=[str(root)],
+                fmt="text",
+                select=(),
+                ignore=(),
+                strict=None,
+                apply=apply,
+                config_path=None,
+                output=output,
+            )
+        run_process(file=str(meta), fmt="text", config_path=None, dry_run=True)
         capsys.readouterr()
 
     leaves_no_descriptor(once)
@@ -137,7 +146,7 @@ def test_process_and_the_hook_close_every_project_they_open(
 
     def once() -> None:
         write_meta(root, "259_prove_completeness", researched_doc())
-        assert run_process(str(meta), "text", None) == 0
+        assert run_process(file=str(meta), fmt="text", config_path=None) == 0
         write_meta(root, "259_prove_completeness", researched_doc())
         hook_input = HookInput(root, stop_hook_active=False, agent_type=None, event="Stop")
         assert answer(hook_input, lambda _start: Config(), open_journal, {}) == {}

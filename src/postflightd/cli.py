@@ -1,7 +1,9 @@
 """The command line: the parser, and ``main``, which runs one command of ``commands/``.
 
 Each command's module is imported only when it runs, so that ``--version`` and ``--help``
-stay fast (SPEC 6: CLI start-up <= 250 ms).
+stay fast (the CLI starts in at most 250 ms: a hook or pre-commit runs it on every stop or
+commit). ``_dispatch`` passes each ``run_*`` its arguments by keyword, and every ``run_*``
+takes keywords only.
 """
 
 from __future__ import annotations
@@ -141,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_format(verify, "postflightd.reporters.verify")
     verify.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
-    # --- issue 13: project set-up and shell completion ---
+    # --- project set-up and shell completion ---
     init = sub.add_parser("init", help="set a project up: .gitignore, stop hook, config file")
     init.add_argument("root", nargs="?", default=".", metavar="ROOT", help="default: .")
     init.add_argument("-y", "--yes", action="store_true", help="write without asking")
@@ -156,8 +158,8 @@ class RegistryKeys:
     """A reporter registry's keys as argparse ``choices``, imported when argparse first asks.
 
     ``--format`` choices are the registry's keys, never a copy; importing every registry
-    when the parser is built would cost ``--version`` the report renderer's 130 ms (SPEC 6:
-    start-up <= 250 ms), so the keys are read when a ``--format`` value is checked or a
+    when the parser is built would cost ``--version`` the report renderer's 130 ms (of a
+    start-up kept under 250 ms), so the keys are read when a ``--format`` value is checked or a
     command's usage is shown (argcomplete asks too).
     """
 
@@ -217,7 +219,7 @@ def _add_code_filters(command: argparse.ArgumentParser) -> None:
 
 
 def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> None:
-    """``report`` and ``status --watch`` (issue 14)."""
+    """``report`` and ``status --watch``."""
     status.add_argument(
         "--watch", action="store_true", help="live view, redrawn in place; Ctrl-C to quit"
     )
@@ -257,20 +259,20 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
-    """The command's module, imported only now (start-up), called with typed arguments."""
+    """The command's module, imported only now (start-up), called with keyword arguments."""
     match args.command:
         case "scan":
             from postflightd.commands.scan import ScanOutput, run_scan
 
             return run_scan(
-                args.roots,
-                args.format,
-                args.select,
-                args.ignore,
-                args.strict,
-                args.apply,
-                args.config,
-                ScanOutput(
+                roots=args.roots,
+                fmt=args.format,
+                select=args.select,
+                ignore=args.ignore,
+                strict=args.strict,
+                apply=args.apply,
+                config_path=args.config,
+                output=ScanOutput(
                     statistics=args.statistics,
                     exit_zero=args.exit_zero,
                     quiet=args.quiet,
@@ -283,63 +285,95 @@ def _dispatch(args: argparse.Namespace) -> int:
             from postflightd.commands.process import run_process
 
             return run_process(
-                args.file, args.format, args.config, args.select, args.ignore, args.dry_run
+                file=args.file,
+                fmt=args.format,
+                config_path=args.config,
+                select=args.select,
+                ignore=args.ignore,
+                dry_run=args.dry_run,
             )
         case "hook":
             from postflightd.commands.hook import run_hook
 
-            return run_hook(args.config)
+            return run_hook(config_path=args.config)
         case "history":
             from postflightd.commands.history import run_history
 
             return run_history(
-                args.task,
-                args.session,
-                args.limit,
-                args.format,
-                args.config,
-                args.root,
-                args.since,
-                args.show,
+                task=args.task,
+                session=args.session,
+                limit=args.limit,
+                fmt=args.format,
+                config_path=args.config,
+                root=args.root,
+                since=args.since,
+                show=args.show,
             )
         case "check-return":
             from postflightd.commands.check_return import run_check_return
 
             return run_check_return(
-                args.file,
-                args.dialect,
-                args.expect_session,
-                args.root,
-                args.format,
-                args.select,
-                args.ignore,
-                args.strict,
-                args.config,
+                file=args.file,
+                dialect=args.dialect,
+                expect_session=args.expect_session,
+                root=args.root,
+                fmt=args.format,
+                select=args.select,
+                ignore=args.ignore,
+                strict=args.strict,
+                config_path=args.config,
             )
         case "watch":
             from postflightd.commands.watch import run_watch
 
-            return run_watch(args.roots, args.config, args.log_format, args.log_level)
+            return run_watch(
+                roots=args.roots,
+                config_path=args.config,
+                log_format=args.log_format,
+                log_level=args.log_level,
+            )
         case "status" if args.watch:
             from postflightd.commands.status import run_status_watch
 
             return run_status_watch(
-                args.roots, args.interval, args.config, args.format, args.select, args.ignore
+                roots=args.roots,
+                interval_text=args.interval,
+                config_path=args.config,
+                fmt=args.format,
+                select=args.select,
+                ignore=args.ignore,
             )
         case "status":
             from postflightd.commands.status import run_status
 
             return run_status(
-                args.roots, args.format, args.config, args.select, args.ignore, args.color
+                roots=args.roots,
+                fmt=args.format,
+                config_path=args.config,
+                select=args.select,
+                ignore=args.ignore,
+                color=args.color,
             )
         case "verify":
             from postflightd.commands.verify import run_verify
 
-            return run_verify(args.roots, args.since, args.repair, args.format, args.config)
+            return run_verify(
+                roots=args.roots,
+                since_text=args.since,
+                repair=args.repair,
+                fmt=args.format,
+                config_path=args.config,
+            )
         case "report":
             from postflightd.commands.report import run_report
 
-            return run_report(args.roots, args.since, args.format, args.output, args.config)
+            return run_report(
+                roots=args.roots,
+                since=args.since,
+                fmt=args.format,
+                output=args.output,
+                config_path=args.config,
+            )
         case "schema":
             from postflightd.commands.schema import run_schema
 
@@ -347,15 +381,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "rules":
             from postflightd.commands.rules import run_rules
 
-            return run_rules(args.code)
+            return run_rules(code=args.code)
         case "init":
             from postflightd.commands.init import run_init
 
-            return run_init(args.root, args.yes, args.config, sys.stdout)
+            return run_init(
+                root_arg=args.root, yes=args.yes, config_path=args.config, out=sys.stdout
+            )
         case "completion":
             from postflightd.commands.completion import run_completion
 
-            return run_completion(args.shell)
+            return run_completion(shell=args.shell)
         case _:
             from postflightd.errors import ExitCode
 
@@ -364,7 +400,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit code (SPEC 4; failures: ``errors.exit_code_of``)."""
+    """Run one command; return its exit code (failures: ``errors.exit_code_of``)."""
     try:
         code = _run(argv)
         # Flushed here, not at interpreter exit: a reader that went away is a broken pipe

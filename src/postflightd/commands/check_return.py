@@ -16,6 +16,7 @@ from postflightd.reporters.check_return import REPORTERS
 
 
 def run_check_return(
+    *,
     file: str,
     dialect: str,
     expect_session: str | None,

@@ -37,7 +37,7 @@ def complete_and_exit(parser: argparse.ArgumentParser) -> None:
     argcomplete.autocomplete(parser)
 
 
-def run_completion(shell: str) -> int:
+def run_completion(*, shell: str) -> int:
     """Print the completion script of ``shell``."""
     sys.stdout.write(completion_script(shell))
     return int(ExitCode.OK)

@@ -14,6 +14,7 @@ from postflightd.reporters.history import REPORTERS, History
 
 
 def run_history(
+    *,
     task: int | None,
     session: str | None,
     limit: int,

@@ -19,8 +19,8 @@ from postflightd.hooks.claude import (
 from postflightd.inert import inert, json_text
 
 
-def run_hook(config_path: str | None) -> int:
-    """Stop-hook adapter: exactly one JSON object on stdout, and never exit 2 (SPEC 4).
+def run_hook(*, config_path: str | None) -> int:
+    """Stop-hook adapter: exactly one JSON object on stdout, and never exit 2.
 
     Exit 2 means "block and show stderr to the agent" to the runtime: so malformed stdin is
     exit 1 (one line on stderr), and every problem that is not the metadata's is a

@@ -20,7 +20,7 @@ from postflightd.project.setup import (
 )
 
 
-def run_init(root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> int:
+def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> int:
     """Exit 0 set up (or already), 1 changes shown but not written, 2 error."""
     root = resolve_root(root_arg)
     config = load_config(config_path, [root])

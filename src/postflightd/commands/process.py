@@ -27,6 +27,7 @@ from postflightd.rules.findings import Policy
 
 
 def run_process(
+    *,
     file: str,
     fmt: str,
     config_path: str | None,

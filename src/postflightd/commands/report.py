@@ -13,7 +13,7 @@ from postflightd.reporters.report import RENDERERS
 
 
 def run_report(
-    roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
+    *, roots: Sequence[str], since: str, fmt: str, output: str | None, config_path: str | None
 ) -> int:
     """Exit 0 whatever the report says: a report is information, not a verdict."""
     now = datetime.now(UTC)

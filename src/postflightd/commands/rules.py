@@ -8,7 +8,7 @@ from postflightd.errors import ExitCode, UsageError
 from postflightd.rules.findings import RULES
 
 
-def run_rules(code: str | None = None) -> int:
+def run_rules(*, code: str | None = None) -> int:
     """Every rule on one line each, or one rule explained (``rules PF405``), as ruff does."""
     if code is not None:
         from postflightd.rules.explanations import explain

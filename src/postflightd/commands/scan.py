@@ -37,6 +37,7 @@ class ScanOutput:
 
 
 def run_scan(
+    *,
     roots: Sequence[str],
     fmt: str,
     select: Sequence[str],

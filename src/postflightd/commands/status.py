@@ -128,6 +128,7 @@ def status_target(
 
 
 def run_status(
+    *,
     roots: Sequence[str],
     fmt: str,
     config_path: str | None,
@@ -145,6 +146,7 @@ def run_status(
 
 
 def run_status_watch(
+    *,
     roots: Sequence[str],
     interval_text: str,
     config_path: str | None,

@@ -16,6 +16,7 @@ from postflightd.reporters.verify import REPORTERS
 
 
 def run_verify(
+    *,
     roots: Sequence[str],
     since_text: str,
     repair: bool,

@@ -17,6 +17,7 @@ def serve(roots: Sequence[Path], config: Config, reload: Callable[[], Config]) -
 
 
 def run_watch(
+    *,
     roots: Sequence[str],
     config_path: str | None,
     log_format: str | None,
