@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from postflightd.config import Config
 from postflightd.daemon.healer import Healer
-from postflightd.daemon.watch.dirty import DirtySet
+from postflightd.daemon.watch.dirty import DirtySet, RescanReason
 from postflightd.daemon.watch.observer import POLL_INTERVAL_S, RootWatch
 from postflightd.errors import PostflightError
 from postflightd.fs.directory import FileIdentity
@@ -353,7 +353,7 @@ class WatchedRoot:
 
     # --- scanning and processing --------------------------------------------------------------
 
-    def rescan(self, reason: str, *, force: bool) -> None:
+    def rescan(self, reason: RescanReason, *, force: bool) -> None:
         """Events are hints, the directory is the truth: process whatever changed unseen.
 
         A file found changed is processed at once only if it has been quiet for settle_ms

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Literal, Self, get_args
 
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
@@ -38,20 +38,20 @@ from postflightd.logs import get_logger
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
 BUSY_TIMEOUT_S: Final = 10.0
-KINDS: Final = frozenset(
-    {
-        "seen",
-        "validated",
-        "stuck",
-        "interrupted",
-        "postflighted",
-        "deleted",
-        # An outcome lost to a writer that ignored the lock, re-applied (``ref``: its
-        # postflighted row); and one a deliberate edit replaced, reported once.
-        "reapplied",
-        "overwritten",
-    }
-)
+#: What a row records, its ``kind`` column.
+JournalKind = Literal[
+    "seen",
+    "validated",
+    "stuck",
+    "interrupted",
+    "postflighted",
+    "deleted",
+    # An outcome lost to a writer that ignored the lock, re-applied (``ref``: its
+    # postflighted row); and one a deliberate edit replaced, reported once.
+    "reapplied",
+    "overwritten",
+]
+KINDS: Final[frozenset[str]] = frozenset(get_args(JournalKind))
 #: Rows that must survive a power loss once ``record`` returns: the caller deletes the file next.
 DURABLE_KINDS: Final = frozenset({"postflighted"})
 #: Rows deleted (or contents dropped) per pruning transaction, and the pause between two.
@@ -187,7 +187,7 @@ class Journal:
 
     def record(
         self,
-        kind: str,
+        kind: JournalKind,
         *,
         root: str,
         file: str,
@@ -438,9 +438,9 @@ class Journal:
                 change,
             )
 
-    def count_kinds(self, *, root: str, kinds: Sequence[str], since: str) -> dict[str, int]:
+    def count_kinds(self, *, root: str, kinds: Sequence[JournalKind], since: str) -> dict[str, int]:
         """How many rows of each of ``kinds`` ``root`` has at or after ``since``."""
-        counts = dict.fromkeys(kinds, 0)
+        counts: dict[str, int] = dict.fromkeys(kinds, 0)
         if not kinds:
             return counts
         marks = ", ".join("?" for _ in kinds)
@@ -452,7 +452,7 @@ class Journal:
             counts[str(kind)] = int(count)
         return counts
 
-    def refs(self, *, kind: str, root: str, since: str) -> set[int]:
+    def refs(self, *, kind: JournalKind, root: str, since: str) -> set[int]:
         """The ``ref`` of every ``kind`` row of ``root`` at or after ``since``."""
         query = (
             "SELECT ref FROM observations WHERE kind = ? AND ts >= ? AND root = ? "

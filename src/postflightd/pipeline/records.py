@@ -15,7 +15,7 @@ from postflightd.fs.atomic import Snapshot, replace_if_unchanged
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.inert import utf8_safe
-from postflightd.journal.database import Journal, TaskChange
+from postflightd.journal.database import Journal, JournalKind, TaskChange
 from postflightd.models.files import parse_json
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
@@ -26,7 +26,7 @@ from postflightd.rules.findings import Severity
 
 def journal_row(
     journal: Journal,
-    kind: str,
+    kind: JournalKind,
     report: FileReport,
     *,
     content: bool = False,

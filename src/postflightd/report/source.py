@@ -1,7 +1,7 @@
-"""The report's I/O edge (SPEC 4), behind ``commands/report.py``: the journal in, the text out.
+"""The report's I/O edge, behind ``commands/report.py``: the journal in, the text out.
 
 It reads the journal through its own read-only connection (a report never creates, migrates or
-locks the database the daemon writes), streams the rows into ``report_runs.fold``, loads each
+locks the database the daemon writes), streams the rows into ``report.runs.fold``, loads each
 root's ``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
 """
 
@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.errors import ConfigError, UsageError
+from postflightd.journal.database import JournalKind
 from postflightd.report.figures import Report, Tally, build_report, tally
 from postflightd.report.runs import Runs, fold
 
 # The facts the report needs from a postflighted row's content, extracted by SQLite's JSON
 # functions (C, no Python object per document; SQLite caches the parse across the calls of a
-# row): parsing 100,000 documents in Python would cost most of the 2 s budget (SPEC 6).
+# row): parsing 100,000 documents in Python would cost most of the 2 s a 100,000-run report
+# may take.
 # json_valid first, as json_extract raises on bad JSON; each fact only when of the right type.
 _FACT_PATHS = (
     ("$.metadata.agent_type", "= 'text'"),
@@ -63,7 +65,7 @@ _REPEAT_SQL = (
     "AND p.file = o.file AND p.findings IS o.findings FROM observations AS p "
     "WHERE p.session = o.session AND p.id < o.id{since} ORDER BY p.id DESC LIMIT 1), 0)"
 )
-_KINDS = ("validated", "postflighted", "stuck", "interrupted")
+_KINDS: Final[tuple[JournalKind, ...]] = ("validated", "postflighted", "stuck", "interrupted")
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
@@ -163,10 +165,10 @@ def tally_journal(
 ) -> Tally:
     """The tally of every run in scope; half of them in a forked child on 2+ CPUs.
 
-    Turning rows into Python objects is what a 100,000-run report spends its time on (SPEC 6:
-    2 s), and it splits cleanly by task number. The child opens its own read-only connection
-    (an SQLite connection must not cross a fork) and sends back its tally (counts and
-    durations: small, quick to pickle, unlike the runs); any failure in it falls back to
+    Turning rows into Python objects is what a 100,000-run report spends its time on (of the
+    2 s it may take), and it splits cleanly by task number. The child opens its own read-only
+    connection (an SQLite connection must not cross a fork) and sends back its tally (counts
+    and durations: small, quick to pickle, unlike the runs); any failure in it falls back to
     tallying its half here.
     """
     try:

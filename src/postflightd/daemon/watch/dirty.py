@@ -12,6 +12,18 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+#: Why a root is scanned whole: the daemon started, the periodic rescan, a polling watch's
+#: turn, the watch restarted, the configuration reloaded, or events lost to an overflow.
+RescanReason = Literal[
+    "start",
+    "periodic",
+    "poll",
+    "watch restarted",
+    "configuration reloaded",
+    "event queue overflow",
+]
 
 
 @dataclass(slots=True)
@@ -23,7 +35,7 @@ class Pending:
     #: not yet closed): complete once closed, or after ``settle_ms`` of quiet.
     writing: set[str] = field(default_factory=set)
     #: roots to rescan (None: every root), with the reason.
-    rescans: dict[Path | None, str] = field(default_factory=dict)
+    rescans: dict[Path | None, RescanReason] = field(default_factory=dict)
     #: roots whose watch must be checked now (the specs directory itself changed).
     checks: set[Path | None] = field(default_factory=set)
     #: roots whose state file changed (files held back by an unusable state.json retry).
@@ -50,7 +62,7 @@ class DirtySet:
                 self._pending.writing.add(path)
         self._wake()
 
-    def request_rescan(self, root: Path | None, reason: str) -> None:
+    def request_rescan(self, root: Path | None, reason: RescanReason) -> None:
         with self._lock:
             self._pending.rescans.setdefault(root, reason)
         self._wake()
