@@ -26,6 +26,7 @@ from postflightd.models.files import META_NAME
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
+from postflightd.postflight.errors_json import ErrorRecord
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import (
@@ -118,7 +119,7 @@ def _already_applied(before: Mapping[str, Any], after: Mapping[str, Any]) -> boo
 @dataclass(slots=True)
 class Committed:
     #: errors.json records of the applied outcomes...
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[ErrorRecord] = field(default_factory=list)
     #: ...and the files they belong to: kept if errors.json cannot be written.
     erroring: list[FileReport] = field(default_factory=list)
 
@@ -138,7 +139,7 @@ class Folded:
     applied: tuple[Ready, ...]
     dropped: tuple[tuple[Ready, Finding], ...]
     todo_edits: tuple[tuple[FileReport, TodoEdit], ...]
-    errors: tuple[dict[str, Any], ...]
+    errors: tuple[ErrorRecord, ...]
     erroring: tuple[FileReport, ...]
     data: bytes | None = None
 
@@ -192,7 +193,7 @@ def _fold(
     applied: list[Ready] = []
     dropped: list[tuple[Ready, Finding]] = []
     todo_edits: list[tuple[FileReport, TodoEdit]] = []
-    errors: list[dict[str, Any]] = []
+    errors: list[ErrorRecord] = []
     erroring: list[FileReport] = []
     for item in files:
         try:

@@ -19,7 +19,12 @@ from postflightd.journal.database import Journal, JournalKind, TaskChange
 from postflightd.models.files import parse_json
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
-from postflightd.postflight.errors_json import error_record, errors_text, merge_errors
+from postflightd.postflight.errors_json import (
+    ErrorRecord,
+    error_record,
+    errors_text,
+    merge_errors,
+)
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import Severity
 
@@ -75,7 +80,7 @@ def _record_for(
     now: datetime,
     n: int,
     recoverable: bool = True,
-) -> dict[str, Any]:
+) -> ErrorRecord:
     meta = _metadata(report)
     path = meta.get("delegation_path")
     agent = meta.get("agent_type")
@@ -94,7 +99,7 @@ def _record_for(
     )
 
 
-def invalid_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
+def invalid_record(report: FileReport, now: datetime, n: int) -> ErrorRecord:
     errors = [f for f in report.findings if f.severity is Severity.ERROR]
     codes = ", ".join(sorted({f.code for f in errors})) or "warnings (strict)"
     first = errors[0].message if errors else "see `postflightd scan`"
@@ -108,7 +113,7 @@ def invalid_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
     )
 
 
-def interrupted_record(report: FileReport, now: datetime, n: int) -> dict[str, Any]:
+def interrupted_record(report: FileReport, now: datetime, n: int) -> ErrorRecord:
     return _record_for(
         report,
         "delegation_interrupted",
@@ -145,13 +150,13 @@ def record_stuck(
     return added > 0
 
 
-def write_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> str | None:
+def write_errors(project: Project, config: Config, records: list[ErrorRecord]) -> str | None:
     """Add records to errors.json, de-duplicated; None, or why they could not be written."""
     added = _add_errors(project, config, records)
     return added if isinstance(added, str) else None
 
 
-def _add_errors(project: Project, config: Config, records: list[dict[str, Any]]) -> int | str:
+def _add_errors(project: Project, config: Config, records: list[ErrorRecord]) -> int | str:
     """The number of records added to errors.json, or why none could be."""
     if not records:
         return 0
@@ -194,7 +199,7 @@ def _add_errors(project: Project, config: Config, records: list[dict[str, Any]])
 def _append_errors(
     project: Project,
     config: Config,
-    records: list[dict[str, Any]],
+    records: list[ErrorRecord],
     reports: list[FileReport],
 ) -> int:
     """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""

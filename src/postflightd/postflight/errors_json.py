@@ -1,6 +1,8 @@
-"""errors.json (SPEC 3): its records, merged without duplicates, and its text.
+"""errors.json: its records, merged without duplicates, and its text.
 
-Pure: the write path (``records.py``) reads the file, merges and writes what this returns.
+Pure: the write path (``pipeline.records``) reads the file, merges and writes what this
+returns. ``ErrorRecord`` is the shape of a record postflightd writes; records another tool
+wrote are kept exactly as they were read, whatever their shape.
 """
 
 from __future__ import annotations
@@ -10,9 +12,44 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypedDict
 
 from postflightd.timestamps import iso_timestamp, utc
+
+
+class ErrorContext(TypedDict):
+    """Where the error happened: the run's session, its task, its agent and its file."""
+
+    session_id: str | None
+    task: int | None
+    agent_type: str | None
+    file: str
+
+
+class ErrorTrajectory(TypedDict):
+    """The delegation path of the agent that failed, and its depth in it."""
+
+    delegation_path: list[str] | None
+    failed_at_depth: int | None
+
+
+class ErrorRecovery(TypedDict):
+    suggested_action: str
+    auto_recoverable: bool
+
+
+class ErrorRecord(TypedDict):
+    """One errors.json record as postflightd writes it, keys in the order written."""
+
+    id: str
+    timestamp: str
+    type: str
+    severity: str
+    message: str
+    context: ErrorContext
+    trajectory: ErrorTrajectory
+    recovery: ErrorRecovery
+    fix_status: str
 
 
 def error_record(
@@ -29,8 +66,8 @@ def error_record(
     severity: str = "high",
     recoverable: bool = True,
     suggested_action: str = "",
-) -> dict[str, Any]:
-    """One errors.json record (SPEC 3, seed 001)."""
+) -> ErrorRecord:
+    """One errors.json record: ``err_{unix seconds}_{n}``, what failed, where, how to recover."""
     path = list(delegation_path) if delegation_path is not None else None
     # delegation_path = [orchestrator, command, agent, ...]: the agent at depth d is entry d+1.
     failed_at_depth = len(path) - 2 if path is not None and len(path) >= 2 else None
@@ -67,7 +104,7 @@ _ID_RE: Final = re.compile(r"^(err_\d+_)(\d+)$")
 
 
 def merge_errors(
-    existing: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]]
+    existing: Sequence[Mapping[str, Any]], new: Sequence[ErrorRecord]
 ) -> tuple[list[dict[str, Any]], int]:
     """Append the records of ``new`` not already present (same session, type and message).
 

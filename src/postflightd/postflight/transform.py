@@ -2,7 +2,8 @@
 
 No I/O: documents in, documents out, and the clock is an argument. ``pipeline.group_commit``
 writes what this module returns (through ``fs.atomic``); ``todo_edit`` applies the
-``TodoEdit`` it describes to TODO.md.
+``TodoEdit`` it describes to TODO.md. What an outcome writes into its task's entry is a
+``TaskUpdate``; the entry's other keys are kept as they are.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PureWindowsPath
-from typing import Any, Final
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from postflightd.models.metadata import Artifact, MetadataFile, Status
-from postflightd.postflight.errors_json import error_record
+from postflightd.postflight.errors_json import ErrorRecord, error_record
 from postflightd.timestamps import iso_timestamp, utc
 
 #: The state.json status each outcome moves the task to, when ``status_map`` omits it.
@@ -29,7 +30,7 @@ DEFAULT_STATUS_MAP: Final[Mapping[str, str]] = {
 }
 
 #: The task key stamped with the time of each success outcome.
-TIMESTAMP_FIELDS: Final[Mapping[Status, str]] = {
+TIMESTAMP_FIELDS: Final[Mapping[Status, Literal["researched", "planned", "completed"]]] = {
     Status.RESEARCHED: "researched",
     Status.PLANNED: "planned",
     Status.IMPLEMENTED: "completed",
@@ -77,7 +78,38 @@ STATUS_LINE: Final = (
 )
 _LINE_RANK: Final[Mapping[str, int]] = {status: rank for rank, status in enumerate(STATUS_LINE)}
 
-_COMPLETION_KEYS: Final = ("completion_summary", "roadmap_items", "claudemd_suggestions")
+_COMPLETION_KEYS: Final[
+    tuple[Literal["completion_summary", "roadmap_items", "claudemd_suggestions"], ...]
+] = ("completion_summary", "roadmap_items", "claudemd_suggestions")
+
+
+class StoredArtifact(TypedDict):
+    """An artifact in a task's ``artifacts`` list, as postflight writes it."""
+
+    type: NotRequired[str]
+    path: str
+    summary: NotRequired[str]
+
+
+class TaskUpdate(TypedDict, total=False):
+    """What an outcome writes into its task's state.json entry, in the order written.
+
+    The entry keeps every other key, and the position of every key it had.
+    """
+
+    status: str
+    researched: str
+    planned: str
+    completed: str
+    #: the entry's list with the outcome's artifacts merged in (entries another tool wrote
+    #: are kept as they are).
+    artifacts: list[StoredArtifact | Any]
+    completion_summary: str
+    roadmap_items: list[str]
+    claudemd_suggestions: str
+    resume_phase: int
+    last_updated: str
+    session_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +200,7 @@ class Applied:
     #: None when TODO.md needs no change.
     todo: TodoEdit | None
     #: errors.json records to add (before de-duplication by ``merge_errors``).
-    errors: list[dict[str, Any]]
+    errors: list[ErrorRecord]
     #: the state differs from the input.
     changed: bool
 
@@ -189,12 +221,13 @@ def todo_marker(status: str) -> str:
     return status.strip().upper().replace("_", " ")
 
 
-def stored_artifact(artifact: Artifact) -> dict[str, Any]:
+def stored_artifact(artifact: Artifact) -> StoredArtifact:
     """The task-list entry of an artifact: ``{"type", "path", "summary"}``, Nones omitted."""
-    entry: dict[str, Any] = {}
+    entry: StoredArtifact
     if artifact.type is not None:
-        entry["type"] = _STORED_TYPE.get(artifact.type, artifact.type)
-    entry["path"] = artifact.path
+        entry = {"type": _STORED_TYPE.get(artifact.type, artifact.type), "path": artifact.path}
+    else:
+        entry = {"path": artifact.path}
     if artifact.summary is not None:
         entry["summary"] = artifact.summary
     return entry
@@ -256,9 +289,10 @@ def task_index(state: Mapping[str, Any]) -> dict[int, int]:
     return found
 
 
-def _merge_artifacts(entry: dict[str, Any], artifacts: Sequence[Artifact]) -> None:
-    current = entry.get("artifacts")
-    listed: list[Any] = list(current) if isinstance(current, list) else []
+def _merged_artifacts(current: object, artifacts: Sequence[Artifact]) -> list[StoredArtifact | Any]:
+    """The task's ``artifacts`` list (``current``) with ``artifacts`` stored in it: an entry
+    of the same path is replaced where it stands, a new one appended."""
+    listed: list[StoredArtifact | Any] = list(current) if isinstance(current, list) else []
     for artifact in artifacts:
         new = stored_artifact(artifact)
         for index, old in enumerate(listed):
@@ -267,7 +301,7 @@ def _merge_artifacts(entry: dict[str, Any], artifacts: Sequence[Artifact]) -> No
                 break
         else:
             listed.append(new)
-    entry["artifacts"] = listed
+    return listed
 
 
 def _phases_completed(meta: MetadataFile) -> int | None:
@@ -324,7 +358,7 @@ def _severity(status: Status) -> str:
 
 def _outcome_errors(
     meta: MetadataFile, *, task: int, file: str, now: datetime, first_n: int
-) -> list[dict[str, Any]]:
+) -> list[ErrorRecord]:
     common: dict[str, Any] = {
         "session": meta.metadata.session_id,
         "task": task,
@@ -366,6 +400,44 @@ def _outcome_errors(
     ]
 
 
+def _task_update(
+    old_entry: Mapping[str, Any],
+    meta: MetadataFile,
+    status_map: Mapping[str, str],
+    now: datetime,
+) -> tuple[TaskUpdate, str | None]:
+    """What the outcome of ``meta`` writes into its task's entry, and the status it moves the
+    task to (None: the status stays)."""
+    update: TaskUpdate = {}
+    status = meta.status
+    new_status: str | None = None
+    if status in DEFAULT_STATUS_MAP:
+        new_status = status_map.get(status.value, DEFAULT_STATUS_MAP[status])
+        if moves_backwards(old_entry.get("status"), new_status):
+            # A follow-up research on a planned task: its artifacts are still linked and its
+            # timestamp set below, but status and TODO.md marker stay (``STATUS_LINE``).
+            new_status = None
+        else:
+            update["status"] = new_status
+    stamp = iso_timestamp(now)
+    if status in TIMESTAMP_FIELDS:
+        update[TIMESTAMP_FIELDS[status]] = stamp
+    if status in LINKING_STATUSES:
+        update["artifacts"] = _merged_artifacts(old_entry.get("artifacts"), meta.artifacts)
+    if status is Status.IMPLEMENTED and meta.completion_data is not None:
+        for key in _COMPLETION_KEYS:
+            value = getattr(meta.completion_data, key)
+            if value is not None:
+                update[key] = copy.deepcopy(value)
+    if status is Status.PARTIAL:
+        done = _phases_completed(meta)
+        if done is not None:
+            update["resume_phase"] = done + 1
+    update["last_updated"] = stamp
+    update["session_id"] = meta.metadata.session_id
+    return update, new_status
+
+
 def apply_outcome(
     state: Mapping[str, Any],
     meta: MetadataFile,
@@ -394,37 +466,13 @@ def apply_outcome(
         return TaskNotFound(task)
     projects: list[Any] = state["active_projects"]
     old_entry: dict[str, Any] = projects[position]
+    update, new_status = _task_update(old_entry, meta, status_map, now)
     # Copy on write: only the task that changes is copied, so a fold over a 1,000-task
     # state.json (group commit) does not deep-copy it once per file. A shallow copy is
-    # enough: keys are only assigned, and the artifacts list is rebuilt, never mutated.
-    entry = dict(old_entry)
-
+    # enough: keys are only assigned, and the artifacts list is rebuilt, never mutated. Keys
+    # the entry had keep their place; new ones follow in the order of ``update``.
+    entry = {**old_entry, **update}
     status = meta.status
-    new_status: str | None = None
-    if status in DEFAULT_STATUS_MAP:
-        new_status = status_map.get(status.value, DEFAULT_STATUS_MAP[status])
-        if moves_backwards(entry.get("status"), new_status):
-            # A follow-up research on a planned task: its artifacts are still linked and its
-            # timestamp set below, but status and TODO.md marker stay (``STATUS_LINE``).
-            new_status = None
-        else:
-            entry["status"] = new_status
-    stamp = iso_timestamp(now)
-    if status in TIMESTAMP_FIELDS:
-        entry[TIMESTAMP_FIELDS[status]] = stamp
-    if status in LINKING_STATUSES:
-        _merge_artifacts(entry, meta.artifacts)
-    if status is Status.IMPLEMENTED and meta.completion_data is not None:
-        for key in _COMPLETION_KEYS:
-            value = getattr(meta.completion_data, key)
-            if value is not None:
-                entry[key] = copy.deepcopy(value)
-    if status is Status.PARTIAL:
-        done = _phases_completed(meta)
-        if done is not None:
-            entry["resume_phase"] = done + 1
-    entry["last_updated"] = stamp
-    entry["session_id"] = meta.metadata.session_id
 
     errors = (
         _outcome_errors(meta, task=task, file=file, now=now, first_n=first_n)
