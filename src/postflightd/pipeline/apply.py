@@ -40,6 +40,7 @@ from postflightd.pipeline.records import (
 )
 from postflightd.pipeline.results import FileReport, Outcome, Ready, ScanReport
 from postflightd.pipeline.unrecordable import unrecordable
+from postflightd.postflight.errors_json import ErrorRecord
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import Finding, Policy, finding
@@ -117,7 +118,7 @@ def apply_files(
     interrupted: bool = False,
     lock_timeout_s: float = LOCK_TIMEOUT_S,
 ) -> list[FileReport]:
-    """Validate ``refs`` and apply every valid final file in one locked commit (SPEC 3).
+    """Validate ``refs`` and apply every valid final file in one locked commit.
 
     ``report_unparsed=False`` (the watcher, before a file has settled) leaves a file that does
     not parse alone without recording anything. ``interrupted=True`` (``process`` of an
@@ -128,80 +129,22 @@ def apply_files(
     at the first failure, keeping the file (``Outcome.INCOMPLETE``): nothing is deleted while
     a part of its outcome is unwritten. A file whose outcome cannot be recorded at all (PF106)
     drops out of the batch; the others commit.
+
+    Stages, each a function of what the one before returned: ``_triage`` (which files are
+    ready), ``_error_records`` (what errors.json gets for the others), then under the lock
+    ``_commit`` (the group commit, errors.json, the deletions).
     """
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
-    ready: list[Ready] = []
-    # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
-    with journal.batch(durable=False):
-        for report in reports:
-            report.outcome = _classify(report, report_unparsed, policy)
-            if report.outcome is Outcome.DEFERRED:
-                continue
-            unfit = unrecordable(report)
-            if unfit is not None:
-                # Checked before the first journal row: one such file must not abort the
-                # batch's transaction (SPEC 7.1).
-                report.drop(unfit)
-                continue
-            item = report.ready() if report.outcome is Outcome.APPLIED else None
-            if report.outcome is Outcome.APPLIED and item is None:
-                # Valid only because PF104 is ignored: an outcome needs the task's number.
-                report.drop(_unnumbered(report))
-            journal_row(journal, "validated", report)
-            if item is not None:
-                ready.append(item)
+    ready = _triage(reports, journal, policy, report_unparsed=report_unparsed)
     if not project.state.usable:
-        for report in (item.report for item in ready):
-            report.outcome = Outcome.STATE_UNUSABLE
-            if not any(f.code == "PF604" for f in report.findings):
-                report.findings.append(
-                    finding(
-                        "PF604",
-                        "",
-                        f"{project.state.problem}: postflight needs it (it is never created or "
-                        "overwritten); the metadata file is kept",
-                    )
-                )
+        _refuse_unusable_state(ready, project.state.problem)
         return reports
-    records = [
-        invalid_record(r, now, i)
-        for i, r in enumerate(reports)
-        # A file that never parsed (PF102, past the settle time) is recorded too: it is
-        # what an agent that died mid-write leaves behind.
-        if r.outcome is Outcome.INVALID and r.raw_status != Status.IN_PROGRESS.value
-    ]
-    if interrupted:
-        records += [
-            interrupted_record(r, now, i)
-            for i, r in enumerate(reports)
-            if r.outcome is Outcome.IN_PROGRESS
-        ]
+    records = _error_records(reports, now, interrupted=interrupted)
     if not ready and not records:
         return reports
     try:
         with project_lock(project.require_specs(), lock_timeout_s):
-            applied = commit_outcomes(project, ready, config, journal, now)
-            # Files the commit found invalid (PF600, PF106) are logged as the others were.
-            records += [
-                invalid_record(r, now, len(records) + i)
-                for i, r in enumerate(item.report for item in ready)
-                if r.outcome is Outcome.INVALID
-            ]
-            # Records of invalid files: a failure to write them is a note (the files are
-            # kept anyway). Records of applied files are part of their outcome.
-            problem = write_errors(project, config, records + applied.errors)
-            if problem is not None:
-                for report in reports:
-                    report.notes.append(problem)
-                mark_incomplete(applied.erroring, problem)
-            deleted = [
-                item.report
-                for item in ready
-                if item.report.outcome is Outcome.APPLIED and delete_applied(project, item.report)
-            ]
-            with journal.batch(durable=False):
-                for report in deleted:
-                    journal_row(journal, "deleted", report)
+            _commit(project, reports, ready, records, config, journal, now)
     except (OSError, StoreError) as exc:
         # Permission denied on the specs directory or state.json, a full disk: nothing was
         # half-written (every write is atomic); say what and where, keep the files.
@@ -216,6 +159,103 @@ def apply_files(
                 if report.outcome is Outcome.IN_PROGRESS:
                     journal_row(journal, "interrupted", report)
     return reports
+
+
+def _triage(
+    reports: Sequence[FileReport], journal: Journal, policy: Policy, *, report_unparsed: bool
+) -> list[Ready]:
+    """Each checked file's outcome before the commit, journaled; the files ready to apply."""
+    ready: list[Ready] = []
+    # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
+    with journal.batch(durable=False):
+        for report in reports:
+            report.outcome = _classify(report, report_unparsed, policy)
+            if report.outcome is Outcome.DEFERRED:
+                continue
+            unfit = unrecordable(report)
+            if unfit is not None:
+                # Checked before the first journal row: one such file must not abort the
+                # batch's transaction.
+                report.drop(unfit)
+                continue
+            item = report.ready() if report.outcome is Outcome.APPLIED else None
+            if report.outcome is Outcome.APPLIED and item is None:
+                # Valid only because PF104 is ignored: an outcome needs the task's number.
+                report.drop(_unnumbered(report))
+            journal_row(journal, "validated", report)
+            if item is not None:
+                ready.append(item)
+    return ready
+
+
+def _refuse_unusable_state(ready: Sequence[Ready], problem: str | None) -> None:
+    """state.json is unusable: no file is applied, each says why (PF604), each is kept."""
+    for report in (item.report for item in ready):
+        report.outcome = Outcome.STATE_UNUSABLE
+        if not any(f.code == "PF604" for f in report.findings):
+            report.findings.append(
+                finding(
+                    "PF604",
+                    "",
+                    f"{problem}: postflight needs it (it is never created or "
+                    "overwritten); the metadata file is kept",
+                )
+            )
+
+
+def _error_records(
+    reports: Sequence[FileReport], now: datetime, *, interrupted: bool
+) -> list[ErrorRecord]:
+    """The errors.json records of the files not applied: the invalid ones, and with
+    ``interrupted`` the runs that ended in progress."""
+    records = [
+        invalid_record(r, now, i)
+        for i, r in enumerate(reports)
+        # A file that never parsed (PF102, past the settle time) is recorded too: it is
+        # what an agent that died mid-write leaves behind.
+        if r.outcome is Outcome.INVALID and r.raw_status != Status.IN_PROGRESS.value
+    ]
+    if interrupted:
+        records += [
+            interrupted_record(r, now, i)
+            for i, r in enumerate(reports)
+            if r.outcome is Outcome.IN_PROGRESS
+        ]
+    return records
+
+
+def _commit(
+    project: Project,
+    reports: Sequence[FileReport],
+    ready: Sequence[Ready],
+    records: list[ErrorRecord],
+    config: Config,
+    journal: Journal,
+    now: datetime,
+) -> None:
+    """Under the project lock: the group commit, errors.json, then the applied files deleted."""
+    applied = commit_outcomes(project, list(ready), config, journal, now)
+    # Files the commit found invalid (PF600, PF106) are logged as the others were.
+    records = records + [
+        invalid_record(r, now, len(records) + i)
+        for i, r in enumerate(item.report for item in ready)
+        if r.outcome is Outcome.INVALID
+    ]
+    # Records of invalid files: a failure to write them is a note (the files are kept
+    # anyway). Records of applied files are part of their outcome.
+    problem = write_errors(project, config, records + applied.errors)
+    if problem is not None:
+        for report in reports:
+            report.notes.append(problem)
+        mark_incomplete(applied.erroring, problem)
+    deleted = [
+        item.report
+        for item in ready
+        if item.report.outcome is Outcome.APPLIED and delete_applied(project, item.report)
+    ]
+    with journal.batch(durable=False):
+        for report in deleted:
+            journal_row(journal, "deleted", report)
 
 
 def _classify(report: FileReport, report_unparsed: bool, policy: Policy) -> Outcome:
