@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.config import Config, policy_from
 from postflightd.fs.atomic import read_snapshot
+from postflightd.pipeline.apply import Triaged, triage
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.group_commit import fold_state
 from postflightd.pipeline.results import Outcome, Ready
@@ -78,3 +79,39 @@ def test_fold_state_of_files_already_applied_writes_nothing(tmp_path: Path) -> N
     assert second.applied == (item,)
     assert second.data is None
     assert second.after == second.before
+
+
+def test_triage_decides_each_file_as_a_value_and_changes_no_report(tmp_path: Path) -> None:
+    """Ready, dropped (PF104 ignored, so valid but unnumbered), deferred (not parsed yet)."""
+    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    write_meta(root, "259_prove_completeness", researched_doc())
+    write_artifact(root, "specs/notes/reports/research-001.md")
+    write_meta(root, "notes", researched_doc("notes"))
+    write_meta(root, "260_half_written", '{"status": "resea')
+    config = Config()
+    policy = policy_from(config, ignore=["PF104"])
+    with Project.open(root, config) as project:
+        refs = {r.task_dir: r for r in find_metadata_files(project.require_specs())}
+        reports = {
+            name: check_file(project, ref, config, policy, NOW) for name, ref in refs.items()
+        }
+    findings = {name: list(r.findings) for name, r in reports.items()}
+
+    ready = triage(reports["259_prove_completeness"], policy)
+    assert ready.outcome is Outcome.APPLIED
+    assert ready.ready is not None and ready.ready.task == 259
+    assert ready.dropped is None and ready.journaled
+
+    unnumbered = triage(reports["notes"], policy)
+    assert unnumbered.ready is None
+    assert unnumbered.dropped is not None and unnumbered.dropped.code == "PF104"
+    assert unnumbered.journaled
+
+    deferred = triage(reports["260_half_written"], policy, report_unparsed=False)
+    assert deferred == Triaged(Outcome.DEFERRED, journaled=False)
+    assert triage(reports["260_half_written"], policy).outcome is Outcome.INVALID
+
+    # Deciding changed nothing: the reports are applied to by the stage that journals them.
+    assert all(r.outcome is None for r in reports.values())
+    assert {name: list(r.findings) for name, r in reports.items()} == findings

@@ -21,6 +21,7 @@ decides.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -130,9 +131,10 @@ def apply_files(
     a part of its outcome is unwritten. A file whose outcome cannot be recorded at all (PF106)
     drops out of the batch; the others commit.
 
-    Stages, each a function of what the one before returned: ``_triage`` (which files are
-    ready), ``_error_records`` (what errors.json gets for the others), then under the lock
-    ``_commit`` (the group commit, errors.json, the deletions).
+    Stages, each a function of what the one before returned: ``_triage`` (``triage`` decides
+    each file's fate as a value, then it is journaled: which files are ready),
+    ``_error_records`` (what errors.json gets for the others), then under the lock ``_commit``
+    (the group commit, errors.json, the deletions).
     """
     reports = [check_file(project, ref, config, policy, now) for ref in refs]
     ready = _triage(reports, journal, policy, report_unparsed=report_unparsed)
@@ -161,31 +163,53 @@ def apply_files(
     return reports
 
 
+@dataclass(frozen=True, slots=True)
+class Triaged:
+    """What triage decided for one checked file, before anything is written or journaled."""
+
+    #: its outcome so far (APPLIED: it goes to the group commit).
+    outcome: Outcome
+    #: the finding that takes it out of the batch (its outcome becomes INVALID), if any.
+    dropped: Finding | None = None
+    #: it gets a "validated" journal row (not a deferred file, nor one no row can hold).
+    journaled: bool = True
+    #: what applying it needs, when it is ready.
+    ready: Ready | None = None
+
+
+def triage(report: FileReport, policy: Policy, *, report_unparsed: bool = True) -> Triaged:
+    """Decide what becomes of one checked file: a function of the report, nothing changed."""
+    outcome = _classify(report, report_unparsed, policy)
+    if outcome is Outcome.DEFERRED:
+        return Triaged(outcome, journaled=False)
+    unfit = unrecordable(report)
+    if unfit is not None:
+        # Checked before the first journal row: one such file must not abort the batch's
+        # transaction.
+        return Triaged(outcome, unfit, journaled=False)
+    if outcome is not Outcome.APPLIED:
+        return Triaged(outcome)
+    item = report.ready()
+    if item is None:
+        # Valid only because PF104 is ignored: an outcome needs the task's number.
+        return Triaged(outcome, _unnumbered(report))
+    return Triaged(outcome, ready=item)
+
+
 def _triage(
     reports: Sequence[FileReport], journal: Journal, policy: Policy, *, report_unparsed: bool
 ) -> list[Ready]:
-    """Each checked file's outcome before the commit, journaled; the files ready to apply."""
-    ready: list[Ready] = []
+    """Each checked file's triage applied to its report and journaled; the files ready."""
+    decided = [triage(report, policy, report_unparsed=report_unparsed) for report in reports]
     # One journal transaction per step, not one per row: a burst of 1,000 files is 3 fsyncs.
     with journal.batch(durable=False):
-        for report in reports:
-            report.outcome = _classify(report, report_unparsed, policy)
-            if report.outcome is Outcome.DEFERRED:
-                continue
-            unfit = unrecordable(report)
-            if unfit is not None:
-                # Checked before the first journal row: one such file must not abort the
-                # batch's transaction.
-                report.drop(unfit)
-                continue
-            item = report.ready() if report.outcome is Outcome.APPLIED else None
-            if report.outcome is Outcome.APPLIED and item is None:
-                # Valid only because PF104 is ignored: an outcome needs the task's number.
-                report.drop(_unnumbered(report))
-            journal_row(journal, "validated", report)
-            if item is not None:
-                ready.append(item)
-    return ready
+        for report, triaged in zip(reports, decided, strict=True):
+            report.outcome = triaged.outcome
+            if triaged.dropped is not None:
+                report.drop(triaged.dropped)
+            if triaged.journaled:
+                journal_row(journal, "validated", report)
+    return [triaged.ready for triaged in decided if triaged.ready is not None]
 
 
 def _refuse_unusable_state(ready: Sequence[Ready], problem: str | None) -> None:
