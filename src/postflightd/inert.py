@@ -1,4 +1,4 @@
-"""Output is inert (SPEC 7.1): values from the project tree printed as data, never as markup.
+"""Output is inert: values from the project tree printed as data, never as markup.
 
 Metadata values and directory names come from agents, and an agent can be wrong or
 prompt-injected. Two functions, used by every reporter, so that no value can drive a terminal
@@ -7,7 +7,7 @@ make an output unencodable (a lone surrogate, which ``json`` accepts from a ``\\
 escape and UTF-8 cannot encode):
 
 * ``inert`` for text: control characters become visible escapes (``\\x1b``, ``\\n``).
-* ``json_text`` for JSON: always valid UTF-8.
+* ``json_text`` for JSON: the same characters as ``\\uXXXX`` escapes, so always valid UTF-8.
 
 ``utf8_safe`` is for a value kept rather than printed (a journal column, a report figure):
 it only makes it encodable.
@@ -19,12 +19,19 @@ import json
 import re
 from typing import Any, Final
 
-#: C0 (tab and line breaks included), DEL, C1 (NEL is a line break for some terminals),
-#: surrogates (only lone ones reach a ``str``: json joins valid pairs), the Unicode line and
-#: paragraph separators, and the bidirectional overrides that reorder what a reader sees.
-_UNSAFE: Final = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
+#: C0 (tab and line breaks included), DEL, C1 (NEL is a line break for some terminals) and
+#: the Unicode line and paragraph separators U+2028/U+2029.
+_CONTROL_OR_SEPARATOR: Final = "\x00-\x1f\x7f-\x9f\u2028\u2029"
+#: One control character or line/paragraph separator: a character that can drive a terminal
+#: or break a line. What a TODO.md edit never writes and an artifact path may not hold.
+CONTROL_OR_LINE_SEPARATOR: Final = re.compile(f"[{_CONTROL_OR_SEPARATOR}]")
+#: What ``inert`` escapes: the above, the bidirectional embeddings and overrides
+#: (U+202A-U+202E) and isolates (U+2066-U+2069) that reorder what a reader sees, and
+#: surrogates (only lone ones reach a ``str``: json joins valid pairs).
+_UNSAFE: Final = re.compile(f"[{_CONTROL_OR_SEPARATOR}\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+#: What ``json_text`` escapes: the same but C0, which ``json`` escapes in a string itself (a raw
+#: line break or tab in JSON output is layout, outside any string).
+_JSON_UNSAFE: Final = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 _NAMED: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -45,21 +52,23 @@ def inert(text: str) -> str:
 
 
 def json_text(obj: Any, **kwargs: Any) -> str:
-    """``json.dumps(obj, ensure_ascii=False, **kwargs)``, but always encodable as UTF-8.
+    """``json.dumps(obj, ensure_ascii=False, **kwargs)``, but inert and always valid UTF-8.
 
-    A lone surrogate cannot be written as UTF-8 (stdout raised, exit 70); the ASCII form
-    writes it back as the very ``\\udXXX`` escape it was read from, so nothing is lost.
+    What ``inert`` escapes in text is written as a JSON ``\\uXXXX`` escape here (``json``
+    itself escapes only C0): the parsed value is the same, but the output can be shown on a terminal
+    without a C1 sequence, a bidirectional override or a line separator taking effect. A lone
+    surrogate, which cannot be written as UTF-8 (stdout raised, exit 70), becomes the very
+    ``\\udXXX`` escape it was read from, so nothing is lost. Outside strings JSON is ASCII, so
+    every such character is inside a string, where an escape means the same.
     """
     text = json.dumps(obj, ensure_ascii=False, **kwargs)
-    if text.isascii():
+    if text.isascii() and "\x7f" not in text:
         return text
-    try:
-        # Encoding is the cheapest complete check (2 ms for a 10,000-file report; a regex
-        # search for surrogates took 10 ms).
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(obj, ensure_ascii=True, **kwargs)
-    return text
+    return _JSON_UNSAFE.sub(_json_escape, text)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def utf8_safe(text: str) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from postflightd.inert import CONTROL_OR_LINE_SEPARATOR
 from postflightd.models.todo_link import MAX_LINK_CHARS, markdown_link
 from postflightd.postflight.todo_sections import (
     PLAIN_PATH,
@@ -65,8 +66,6 @@ _ANCHORS: Final = frozenset({"status", "language", "completed", *_LINK_KINDS})
 _ITEM: Final = re.compile(r"^([ \t]+[-*+][ \t]+)")
 #: What separates an item's link from its description (form A: `` — summary``).
 _SUFFIX: Final = re.compile(r"^([ \t]+[\u2014\u2013-][ \t]+)\S")
-#: Control characters (C0, DEL, C1) and the Unicode line separators: never written.
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: A value that stands for "no link yet" and may be replaced by the first link.
 _PLACEHOLDERS: Final = frozenset(
     {"", "-", "\u2014", "none", "(none)", "none yet", "n/a", "na", "tbd", "todo", "pending"}
@@ -82,7 +81,7 @@ def _field(line: str) -> re.Match[str] | None:
 def _inline(value: str) -> str:
     """``value`` with every control character and line separator made a space: nothing an
     edit writes can start a line (a heading, a fence) or change the line endings."""
-    return _CONTROL.sub(" ", value)
+    return CONTROL_OR_LINE_SEPARATOR.sub(" ", value)
 
 
 def _indent(line: str) -> int:
@@ -114,11 +113,11 @@ def _render(path: str, style: str) -> str:
 
 
 def _safe(link: TodoLink) -> bool:
-    """Defence in depth (rules.py refuses such paths as PF501): a path that could break the
-    line or the link is never written."""
+    """Defence in depth (``rules.metadata`` refuses such paths as PF501): a path that could
+    break the line or the link is never written."""
     return (
         bool(link.path)
-        and not _CONTROL.search(link.path)
+        and not CONTROL_OR_LINE_SEPARATOR.search(link.path)
         and len(markdown_link(link.path)) <= MAX_LINK_CHARS
     )
 

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, NamedTuple
 
 from postflightd.durations import format_duration
+from postflightd.inert import CONTROL_OR_LINE_SEPARATOR
 from postflightd.models.metadata import (
     ARTIFACT_TYPES,
     KNOWN_FIELDS,
@@ -389,9 +390,6 @@ _ARTIFACTS: Final = ArtifactContract(
     plain_path=_plain_path,
 )
 
-#: C0, DEL and C1 control characters, and the Unicode line separators: none may reach a
-#: TODO.md line through a link.
-_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 #: ``javascript:``, ``file:``, ``https:``, ... (a drive letter is caught as absolute first)
 _SCHEME_RE: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 
@@ -403,7 +401,7 @@ def unsafe_path(path: str) -> str | None:
     a control character (it could break a TODO.md line), names a URI scheme (a link to
     ``javascript:`` is not a file) or makes a link longer than ``MAX_LINK_CHARS``.
     """
-    if _CONTROL_RE.search(path):
+    if CONTROL_OR_LINE_SEPARATOR.search(path):
         return "holds a control character (CR, LF, NUL, ...): name the file plainly"
     if outside_root(path, absolute_allowed=False):
         return "must be relative to the project root and stay inside it"
