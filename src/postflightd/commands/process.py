@@ -23,7 +23,7 @@ from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
-from postflightd.rules.findings import Policy
+from postflightd.rules.findings import Policy, state_unusable_text
 
 
 def run_process(
@@ -104,7 +104,8 @@ def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> 
         report = check_file(project, MetaFileRef(path, path.parent.name), config, chosen, now)
         refusal, code = None, ExitCode.OK
         if not project.state.usable:
-            refusal, code = "state.json is unusable (PF604)", ExitCode.STATE_UNUSABLE
+            refusal = state_unusable_text("state.json is unusable")
+            code = ExitCode.STATE_UNUSABLE
         elif report.status is Status.IN_PROGRESS:
             refusal, code = "the file is still in_progress", ExitCode.IN_PROGRESS
         elif not report.valid:

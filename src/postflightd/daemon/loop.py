@@ -40,6 +40,7 @@ from postflightd.fs.directory import RefusedError, open_specs
 from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import Journal, journal_path
 from postflightd.logs import configure_logging, get_logger
+from postflightd.rules.findings import state_unusable_text
 from postflightd.runs.lifecycle import RunTable
 
 log = get_logger()
@@ -102,8 +103,8 @@ def _check_specs(root: Path, config: Config) -> None:
         open_specs(root, config.specs_dir).close()
     except RefusedError as exc:
         raise StateUnusableError(
-            f"{root / config.specs_dir}: the specs directory {exc.strerror} (PF604); nothing is "
-            "watched through it: make it a plain directory inside the root"
+            state_unusable_text(f"{root / config.specs_dir}: the specs directory {exc.strerror}")
+            + "; nothing is watched through it: make it a plain directory inside the root"
         ) from None
     except OSError:
         raise UsageError(

@@ -42,7 +42,7 @@ from postflightd.project.artifacts import artifact_probe
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import Project
 from postflightd.project.state import StateView
-from postflightd.rules.findings import Policy, Severity
+from postflightd.rules.findings import STATE_UNUSABLE, Policy, Severity
 from postflightd.runs.events import emit, transition_event
 from postflightd.runs.lifecycle import Run, RunTable, Sighting, Transition
 
@@ -562,7 +562,9 @@ class WatchedRoot:
             self._log_transition(t)
         if outcome is Outcome.STATE_UNUSABLE:
             self.held.add(path)
-            problem = next((f.message for f in report.findings if f.code == "PF604"), "PF604")
+            problem = next(
+                (f.message for f in report.findings if f.code == STATE_UNUSABLE), STATE_UNUSABLE
+            )
             if problem != self.state_problem:
                 self.state_problem = problem
                 log.error("state_unusable", **self._context(report), problem=problem)

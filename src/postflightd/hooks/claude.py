@@ -34,7 +34,7 @@ from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project
-from postflightd.rules.findings import Finding, Severity
+from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 
 MAX_HOOK_INPUT: Final = 1024 * 1024
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
@@ -220,7 +220,7 @@ def settled_split(
 
 def _blocking_errors(report: FileReport) -> list[Finding]:
     # PF604 is about state.json, which the agent must not be told to "fix": a systemMessage.
-    return [f for f in report.findings if f.code != "PF604"]
+    return [f for f in report.findings if f.code != STATE_UNUSABLE]
 
 
 def decision(
@@ -257,7 +257,9 @@ def _state_problem(reports: Sequence[FileReport]) -> str | None:
     kept = [r for r in reports if r.outcome is Outcome.STATE_UNUSABLE]
     if not kept:
         return None
-    problem = next((f.message for f in kept[0].findings if f.code == "PF604"), "PF604")
+    problem = next(
+        (f.message for f in kept[0].findings if f.code == STATE_UNUSABLE), STATE_UNUSABLE
+    )
     return f"{len(kept)} valid metadata file(s) not applied and kept: {problem}"
 
 

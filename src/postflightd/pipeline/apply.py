@@ -44,7 +44,7 @@ from postflightd.pipeline.unrecordable import unrecordable
 from postflightd.postflight.errors_json import ErrorRecord
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
-from postflightd.rules.findings import Finding, Policy, finding
+from postflightd.rules.findings import STATE_UNUSABLE, Finding, Policy, finding, state_unusable
 
 
 def scan(
@@ -154,7 +154,7 @@ def apply_files(
         for report in (item.report for item in ready):
             if report.outcome is Outcome.APPLIED:
                 report.outcome = Outcome.STATE_UNUSABLE
-                report.findings.append(finding("PF604", "", f"{problem}; the file is kept"))
+                report.findings.append(state_unusable(problem, "; the file is kept"))
     if interrupted:
         with journal.batch(durable=False):
             for report in reports:
@@ -216,13 +216,12 @@ def _refuse_unusable_state(ready: Sequence[Ready], problem: str | None) -> None:
     """state.json is unusable: no file is applied, each says why (PF604), each is kept."""
     for report in (item.report for item in ready):
         report.outcome = Outcome.STATE_UNUSABLE
-        if not any(f.code == "PF604" for f in report.findings):
+        if not any(f.code == STATE_UNUSABLE for f in report.findings):
             report.findings.append(
-                finding(
-                    "PF604",
-                    "",
-                    f"{problem}: postflight needs it (it is never created or "
-                    "overwritten); the metadata file is kept",
+                state_unusable(
+                    str(problem),
+                    ": postflight needs it (it is never created or overwritten); "
+                    "the metadata file is kept",
                 )
             )
 
@@ -306,7 +305,7 @@ def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
     """A file whose only problem is the project's state.json (PF604) is ready, not invalid."""
     if report.validation is None or report.validation.model is None:
         return False
-    others = [f for f in report.findings if f.code != "PF604"]
+    others = [f for f in report.findings if f.code != STATE_UNUSABLE]
     return len(others) < len(report.findings) and not policy.fails(others)
 
 

@@ -20,7 +20,14 @@ from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import Loaded, read_task, task_context
 from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
 from postflightd.project.root import Project
-from postflightd.rules.findings import Finding, Policy, cap_findings, finding
+from postflightd.rules.findings import (
+    Finding,
+    Policy,
+    cap_findings,
+    finding,
+    state_unusable,
+    state_unusable_text,
+)
 from postflightd.rules.metadata import RuleOptions, Validation, validate
 from postflightd.rules.toolkit import get_object, get_str
 from postflightd.rules.toolkit import location as json_location
@@ -65,11 +72,9 @@ def check_file(
         findings.extend(validation.findings)
     if project.state.exists and not project.state.usable:
         findings.append(
-            finding(
-                "PF604",
-                "",
-                f"{project.state.problem}: postflight is impossible until it is fixed "
-                "(the metadata file is kept)",
+            state_unusable(
+                str(project.state.problem),
+                ": postflight is impossible until it is fixed (the metadata file is kept)",
             )
         )
     kept = policy.apply(findings)
@@ -162,7 +167,7 @@ class ScanFiles:
                     note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
                     continue
                 if project.state.exists and not project.state.usable:
-                    note(f"{project.root}: {project.state.problem} (PF604)")
+                    note(state_unusable_text(f"{project.root}: {project.state.problem}"))
                 refs = metadata_refs(project, self.only)
                 check = partial(
                     check_file, project, config=config, policy=self.policy, now=self.now

@@ -41,7 +41,7 @@ from postflightd.postflight.transform import (
 )
 from postflightd.project.root import Project, os_problem
 from postflightd.project.state import STATE_CACHE, state_shape_problem
-from postflightd.rules.findings import Finding, finding
+from postflightd.rules.findings import Finding, finding, state_unusable, state_unusable_text
 
 
 def outcome_of(
@@ -152,7 +152,7 @@ def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: 
     missing or unusable.
     """
     if snapshot.raw is None:
-        raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+        raise StateUnusableError(state_unusable_text(f"{snapshot.path}: does not exist"))
     text = snapshot.raw.decode("utf-8", errors="strict")
     cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
     if cached is not None and cached.doc is not None:
@@ -161,7 +161,7 @@ def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: 
         doc = json.loads(text)
         problem = state_shape_problem(doc)
         if problem is not None:
-            raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+            raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     # Built once from the document read under the lock: outcomes never add or move tasks.
     index = task_index(doc)
     status_map = config.postflight.status_map.model_dump()
@@ -278,9 +278,7 @@ def commit_outcomes(
             report = item.report
             if report.outcome is Outcome.APPLIED:
                 report.outcome = Outcome.STATE_UNUSABLE
-                report.findings.append(
-                    finding("PF604", "", f"{problem}; the metadata file is kept")
-                )
+                report.findings.append(state_unusable(problem))
         return Committed()
     crash_point("after-state-write")
     written = folds[-1]

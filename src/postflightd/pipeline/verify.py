@@ -38,6 +38,7 @@ from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import TodoEdit, find_task, task_index
 from postflightd.project.state import STATE_CACHE, StateView, load_state, state_shape_problem
+from postflightd.rules.findings import state_unusable_text
 
 log = get_logger()
 
@@ -304,12 +305,12 @@ def inspect_root(root: Path, config: Config, journal: Journal, since: str) -> Ro
     try:
         specs = open_specs(root, config.specs_dir)
     except OSError as exc:
-        result.problem = f"{root / config.specs_dir}: {exc.strerror or exc} (PF604)"
+        result.problem = state_unusable_text(f"{root / config.specs_dir}: {exc.strerror or exc}")
         return result
     with specs:
         view = load_state(specs, config.postflight.state_file)
         if view.doc is None:
-            result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
+            result.problem = state_unusable_text(view.problem or "state.json is unusable")
             return result
         result.checks = judge_all(view.doc, tracked, _read_todo(specs, config, result.notes))
     return result
@@ -317,7 +318,7 @@ def inspect_root(root: Path, config: Config, journal: Journal, since: str) -> Ro
 
 def _parse_state(snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
     if snapshot.raw is None:
-        raise StateUnusableError(f"{snapshot.path}: does not exist (PF604)")
+        raise StateUnusableError(state_unusable_text(f"{snapshot.path}: does not exist"))
     text = snapshot.raw.decode("utf-8", errors="strict")
     cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
     if cached is not None and cached.doc is not None:
@@ -325,7 +326,7 @@ def _parse_state(snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
     doc = json.loads(text)
     problem = state_shape_problem(doc)
     if problem is not None:
-        raise StateUnusableError(f"{snapshot.path}: {problem} (PF604)")
+        raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     return text, doc
 
 
@@ -384,12 +385,14 @@ def repair_root(
                 _reapply_todo(specs, config, [t for t, _ in healed], result.notes)
             view = load_state(specs, config.postflight.state_file)
             if view.doc is None:
-                result.problem = f"{view.problem or 'state.json is unusable'} (PF604)"
+                result.problem = state_unusable_text(view.problem or "state.json is unusable")
                 return result
             todo_text = _read_todo(specs, config, result.notes)
             checks = judge_all(view.doc, {t.task: t for t in wanted}, todo_text)
     except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
-        result.problem = f"{exc} (PF604)" if not isinstance(exc, StateUnusableError) else str(exc)
+        result.problem = (
+            str(exc) if isinstance(exc, StateUnusableError) else state_unusable_text(str(exc))
+        )
         return result
     except (OSError, StoreError) as exc:
         result.problem = f"cannot repair in {specs_dir}: {exc}"

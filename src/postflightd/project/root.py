@@ -19,6 +19,7 @@ from postflightd.fs.locks import LOCK_NAME
 from postflightd.project.artifacts import artifact_probe
 from postflightd.project.state import StateView, load_state
 from postflightd.rules.context import ArtifactProbe
+from postflightd.rules.findings import state_unusable_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,9 @@ class Project:
         except RefusedError as exc:
             specs = None
             problem = (
-                f"{path}: the specs directory {exc.strerror} (PF604): nothing is read or "
-                "written through it; make it a plain directory inside the root"
+                state_unusable_text(f"{path}: the specs directory {exc.strerror}")
+                + ": nothing is read or written through it; make it a plain directory inside "
+                "the root"
             )
         except OSError as exc:
             raise UsageError(

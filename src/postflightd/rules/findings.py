@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Final
 
 
 class Severity(StrEnum):
@@ -127,6 +128,22 @@ class Finding:
 def finding(code: str, location: str, message: str, severity: Severity | None = None) -> Finding:
     """Build a finding with the registry's severity unless the rule itself picks one."""
     return Finding(code, severity or RULES[code].severity, location, message)
+
+
+#: The code of "state.json is unusable": missing, not JSON, not of the expected shape, or the
+#: specs directory that holds it refused. Postflight is impossible until it is fixed.
+STATE_UNUSABLE: Final = "PF604"
+
+
+def state_unusable(problem: str, then: str = "; the metadata file is kept") -> Finding:
+    """The PF604 finding: ``problem`` says what is wrong with state.json, ``then`` what follows."""
+    return finding(STATE_UNUSABLE, "", f"{problem}{then}")
+
+
+def state_unusable_text(problem: str) -> str:
+    """``problem`` (state.json or the specs directory unusable) tagged with its code, for a
+    message that is not a finding: a refusal, a note, a log line."""
+    return f"{problem} ({STATE_UNUSABLE})"
 
 
 class UnknownCodeError(ValueError):
