@@ -23,7 +23,7 @@ from postflightd.fs.locks import LockTimeoutError
 
 #: Each command with a --format, and the registry whose keys are its choices.
 REGISTRIES = [
-    ("scan", "postflightd.reporters.scan", "WRITERS"),
+    ("scan", "postflightd.reporters.scan", "REPORTERS"),
     ("process", "postflightd.reporters.process", "REPORTERS"),
     ("history", "postflightd.reporters.history", "REPORTERS"),
     ("check-return", "postflightd.reporters.check_return", "REPORTERS"),

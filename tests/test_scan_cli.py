@@ -11,7 +11,7 @@ import pytest
 
 from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.reporters.scan import WRITERS
+from postflightd.reporters.scan import REPORTERS
 from postflightd.rules.findings import RULES
 
 VALID, BROKEN, WARNED, STUCK = (
@@ -123,7 +123,7 @@ def test_json_report_has_the_exact_shape_of_spec_4(
     }
 
 
-@pytest.mark.parametrize("fmt", tuple(WRITERS))
+@pytest.mark.parametrize("fmt", tuple(REPORTERS))
 def test_every_format_reports_the_errors_and_exits_1(
     project: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
@@ -137,7 +137,7 @@ def test_every_format_reports_the_errors_and_exits_1(
         assert str(project.resolve()) not in out
 
 
-@pytest.mark.parametrize("fmt", tuple(WRITERS))
+@pytest.mark.parametrize("fmt", tuple(REPORTERS))
 def test_every_format_exits_0_on_a_clean_project(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:

@@ -20,7 +20,7 @@ from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline import parallel
 from postflightd.project.scan_state import SCAN_FIELDS, load_state_for_scan
 from postflightd.project.state import StateView, load_state
-from postflightd.reporters.scan import WRITERS, write_github, write_json, write_text
+from postflightd.reporters.scan import REPORTERS, Scanned, write_github, write_json, write_text
 from postflightd.reporters.style import Options
 
 
@@ -84,7 +84,9 @@ def test_streamed_output_is_the_whole_reports_output(tmp_path: Path, fmt: str) -
         positions=fmt in ("github", "sarif"),
     )
     out = io.StringIO()
-    WRITERS[fmt](report.roots, report.files, report.tally(), out, Options(cwd=str(tmp_path)))
+    REPORTERS[fmt](
+        Scanned(report.roots, report.files, report.tally()), out, Options(cwd=str(tmp_path))
+    )
     assert done.stdout.decode("utf-8") == out.getvalue()
     assert len(report.files) == 41
 
@@ -103,7 +105,7 @@ def test_json_written_piecewise_is_json_dumps_of_the_whole(tmp_path: Path, count
     config = Config()
     report = pipeline.scan([root], config, policy_from(config), datetime.now(UTC))
     for stream, indent in ((io.StringIO(), None), (_Terminal(), 2)):
-        write_json(report.roots, report.files, report.tally(), stream)
+        write_json(Scanned(report.roots, report.files, report.tally()), stream)
         assert stream.getvalue() == json_text(report.to_json(), indent=indent) + "\n"
         assert json.loads(stream.getvalue())["summary"]["files"] == count
 
@@ -113,8 +115,8 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     config = Config()
     report = pipeline.scan([root], config, policy_from(config), datetime.now(UTC))
     text, github = io.StringIO(), io.StringIO()
-    write_text(report.roots, report.files, report.tally(), text)
-    write_github(report.roots, report.files, report.tally(), github)
+    write_text(Scanned(report.roots, report.files, report.tally()), text)
+    write_github(Scanned(report.roots, report.files, report.tally()), github)
     assert text.getvalue() == "0 file(s): 0 valid, 0 invalid; 0 error(s), 0 warning(s)\n"
     assert github.getvalue() == ""
 

@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ROOT|FILE",
         help="project roots, or metadata files (pre-commit passes these); default: .",
     )
-    _add_format(scan, "postflightd.reporters.scan", "WRITERS", "--output-format")
+    _add_format(scan, "postflightd.reporters.scan", "REPORTERS", "--output-format")
     scan.add_argument(
         "--select", action="append", default=[], metavar="CODES", help="only these codes"
     )

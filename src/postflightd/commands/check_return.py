@@ -13,6 +13,7 @@ from postflightd.models.console_return import Dialect
 from postflightd.pipeline.console_extract import MAX_RETURN_BYTES
 from postflightd.pipeline.console_return import check_bytes, read_input, return_probe, too_big
 from postflightd.reporters.check_return import REPORTERS
+from postflightd.reporters.style import Options
 
 
 def run_check_return(
@@ -46,5 +47,5 @@ def run_check_return(
             "postflightd: agent-output returns carry no session id; --expect-session is ignored",
             file=sys.stderr,
         )
-    REPORTERS[fmt](report, sys.stdout)
+    REPORTERS[fmt](report, sys.stdout, Options())
     return int(report.exit_code)

@@ -11,6 +11,7 @@ from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import format_ts
 from postflightd.reporters.history import REPORTERS, History
+from postflightd.reporters.style import Options
 
 
 def run_history(
@@ -48,5 +49,5 @@ def run_history(
             f"{config.journal.keep_days:g}); older runs are not shown"
         )
     filtered = any(x is not None for x in (task, session, root, since))
-    REPORTERS[fmt](History(rows, note, filtered, show), sys.stdout, sys.stderr)
+    REPORTERS[fmt](History(rows, note, filtered, show), sys.stdout, Options(notes=sys.stderr))
     return int(ExitCode.OK)

@@ -23,6 +23,7 @@ from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS, report_text
+from postflightd.reporters.style import Options
 from postflightd.rules.findings import Policy, state_unusable_text
 
 
@@ -93,7 +94,7 @@ def run_process(
     finally:
         journal.close()
     result = Processed(file, report, done)
-    REPORTERS[fmt](result, sys.stdout)
+    REPORTERS[fmt](result, sys.stdout, Options())
     return int(result.exit_code)
 
 

@@ -20,7 +20,7 @@ from postflightd.pipeline.dry_run import PlannedWrite, preview
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
 from postflightd.project.root import Project, resolve_root, root_of
 from postflightd.reporters.dry_run import report_scan_dry_run
-from postflightd.reporters.scan import WRITERS, report_statistics
+from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
 
 
@@ -91,7 +91,7 @@ def run_scan(
     if out.statistics:
         report_statistics(files, sys.stdout, fmt, options)
     else:
-        WRITERS[fmt](scanned, files, tally, sys.stdout, options)
+        REPORTERS[fmt](Scanned(scanned, files, tally), sys.stdout, options)
     if report is not None and out.dry_run:
         report_scan_dry_run(_planned_writes(report, config, now), sys.stdout, options.cwd)
     code = tally.exit_code

@@ -28,7 +28,7 @@ from postflightd.project.metafiles import find_metadata_files
 from postflightd.project.root import Project, resolve_root
 from postflightd.reporters.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.reporters.status import REPORTERS
-from postflightd.reporters.style import use_color
+from postflightd.reporters.style import Options, use_color
 from postflightd.rules.findings import Policy
 from postflightd.runs.lifecycle import IN_PROGRESS, Sighting
 from postflightd.runs.status import WRITING, RootStatus, RunStatus, status_exit_code
@@ -141,7 +141,7 @@ def run_status(
     now = datetime.now(UTC)
     statuses = collect_status(resolved, config, chosen, now)
     add_healing(statuses, config, now)
-    REPORTERS[fmt](statuses, sys.stdout, use_color(color, sys.stdout, os.environ))
+    REPORTERS[fmt](statuses, sys.stdout, Options(color=use_color(color, sys.stdout, os.environ)))
     return int(status_exit_code(statuses))
 
 

@@ -12,6 +12,7 @@ from postflightd.errors import UsageError
 from postflightd.journal.database import format_ts
 from postflightd.pipeline.verify import Verdict, VerifyReport, inspect_root, repair_root
 from postflightd.project.root import resolve_root
+from postflightd.reporters.style import Options
 from postflightd.reporters.verify import REPORTERS
 
 
@@ -39,5 +40,5 @@ def run_verify(
                 result = repair_root(root, root_config, journal, since)
             checked.append(result)
     report = VerifyReport(since, repair, checked)
-    REPORTERS[fmt](report, sys.stdout)
+    REPORTERS[fmt](report, sys.stdout, Options())
     return report.exit_code

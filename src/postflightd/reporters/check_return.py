@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from postflightd.inert import inert, json_text
+from postflightd.reporters import Reporter
 from postflightd.reporters.scan import github_annotation
+from postflightd.reporters.style import Options
 from postflightd.rules.findings import Severity
 
 if TYPE_CHECKING:
     from postflightd.pipeline.console_return import ReturnReport
 
 
-def report_text(report: ReturnReport, out: TextIO) -> None:
+def report_text(report: ReturnReport, out: TextIO, options: Options | None = None) -> None:
     """``source:CODE severity: message`` per finding, then one verdict line."""
+    del options  # one shape
     source = inert(report.source)
     for f in report.findings:
         out.write(f"{source}:{f.code} {f.severity.value}: {inert(f.message)}\n")
@@ -26,18 +28,20 @@ def report_text(report: ReturnReport, out: TextIO) -> None:
     )
 
 
-def report_json(report: ReturnReport, out: TextIO) -> None:
+def report_json(report: ReturnReport, out: TextIO, options: Options | None = None) -> None:
+    del options
     out.write(json_text(report.to_json(), indent=2) + "\n")
 
 
-def report_github(report: ReturnReport, out: TextIO) -> None:
+def report_github(report: ReturnReport, out: TextIO, options: Options | None = None) -> None:
     """One GitHub workflow command per finding, on the return's file (none for stdin)."""
+    del options
     path = None if report.source == "<stdin>" else report.source
     for f in report.findings:
         out.write(github_annotation(f, path) + "\n")
 
 
-REPORTERS: dict[str, Callable[[ReturnReport, TextIO], None]] = {
+REPORTERS: dict[str, Reporter[ReturnReport]] = {
     "text": report_text,
     "json": report_json,
     "github": report_github,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, TextIO
 
 from postflightd.inert import inert, json_text
+from postflightd.reporters import Reporter
+from postflightd.reporters.style import Options
 
 if TYPE_CHECKING:
     from postflightd.journal.database import Observation
@@ -24,9 +26,9 @@ class History:
     show: bool
 
 
-def report_text(history: History, out: TextIO, err: TextIO) -> None:
+def report_text(history: History, out: TextIO, options: Options | None = None) -> None:
     """One line per row (the note first); ``--show`` adds the recorded file, indented."""
-    del err  # the note is part of the listing
+    del options  # the note is part of the listing
     if history.note:
         out.write(history.note + "\n")
     for r in history.rows:
@@ -46,15 +48,15 @@ def report_text(history: History, out: TextIO, err: TextIO) -> None:
         out.write(f"no observations recorded{tail}\n")
 
 
-def report_json(history: History, out: TextIO, err: TextIO) -> None:
+def report_json(history: History, out: TextIO, options: Options | None = None) -> None:
     """The rows as a JSON list; each always carries ``content`` (a fixed shape, --show or not).
-    The note goes to stderr: stdout holds the JSON only."""
+    The note goes to the options' note stream (stderr): stdout holds the JSON only."""
     out.write(json_text([asdict(r) for r in history.rows], indent=2) + "\n")
     if history.note:
-        err.write(history.note + "\n")
+        (options or Options()).note_stream.write(history.note + "\n")
 
 
-REPORTERS: dict[str, Callable[[History, TextIO, TextIO], None]] = {
+REPORTERS: dict[str, Reporter[History]] = {
     "text": report_text,
     "json": report_json,
 }

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from postflightd.inert import inert, json_text
+from postflightd.reporters import Reporter
+from postflightd.reporters.style import Options
 
 if TYPE_CHECKING:
     from postflightd.pipeline.results import FileReport, Processed
 
 
-def report_text(result: Processed, out: TextIO) -> None:
+def report_text(result: Processed, out: TextIO, options: Options | None = None) -> None:
     """One line for the outcome, then its findings and notes, indented."""
+    del options  # one shape
     if result.already is not None:
         out.write(
             f"{inert(result.file)}: already post-flighted ({result.already}); nothing to do\n"
@@ -49,15 +51,16 @@ def _outcome_text(report: FileReport) -> str:
     return what.get(report.outcome, report.outcome.value)
 
 
-def report_json(result: Processed, out: TextIO) -> None:
+def report_json(result: Processed, out: TextIO, options: Options | None = None) -> None:
     """The file's report, with ``already_postflighted`` when another run applied it."""
+    del options
     doc = result.report.to_json() if result.report is not None else {"file": result.file}
     if result.already is not None:
         doc["already_postflighted"] = result.already
     out.write(json_text(doc, indent=2) + "\n")
 
 
-REPORTERS: dict[str, Callable[[Processed, TextIO], None]] = {
+REPORTERS: dict[str, Reporter[Processed]] = {
     "text": report_text,
     "json": report_json,
 }

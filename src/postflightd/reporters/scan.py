@@ -2,16 +2,18 @@
 
 Paths are shown relative to the current directory (absolute outside it), so that two roots'
 files differ and CI annotations land on the right file in a monorepo; the JSON keeps each
-file's path relative to its root (SPEC 4) and says which root.
+file's path relative to its root (as state.json and the journal do) and says which root.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from postflightd.inert import inert, json_text
+from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, display_path, paint
 
 if TYPE_CHECKING:
@@ -21,21 +23,25 @@ if TYPE_CHECKING:
     from postflightd.rules.findings import Finding
 
 
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """What ``scan`` reports, as it comes: ``scan`` streams its files, each checked, written
+    and forgotten, so ``files`` is consumed once and ``tally`` is complete only after."""
+
+    roots: list[Path]
+    files: Iterable[FileReport]
+    tally: Tally
+
+
 # --- text -------------------------------------------------------------------------------------
 
 
-def write_text(
-    roots: list[Path],
-    files: Iterable[FileReport],
-    tally: Tally,
-    out: TextIO,
-    options: Options | None = None,
-) -> None:
+def write_text(scanned: Scanned, out: TextIO, options: Options | None = None) -> None:
     """``path:CODE severity: message`` per finding, then a summary line (not with -q).
 
     Written as the files come; ``tally`` is complete once they are consumed.
     """
-    del roots  # paths are shown from the current directory
+    files, tally = scanned.files, scanned.tally  # paths are shown from the current directory
     o = options or Options()
     applied: list[tuple[str, int | None]] = []
     for file in files:
@@ -66,18 +72,13 @@ def write_text(
 # --- json -------------------------------------------------------------------------------------
 
 
-def write_json(
-    roots: list[Path],
-    files: Iterable[FileReport],
-    tally: Tally,
-    out: TextIO,
-    options: Options | None = None,
-) -> None:
-    """The object of SPEC 4: roots, files (valid ones included, each with its root), summary.
+def write_json(scanned: Scanned, out: TextIO, options: Options | None = None) -> None:
+    """One object: roots, files (valid ones included, each with its root), summary.
 
     Written as the files come, byte for byte what ``json.dumps`` of the whole object gives
     (one file's entry at a time, so memory does not grow with the files)."""
     del options  # one shape whatever the options
+    roots, files, tally = scanned.roots, scanned.files, scanned.tally
     # Indented only for a person at a terminal: with indent, json falls back from its C
     # encoder to pure Python (0.5 s for 10,000 files). Each entry is one dumps and one write:
     # json.dump streams tiny writes, which took over a second of a 10,000-file scan.
@@ -155,17 +156,10 @@ def positioned(file: FileReport) -> list[Finding]:
     return with_positions(file.findings, file.loaded.raw)
 
 
-def write_github(
-    roots: list[Path],
-    files: Iterable[FileReport],
-    tally: Tally,
-    out: TextIO,
-    options: Options | None = None,
-) -> None:
+def write_github(scanned: Scanned, out: TextIO, options: Options | None = None) -> None:
     """One workflow command per finding, with line and column where the finding has them."""
-    del roots, tally  # no summary: annotations only
-    o = options or Options()
-    for file in files:
+    o = options or Options()  # no summary: annotations only
+    for file in scanned.files:
         path = display_path(file.path, o.cwd)
         for f in positioned(file):
             out.write(github_annotation(f, path) + "\n")
@@ -259,18 +253,11 @@ def _sarif_results(file: FileReport, cwd: str, results: list[dict[str, Any]]) ->
         )
 
 
-def write_sarif(
-    roots: list[Path],
-    files: Iterable[FileReport],
-    tally: Tally,
-    out: TextIO,
-    options: Options | None = None,
-) -> None:
+def write_sarif(scanned: Scanned, out: TextIO, options: Options | None = None) -> None:
     """The SARIF log; written at the end (its rules come before its results), holding the
     results of the files as they go, not the files."""
-    del roots, tally
     o = options or Options()
-    out.write(json_text(_sarif_log(files, o.cwd), indent=2) + "\n")
+    out.write(json_text(_sarif_log(scanned.files, o.cwd), indent=2) + "\n")
 
 
 # --- --statistics -----------------------------------------------------------------------------
@@ -305,11 +292,7 @@ def report_statistics(
         )
 
 
-#: The same formats for files as they come (``scan`` streams them): (roots, files, the tally
-#: that is complete once the files are consumed, out, options).
-Writer = Callable[[list["Path"], Iterable["FileReport"], "Tally", TextIO, Options | None], None]
-
-WRITERS: dict[str, Writer] = {
+REPORTERS: dict[str, Reporter[Scanned]] = {
     "text": write_text,
     "json": write_json,
     "github": write_github,

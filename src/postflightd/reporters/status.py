@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, TextIO
 
 from postflightd.durations import format_duration
 from postflightd.inert import inert, json_text
-from postflightd.reporters.style import paint
+from postflightd.reporters import Reporter
+from postflightd.reporters.style import Options, paint
 
 if TYPE_CHECKING:
     from postflightd.runs.status import RootStatus, RunStatus
@@ -30,7 +31,10 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 _MARK_STYLE: Final = {"STUCK": "error", "INVALID": "error", "WAITING": "warning"}
 
 
-def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool = False) -> None:
+def report_status_text(
+    statuses: Sequence[RootStatus], out: TextIO, options: Options | None = None
+) -> None:
+    color = options is not None and options.color
     for entry in statuses:
         if entry.daemon_pid is None:
             daemon = "no daemon"
@@ -77,12 +81,14 @@ def report_status_text(statuses: Sequence[RootStatus], out: TextIO, color: bool 
     out.write(f"{running} running, {stuck} stuck, {len(runs) - running - stuck} other\n")
 
 
-def report_status_json(statuses: Sequence[RootStatus], out: TextIO, color: bool = False) -> None:
-    del color  # one shape
+def report_status_json(
+    statuses: Sequence[RootStatus], out: TextIO, options: Options | None = None
+) -> None:
+    del options  # one shape
     out.write(json_text({"roots": [s.to_json() for s in statuses]}, indent=2) + "\n")
 
 
-REPORTERS: dict[str, Callable[[Sequence[RootStatus], TextIO, bool], None]] = {
+REPORTERS: dict[str, Reporter[Sequence[RootStatus]]] = {
     "text": report_status_text,
     "json": report_status_json,
 }

@@ -3,19 +3,35 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO
 
 
+def _current_directory() -> str:
+    try:
+        return str(Path.cwd())
+    except OSError:
+        return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Options:
-    """How a report is shown: colour, quiet or verbose, and the directory paths are shown from."""
+    """How a report is shown: colour, quiet or verbose, the directory paths are shown from, and
+    where a note goes that the format has no room for (JSON on stdout holds the JSON only)."""
 
     color: bool = False
     quiet: bool = False
     verbose: bool = False
-    cwd: str = field(default_factory=os.getcwd)
+    #: "": no current directory (it was removed): paths are shown absolute
+    cwd: str = field(default_factory=_current_directory)
+    #: None: standard error, as it is when the reporter runs
+    notes: TextIO | None = None
+
+    @property
+    def note_stream(self) -> TextIO:
+        return self.notes if self.notes is not None else sys.stderr
 
 
 # --- colour ----------------------------------------------------------------------------------
@@ -50,6 +66,6 @@ def display_path(file: Path | str, cwd: str) -> str:
     """A path relative to ``cwd``, or absolute when it lies outside it."""
     path = str(file)
     prefix = cwd.rstrip(os.sep) + os.sep
-    if path.startswith(prefix):
+    if cwd and path.startswith(prefix):
         return path[len(prefix) :].replace(os.sep, "/")
     return path.replace(os.sep, "/")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, TextIO
 
 from postflightd.inert import inert, json_text
 from postflightd.pipeline.verify import Verdict
+from postflightd.reporters import Reporter
+from postflightd.reporters.style import Options
 
 if TYPE_CHECKING:
     from postflightd.pipeline.verify import VerifyReport
@@ -29,7 +31,8 @@ def _clean(text: str) -> str:
     return inert(text)
 
 
-def report_text(report: VerifyReport, out: TextIO) -> None:
+def report_text(report: VerifyReport, out: TextIO, options: Options | None = None) -> None:
+    del options  # one shape
     for r in report.roots:
         if r.problem:
             out.write(f"{_clean(str(r.root))}: {_clean(r.problem)}\n")
@@ -59,11 +62,12 @@ def report_text(report: VerifyReport, out: TextIO) -> None:
     )
 
 
-def report_json(report: VerifyReport, out: TextIO) -> None:
+def report_json(report: VerifyReport, out: TextIO, options: Options | None = None) -> None:
+    del options
     out.write(json_text(report.to_json(), indent=2) + "\n")
 
 
-REPORTERS: Final[Mapping[str, Callable[[VerifyReport, TextIO], None]]] = {
+REPORTERS: Final[Mapping[str, Reporter[VerifyReport]]] = {
     "text": report_text,
     "json": report_json,
 }
