@@ -1,4 +1,7 @@
-"""``postflightd check-return``: validate a subagent's console return (rules: return_rules.py)."""
+"""``postflightd check-return``: validate a subagent's console return.
+
+Its rules are ``rules.console_return``'s.
+"""
 
 from __future__ import annotations
 
