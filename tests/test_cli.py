@@ -21,24 +21,24 @@ from postflightd.fs import faults
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import LockTimeoutError
 
-#: Each command with a --format, and the registry whose keys are its choices.
+#: Each command with a --format, and the module whose ``REPORTERS`` keys are its choices.
 REGISTRIES = [
-    ("scan", "postflightd.reporters.scan", "REPORTERS"),
-    ("process", "postflightd.reporters.process", "REPORTERS"),
-    ("history", "postflightd.reporters.history", "REPORTERS"),
-    ("check-return", "postflightd.reporters.check_return", "REPORTERS"),
-    ("status", "postflightd.reporters.status", "REPORTERS"),
-    ("verify", "postflightd.reporters.verify", "REPORTERS"),
-    ("report", "postflightd.reporters.report", "RENDERERS"),
+    ("scan", "postflightd.reporters.scan"),
+    ("process", "postflightd.reporters.process"),
+    ("history", "postflightd.reporters.history"),
+    ("check-return", "postflightd.reporters.check_return"),
+    ("status", "postflightd.reporters.status"),
+    ("verify", "postflightd.reporters.verify"),
+    ("report", "postflightd.reporters.report"),
 ]
 
 
-@pytest.mark.parametrize(("command", "module", "registry"), REGISTRIES)
+@pytest.mark.parametrize(("command", "module"), REGISTRIES)
 def test_format_choices_are_the_registry_keys(
-    command: str, module: str, registry: str, capsys: pytest.CaptureFixture[str]
+    command: str, module: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An unknown --format is exit 2, and the choices offered are exactly the registry's keys."""
-    keys = list(getattr(import_module(module), registry))
+    keys = list(import_module(module).REPORTERS)
     assert "text" in keys
     with pytest.raises(SystemExit) as exc:
         main([command, "--format", "no-such-format"])
@@ -47,15 +47,29 @@ def test_format_choices_are_the_registry_keys(
     assert f"(choose from {', '.join(map(repr, keys))})" in err
 
 
-@pytest.mark.parametrize(("command", "module", "registry"), REGISTRIES)
+@pytest.mark.parametrize(("command", "module"), REGISTRIES)
 def test_usage_lists_the_registry_keys(
-    command: str, module: str, registry: str, capsys: pytest.CaptureFixture[str]
+    command: str, module: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    keys = list(getattr(import_module(module), registry))
+    keys = list(import_module(module).REPORTERS)
     with pytest.raises(SystemExit) as exc:
         main([command, "--help"])
     assert exc.value.code == 0
     assert "--format {" + ",".join(keys) + "}" in capsys.readouterr().out
+
+
+def test_every_reporter_module_is_a_format_registry() -> None:
+    """No command's registry is missed above: every reporter module with ``REPORTERS`` is
+    listed, and each registry maps a format to a reporter."""
+    package = Path(import_module("postflightd.reporters").__file__ or "").parent
+    with_registry = {
+        f"postflightd.reporters.{p.stem}"
+        for p in package.glob("*.py")
+        if hasattr(import_module(f"postflightd.reporters.{p.stem}"), "REPORTERS")
+    }
+    assert with_registry == {module for _, module in REGISTRIES}
+    for module in with_registry:
+        assert all(callable(r) for r in import_module(module).REPORTERS.values())
 
 
 def test_version_imports_no_registry_and_no_command() -> None:

@@ -248,7 +248,7 @@ def test_transitions_show_agent_values_inert() -> None:
     """A stage written by an agent never reaches the terminal as an escape sequence."""
     hostile = run(1, "running", "\x1b[2J\x1b[Hphase\n2", 1)
     line = describe_change(run(1, "running", "a", 0), hostile)
-    assert line == "task 1: \\x1b[2J\\x1b[Hphase\\x0a2 1/3"
+    assert line == "task 1: \\x1b[2J\\x1b[Hphase\\n2 1/3"
 
 
 def test_status_watch_with_json_is_a_usage_error(

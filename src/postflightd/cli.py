@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ROOT|FILE",
         help="project roots, or metadata files (pre-commit passes these); default: .",
     )
-    _add_format(scan, "postflightd.reporters.scan", "REPORTERS", "--output-format")
+    _add_format(scan, "postflightd.reporters.scan", "--output-format")
     scan.add_argument(
         "--select", action="append", default=[], metavar="CODES", help="only these codes"
     )
@@ -163,18 +163,17 @@ class RegistryKeys:
     command's usage is shown (argcomplete asks too).
     """
 
-    __slots__ = ("_keys", "_module", "_registry")
+    __slots__ = ("_keys", "_module")
 
-    def __init__(self, module: str, registry: str) -> None:
+    def __init__(self, module: str) -> None:
         self._module = module
-        self._registry = registry
         self._keys: tuple[str, ...] | None = None
 
     def _load(self) -> tuple[str, ...]:
         if self._keys is None:
             from importlib import import_module
 
-            self._keys = tuple(getattr(import_module(self._module), self._registry))
+            self._keys = tuple(import_module(self._module).REPORTERS)
         return self._keys
 
     def __iter__(self) -> Iterator[str]:
@@ -187,14 +186,12 @@ class RegistryKeys:
         return len(self._load())
 
 
-def _add_format(
-    command: argparse.ArgumentParser, module: str, registry: str = "REPORTERS", *alias: str
-) -> None:
-    """``--format``, its choices the keys of ``module.registry`` (default: text)."""
+def _add_format(command: argparse.ArgumentParser, module: str, *alias: str) -> None:
+    """``--format``, its choices the keys of ``module.REPORTERS`` (default: text)."""
     action = command.add_argument("--format", *alias, dest="format", default="text")
     # Set after add_argument, which formats the option's usage (and would iterate the
     # choices, importing the registry) to check it.
-    action.choices = RegistryKeys(module, registry)
+    action.choices = RegistryKeys(module)
 
 
 def _journal_int(text: str) -> int:
@@ -231,7 +228,7 @@ def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> No
     report.add_argument(
         "--since", default="30d", metavar="DURATION", help="30d (default), 12h, 2026-01-31, all"
     )
-    _add_format(report, "postflightd.reporters.report", "RENDERERS")
+    _add_format(report, "postflightd.reporters.report")
     report.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
     report.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 

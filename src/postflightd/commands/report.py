@@ -1,7 +1,8 @@
-"""``postflightd report``: analytics from the journal (reading it: report_journal.py)."""
+"""``postflightd report``: analytics from the journal (reading it: ``report.source``)."""
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -9,7 +10,8 @@ from datetime import UTC, datetime
 from postflightd.commands.arguments import parse_since_arg
 from postflightd.errors import ExitCode
 from postflightd.report.source import make_report, write_output
-from postflightd.reporters.report import RENDERERS
+from postflightd.reporters.report import REPORTERS
+from postflightd.reporters.style import Options
 
 
 def run_report(
@@ -20,7 +22,10 @@ def run_report(
     report, notes = make_report(roots, parse_since_arg(since, now), config_path, now)
     for note in notes:
         print(f"postflightd: {note}", file=sys.stderr)
-    write_output(RENDERERS[fmt](report), output)
+    # Whole before it is written: ``-o FILE`` is replaced at once, never seen half-written.
+    text = io.StringIO()
+    REPORTERS[fmt](report, text, Options())
+    write_output(text.getvalue(), output)
     if output not in (None, "-"):
         print(f"postflightd: report written to {output}", file=sys.stderr)
     return int(ExitCode.OK)

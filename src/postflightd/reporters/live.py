@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, TextIO
 
-from postflightd.reporters.report import inert
+from postflightd.inert import inert
 from postflightd.reporters.status import report_status_text
 from postflightd.runs.status import WRITING, RootStatus, RunStatus
 

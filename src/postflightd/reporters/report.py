@@ -1,31 +1,23 @@
-"""The report as text (a terminal, an e-mail) and JSON (a fixed shape, for machines).
+"""Reporters for ``report``: text (a terminal, an e-mail), JSON (a fixed shape, for
+machines) and one HTML page (``reporters.report_html``).
 
 Every value that came from the journal is agent-written data: in text it is made inert
-(control characters escaped, so a value never moves the cursor or starts a line); the HTML
-renderer (``report_html``) escapes it as markup.
+(``inert``: control characters, line separators and bidirectional controls escaped, so a
+value never moves the cursor, starts a line or reorders one), in JSON it is written with
+``json_text``, and the HTML page escapes it as markup too.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Callable, Sequence
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, TextIO
 
+from postflightd.inert import inert, json_text
 from postflightd.report.figures import Group, Report, human, outcome_mix, success_rate
+from postflightd.reporters import Reporter
+from postflightd.reporters.style import Options
 
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 BAR_WIDTH: Final = 40
-
-
-def inert(text: object) -> str:
-    """A journal value safe to print: C0, C1, DEL and lone surrogates as visible escapes."""
-    return _CONTROL.sub(_escape, str(text))
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def _table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> list[str]:
@@ -59,7 +51,12 @@ def _groups(title: str, column: str, groups: list[Group]) -> list[str]:
     return lines + _table(rows, right=frozenset({1, 2, 3, 4}))
 
 
-def render_text(report: Report) -> str:
+def report_text(report: Report, out: TextIO, options: Options | None = None) -> None:
+    del options  # one shape
+    out.write(_text(report))
+
+
+def _text(report: Report) -> str:
     lines: list[str] = []
     period = (
         f"{report.first_ts[:10]} .. {report.last_ts[:10]}"
@@ -163,24 +160,27 @@ def _findings(report: Report) -> list[str]:
         lines.append("  Near-miss statuses (what the agent wrote -> what it meant):")
         for n in report.near_misses:
             lines.append(
-                f"    {json.dumps(inert(n.status), ensure_ascii=False)} -> {n.meant}: "
+                f"    {json_text(inert(n.status))} -> {n.meant}: "
                 f"{n.runs} run{'s' if n.runs != 1 else ''}"
             )
     return lines
 
 
-def render_json(report: Report) -> str:
-    return json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n"
+def report_json(report: Report, out: TextIO, options: Options | None = None) -> None:
+    del options
+    out.write(json_text(report.to_json(), indent=2) + "\n")
 
 
-def render_html(report: Report) -> str:
-    from postflightd.reporters.report_html import render_html as html
+def report_html(report: Report, out: TextIO, options: Options | None = None) -> None:
+    del options
+    # Imported only when the page is asked for: text and JSON never load its code.
+    from postflightd.reporters.report_html import render_html
 
-    return html(report)
+    out.write(render_html(report))
 
 
-RENDERERS: dict[str, Callable[[Report], str]] = {
-    "text": render_text,
-    "json": render_json,
-    "html": render_html,
+REPORTERS: dict[str, Reporter[Report]] = {
+    "text": report_text,
+    "json": report_json,
+    "html": report_html,
 }
