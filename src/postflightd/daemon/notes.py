@@ -1,7 +1,7 @@
 """What a running daemon tells ``postflightd status`` about its roots (the polling fallback).
 
 One JSON file per daemon, named by its pid, in the user state directory (not the project tree:
-the tree is the agents' to write). ``status`` finds the pid through ``store.lock_holder``.
+the tree is the agents' to write). ``status`` finds the pid through ``fs.locks.lock_holder``.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from postflightd.fs.atomic import write_file
+from postflightd.fs.directory import StoreError
 from postflightd.logs import get_logger
 
 log = get_logger()
@@ -34,11 +36,11 @@ def write_daemon_notes(notes: Mapping[str, str]) -> None:
             path.unlink(missing_ok=True)
             return
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps({"pid": os.getpid(), "roots": dict(notes)}), encoding="utf-8")
-        tmp.replace(path)
+        write_file(path, json.dumps({"pid": os.getpid(), "roots": dict(notes)}).encode("utf-8"))
     except OSError as exc:
         log.warning("status_note_failed", path=str(path), error=exc.strerror or str(exc))
+    except StoreError as exc:
+        log.warning("status_note_failed", path=str(path), error=str(exc))
 
 
 def remove_daemon_notes() -> None:

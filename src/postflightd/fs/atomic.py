@@ -5,7 +5,8 @@ Used together with the project lock (``locks.project_lock``) by postflight:
 * ``replace_if_unchanged`` is an optimistic read-modify-write for the writers that do not lock
   (a bare ``jq ... > tmp && mv tmp state.json``): it checks just before replacing that the file
   is still what it read, and otherwise re-reads and re-applies.
-* ``atomic_write`` makes every replacement all-or-nothing, whatever instant a crash hits.
+* ``atomic_write`` makes every replacement all-or-nothing, whatever instant a crash hits;
+  ``write_file`` is the same for a file outside a project tree.
 * ``delete_if_unchanged`` deletes a metadata file only if it is still the content processed.
 
 Every file is named relative to an open ``directory.Directory`` (the specs directory, a task
@@ -137,6 +138,16 @@ def atomic_write(
     refused: nothing is written, neither through it nor over it.
     """
     _replace(directory, name, data, crash_label, precondition=None)
+
+
+def write_file(path: Path, data: bytes) -> None:
+    """``atomic_write`` of a file outside any project tree (``report -o FILE``, the daemon's
+    notes for ``status``): in the directory the user named, links on the way to it followed as
+    for a project root. ``OSError`` when that directory cannot be opened; ``StoreError`` as
+    ``atomic_write`` (a link at ``path`` itself is refused, never written through).
+    """
+    with Directory.anchor(path.parent) as directory:
+        atomic_write(directory, path.name, data)
 
 
 def replace_if_unchanged(

@@ -12,7 +12,6 @@ import os
 import pickle
 import sqlite3
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +19,8 @@ from typing import Any, Final
 
 from postflightd.errors import ConfigError, UsageError
 from postflightd.journal.database import JournalKind
+from postflightd.fs.atomic import write_file
+from postflightd.fs.directory import StoreError
 from postflightd.report.figures import Report, Tally, build_report, tally
 from postflightd.report.runs import Runs, fold
 
@@ -91,7 +92,7 @@ def stream_rows(
     since: datetime | None,
     part: tuple[int, int] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """The rows the report reads (``report_runs.JournalRow`` fields), oldest first, in batches.
+    """The rows the report reads (``report.runs.JournalRow`` fields), oldest first, in batches.
 
     ``part=(i, n)``: only the rows whose task number is i modulo n (a run's rows all share
     its task directory, so each run falls wholly in one part; no task number is part 0).
@@ -258,16 +259,9 @@ def write_output(text: str, output: str | None) -> None:
     target = Path(output).expanduser()
     if target.is_dir():
         raise UsageError(f"-o {output}: is a directory; give a file name")
-    directory = target.parent if str(target.parent) else Path()
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+        write_file(target, text.encode("utf-8"))
     except OSError as exc:
         raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"-o {output}: cannot write there: {exc.strerror or exc}") from None
+    except StoreError as exc:
+        raise UsageError(f"-o {output}: cannot write there: {exc}") from None
