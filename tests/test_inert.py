@@ -61,6 +61,36 @@ def test_inert_escapes_every_control_character_and_leaves_text_alone() -> None:
     assert_inert(inert(EVIL))
 
 
+#: The first and last character of each class ``inert`` escapes: C0, DEL, C1, the line and
+#: paragraph separators, the bidirectional embeddings and overrides, the isolates, surrogates.
+UNSAFE_CLASSES = [
+    ("\x00", "\x1f"),
+    ("\x7f", "\x7f"),
+    ("\x80", "\x9f"),
+    ("\u2028", "\u2029"),
+    ("\u202a", "\u202e"),
+    ("\u2066", "\u2069"),
+    ("\ud800", "\udfff"),
+]
+
+
+@pytest.mark.parametrize(("first", "last"), UNSAFE_CLASSES)
+def test_inert_and_json_text_escape_every_class_to_its_edges(first: str, last: str) -> None:
+    """Each class, its first and last character and the ones just outside it: escaped inside,
+    kept outside (text), and never raw in JSON, which still reads back the same value."""
+    for char in {first, last}:
+        assert char not in inert(f"a{char}b")
+        assert inert(f"a{char}b").startswith("a\\")
+        text = json_text({"v": char})
+        assert char not in text
+        assert json.loads(text) == {"v": char}
+    for code in (ord(first) - 1, ord(last) + 1):
+        outside = chr(code) if code >= 0 else ""
+        if outside and not any(lo <= outside <= hi for lo, hi in UNSAFE_CLASSES):
+            assert inert(outside) == outside
+            assert json_text(outside) == json.dumps(outside, ensure_ascii=False)
+
+
 def test_json_text_is_always_valid_utf8_and_loses_nothing() -> None:
     """A lone surrogate is written back as its JSON escape; other text stays readable."""
     value = {"s": "a\ud800b", "t": "é"}

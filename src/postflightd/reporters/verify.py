@@ -26,18 +26,13 @@ _EXPLAIN: Final = {
 }
 
 
-def _clean(text: str) -> str:
-    """Journal values come from the project tree: control characters are shown, not sent."""
-    return inert(text)
-
-
 def report_text(report: VerifyReport, out: TextIO, options: Options | None = None) -> None:
     del options  # one shape
     for r in report.roots:
         if r.problem:
-            out.write(f"{_clean(str(r.root))}: {_clean(r.problem)}\n")
+            out.write(f"{inert(str(r.root))}: {inert(r.problem)}\n")
         for note in r.notes:
-            out.write(f"{_clean(str(r.root))}: note: {_clean(note)}\n")
+            out.write(f"{inert(str(r.root))}: note: {inert(note)}\n")
     for c in report.listed():
         t = c.tracked.latest
         what = _EXPLAIN[c.judgement.verdict]
@@ -48,8 +43,8 @@ def report_text(report: VerifyReport, out: TextIO, options: Options | None = Non
         elif c.judgement.verdict is Verdict.LOST:
             what += "; `postflightd verify --repair` re-applies it"
         out.write(
-            f"{_clean(t.root)}/{_clean(t.file)}: task {t.task} {_clean(t.status or '?')} "
-            f"({t.ts}): {c.judgement.verdict.value}: {_clean(what)}\n"
+            f"{inert(t.root)}/{inert(t.file)}: task {t.task} {inert(t.status or '?')} "
+            f"({t.ts}): {c.judgement.verdict.value}: {inert(what)}\n"
         )
     s = report.summary()
     parts = [f"{s[v.value]} {v.value}" for v in Verdict if v is not Verdict.SHOWN and s[v.value]]
