@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import stat
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -192,6 +193,28 @@ def test_output_into_a_directory_is_a_usage_error(
     assert "is a directory" in capsys.readouterr().err
     assert main(["report", "-o", str(tmp_path / "missing" / "r.txt")]) == 2
     assert "cannot write there" in capsys.readouterr().err
+
+
+def test_output_replaces_a_file_whole_and_refuses_a_link(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-o FILE is the fs layer's atomic write: an existing file is replaced and keeps its
+    permission bits, no temporary file is left; a link at FILE is refused, never followed."""
+    _journal().close()
+    out = tmp_path / "r.txt"
+    out.write_text("old\n", encoding="utf-8")
+    out.chmod(0o600)
+    assert main(["report", "-o", str(out)]) == 0
+    assert out.read_text("utf-8").startswith("postflightd report:")
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.txt"]
+    link = tmp_path / "link.txt"
+    link.symlink_to(out)
+    capsys.readouterr()
+    assert main(["report", "-o", str(link)]) == 2
+    assert "not a regular file" in capsys.readouterr().err
+    assert link.is_symlink()
+    assert out.read_text("utf-8").startswith("postflightd report:")
 
 
 def test_a_root_with_a_bad_config_gets_default_timeouts_and_a_note(
