@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 from postflightd.inert import inert, json_text
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options
+from postflightd.rules.findings import state_unusable_text
 
 if TYPE_CHECKING:
     from postflightd.pipeline.results import FileReport, Processed
@@ -42,7 +43,8 @@ def _outcome_text(report: FileReport) -> str:
         "written (see below); the file is kept: run again once fixed",
         Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
         "errors.json, task status left as it was",
-        Outcome.STATE_UNUSABLE: "not applied: state.json is unusable (PF604); the file is kept",
+        Outcome.STATE_UNUSABLE: state_unusable_text("not applied: state.json is unusable")
+        + "; the file is kept",
         Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",
         Outcome.INVALID: "not applied: invalid; the file is kept",
     }
