@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.errors import ConfigError, UsageError
-from postflightd.journal.database import JournalKind
 from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
+from postflightd.journal.database import JournalKind
 from postflightd.report.figures import Report, Tally, build_report, tally
 from postflightd.report.runs import Runs, fold
 
