@@ -1,21 +1,23 @@
-"""Shared fixtures: isolated config/state directories and small project builders."""
+"""Fixtures for every test: isolated config/state directories, a fresh state cache, and the
+check that a test leaves no thread or child process running.
+
+Plain helper functions are in tests/helpers/ (imported as ``helpers.<module>``), not here.
+"""
 
 from __future__ import annotations
 
-import json
-import os
 import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from postflightd.daemon.watch.inotify_tree import EVENT_READER
-from postflightd.project.state import STATE_CACHE
+# Before the first import of a helper: their asserts report values as the tests' own do.
+pytest.register_assert_rewrite("helpers")
 
-SESSION = "sess_1736700000_abc123"
+from helpers.processes import child_processes  # noqa: E402
+from helpers.waiting import wait_until  # noqa: E402
+from postflightd.daemon.watch.inotify_tree import EVENT_READER  # noqa: E402
+from postflightd.project.state import STATE_CACHE  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -42,32 +44,10 @@ def _isolated_dirs(
 LEAK_GRACE_S = 10.0
 
 
-def child_processes() -> set[tuple[int, str]]:
-    """This process's child processes (pid, command name), zombies included (unwaited)."""
-    me = os.getpid()
-    children: set[tuple[int, str]] = set()
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return children  # no /proc: processes are not checked on this system
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read().decode("utf-8", "replace")
-        except OSError:
-            continue  # gone meanwhile
-        name, _, rest = stat.partition(" (")[2].rpartition(") ")
-        fields = rest.split()
-        if len(fields) > 1 and fields[1] == str(me):
-            children.add((int(entry), f"{name} ({fields[0]})"))
-    return children
-
-
 @pytest.fixture(autouse=True)
 def _no_leaked_threads_or_processes() -> Iterator[None]:
-    """Fail a test that leaves a thread running or a child process unwaited (STYLE.md).
+    """Fail a test that leaves a thread running or a child process unwaited: either would
+    outlive the test and act on, or hold open, the files of the tests after it.
 
     Compared with what ran before the test, after a grace deadline for what is shutting down.
     The inotify reader thread is process-wide by design: it is stopped here once no watch
@@ -97,78 +77,3 @@ def _fresh_state_cache() -> Iterator[None]:
     STATE_CACHE.clear()
     yield
     STATE_CACHE.clear()
-
-
-def task_entry(number: int, name: str, **extra: Any) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "project_number": number,
-        "project_name": name,
-        "status": "researching",
-        "language": "general",
-        "session_id": SESSION,
-        "last_updated": "2026-01-08T14:30:00Z",
-        "artifacts": [],
-    }
-    entry.update(extra)
-    return entry
-
-
-def make_project(root: Path, tasks: list[dict[str, Any]] | None = None) -> Path:
-    """A project root with specs/state.json listing ``tasks`` (None: no state.json)."""
-    specs = root / "specs"
-    specs.mkdir(parents=True, exist_ok=True)
-    if tasks is not None:
-        state = {"next_project_number": 1000, "active_projects": tasks}
-        (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    return root
-
-
-def write_meta(root: Path, task_dir: str, doc: Any) -> Path:
-    """Write ``specs/<task_dir>/.return-meta.json`` (a str is written verbatim)."""
-    directory = root / "specs" / task_dir
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / ".return-meta.json"
-    text = doc if isinstance(doc, str) else json.dumps(doc, indent=2)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def write_artifact(root: Path, rel: str, text: str = "content\n") -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def researched_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
-    """Seed 004's 'Research Success' example, for task_dir."""
-    return {
-        "status": "researched",
-        "artifacts": [
-            {
-                "type": "report",
-                "path": f"specs/{task_dir}/reports/research-001.md",
-                "summary": "Research report with 5 plugin patterns",
-            }
-        ],
-        "next_steps": "Run /plan to create implementation plan",
-        "metadata": {
-            "session_id": SESSION,
-            "agent_type": "neovim-research-agent",
-            "duration_seconds": 180,
-            "delegation_depth": 1,
-            "delegation_path": ["orchestrator", "research", "neovim-research-agent"],
-            "findings_count": 5,
-        },
-    }
-
-
-def wait_until(what: str, cond: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Poll ``cond`` until it returns something truthy, and return that; fail naming ``what``
-    at the deadline. Deadlines are generous: the machines running the suite are shared."""
-    deadline = time.monotonic() + timeout
-    while not (value := cond()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
-    return value

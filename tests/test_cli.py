@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project, task_entry, wait_until, write_meta
+from helpers.documents import task_entry
+from helpers.project import make_project, write_meta
+from helpers.waiting import wait_until
 from postflightd import cli
 from postflightd.cli import main
 from postflightd.errors import ExitCode, UsageError, exit_code_of

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project, researched_doc, write_meta
+from helpers.documents import researched_doc
+from helpers.project import make_project, write_meta
 from postflightd.cli import main
 from postflightd.config import (
     Config,

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import structlog
 
-from conftest import SESSION, make_project, researched_doc, task_entry, write_artifact, write_meta
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.project import make_project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.inert import inert, json_text
 from postflightd.logs import configure_logging

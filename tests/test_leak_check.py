@@ -44,6 +44,7 @@ INNER = textwrap.dedent(
 
 def test_a_leaked_thread_or_child_process_fails_the_test(tmp_path: Path) -> None:
     shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    shutil.copytree(Path(__file__).with_name("helpers"), tmp_path / "helpers")
     (tmp_path / "test_inner.py").write_text(INNER, encoding="utf-8")
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rE", "-p", "no:cacheprovider", str(tmp_path)],

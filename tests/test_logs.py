@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
+from helpers.documents import researched_doc, task_entry
+from helpers.project import make_project, write_artifact, write_meta
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "postflightd"
 

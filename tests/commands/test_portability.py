@@ -1,0 +1,63 @@
+"""`scan` and `check-return` import no POSIX-only module: run them with `fcntl` unavailable."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from helpers.documents import researched_doc, task_entry
+from helpers.project import make_project, write_artifact, write_meta
+
+# A None entry in sys.modules makes `import fcntl` raise ImportError, as on Windows.
+PRELUDE = """
+import sys
+for name in ("fcntl", "termios", "pwd", "grp", "resource"):
+    sys.modules[name] = None
+from postflightd.cli import main
+"""
+
+
+def _run(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PRELUDE + code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
+def test_scan_runs_without_fcntl(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    write_meta(root, "259_prove_completeness", researched_doc())
+    write_meta(root, "260_x", {"status": "completed"})
+    out = _run(
+        f"code = main(['scan', {str(root)!r}, '--format', 'json'])\n"
+        "print('exit', code, file=sys.stderr)\n"
+        "assert 'fcntl' not in sys.modules or sys.modules['fcntl'] is None\n"
+    )
+    assert "exit 1" in out.stderr, out.stderr
+    report = json.loads(out.stdout)
+    assert report["summary"]["files"] == 2
+    assert report["summary"]["valid"] == 1
+
+
+def test_check_return_runs_without_fcntl(tmp_path: Path) -> None:
+    ret = tmp_path / "return.json"
+    ret.write_text(json.dumps({"status": "completed"}), encoding="utf-8")
+    out = _run(
+        f"code = main(['check-return', {str(ret)!r}, '--format', 'json'])\n"
+        "print('exit', code, file=sys.stderr)\n"
+    )
+    assert "exit 1" in out.stderr, out.stderr
+    assert json.loads(out.stdout)["valid"] is False
+
+
+def test_the_stub_really_blocks_fcntl() -> None:
+    """The prelude makes `import fcntl` fail; the tests above would prove nothing otherwise."""
+    out = _run("import fcntl\n")
+    assert out.returncode != 0
+    assert "ImportError" in out.stderr or "ModuleNotFoundError" in out.stderr

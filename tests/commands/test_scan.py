@@ -1,0 +1,316 @@
+"""`postflightd scan` in-process: output formats, the JSON shape of SPEC 4, filters, exit codes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.documents import researched_doc, task_entry
+from helpers.project import make_project, write_artifact, write_meta
+from postflightd.cli import main
+from postflightd.reporters.scan import REPORTERS
+from postflightd.rules.findings import RULES
+
+VALID, BROKEN, WARNED, STUCK = (
+    "259_prove_completeness",
+    "260_broken",
+    "261_warned",
+    "262_stuck",
+)
+
+
+def _doc(task_dir: str) -> dict[str, Any]:
+    return researched_doc(task_dir)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Four tasks: one valid, one with an error, one with a warning only, one stuck.
+
+    The tests run from inside the project, as a user does: output paths are relative to the
+    current directory.
+    """
+    root = make_project(
+        tmp_path / "proj",
+        [
+            task_entry(int(d.split("_")[0]), d.split("_", 1)[1])
+            for d in (VALID, BROKEN, WARNED, STUCK)
+        ],
+    )
+    for task_dir in (VALID, WARNED):
+        write_artifact(root, f"specs/{task_dir}/reports/research-001.md")
+    write_meta(root, VALID, _doc(VALID))
+    broken = _doc(BROKEN)
+    broken["status"] = "implemented"
+    broken["artifacts"][0]["path"] = f"specs/{BROKEN}/impl.py"
+    write_artifact(root, f"specs/{BROKEN}/impl.py")
+    write_meta(root, BROKEN, broken)  # no completion_data: PF303
+    warned = _doc(WARNED)
+    warned["reviewer"] = "someone"  # PF205
+    write_meta(root, WARNED, warned)
+    write_meta(
+        root,
+        STUCK,
+        {
+            "status": "in_progress",
+            "started_at": "2020-01-01T00:00:00Z",
+            "artifacts": [],
+            "partial_progress": {"stage": "initializing", "details": "Agent started"},
+            "metadata": researched_doc()["metadata"],
+        },
+    )
+    monkeypatch.chdir(root)
+    return root
+
+
+def scan_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code = main(["scan", "--format", "json", *args])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def meta_path(task_dir: str) -> str:
+    return f"specs/{task_dir}/.return-meta.json"
+
+
+def codes_by_path(report: dict[str, Any]) -> dict[str, list[str]]:
+    return {f["path"]: [x["code"] for x in f["findings"]] for f in report["files"]}
+
+
+def test_json_report_has_the_exact_shape_of_spec_4(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = scan_json(capsys, str(project))
+    assert code == 1
+    assert list(report) == ["roots", "files", "summary"]
+    assert report["roots"] == [str(project.resolve())]
+    for file in report["files"]:
+        assert list(file) == ["path", "root", "task", "status", "valid", "stuck", "findings"]
+        assert file["root"] == str(project.resolve())
+        for f in file["findings"]:
+            assert list(f) == ["code", "severity", "location", "message"]
+            assert f["code"] in RULES
+            assert f["severity"] in {"error", "warning"}
+    by_path = {f["path"]: f for f in report["files"]}
+    assert set(by_path) == {meta_path(d) for d in (VALID, BROKEN, WARNED, STUCK)}
+    assert by_path[meta_path(VALID)] == {
+        "path": meta_path(VALID),
+        "root": str(project.resolve()),
+        "task": 259,
+        "status": "researched",
+        "valid": True,
+        "stuck": False,
+        "findings": [],
+    }
+    broken = by_path[meta_path(BROKEN)]
+    assert (broken["task"], broken["status"], broken["valid"]) == (260, "implemented", False)
+    assert broken["findings"][0]["code"] == "PF303"
+    assert broken["findings"][0]["location"] == "completion_data"
+    assert by_path[meta_path(WARNED)]["valid"] is True
+    assert by_path[meta_path(WARNED)]["findings"][0]["location"] == "reviewer"
+    stuck = by_path[meta_path(STUCK)]
+    assert stuck["stuck"] is True
+    assert [f["code"] for f in stuck["findings"]] == ["PF602"]
+    assert report["summary"] == {
+        "files": 4,
+        "valid": 2,
+        "invalid": 2,
+        "errors": 2,
+        "warnings": 1,
+        "stuck": 1,
+    }
+
+
+@pytest.mark.parametrize("fmt", tuple(REPORTERS))
+def test_every_format_reports_the_errors_and_exits_1(
+    project: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    code = main(["scan", "--format", fmt, str(project)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "PF303" in out
+    assert "PF602" in out
+    assert meta_path(BROKEN) in out
+    if fmt in ("text", "github"):  # paths relative to the current directory (the root here)
+        assert str(project.resolve()) not in out
+
+
+@pytest.mark.parametrize("fmt", tuple(REPORTERS))
+def test_every_format_exits_0_on_a_clean_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    write_meta(root, VALID, _doc(VALID))
+    write_artifact(root, f"specs/{VALID}/reports/research-001.md")
+    assert main(["scan", "--format", fmt, str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "PF" not in out
+
+
+def test_text_format_is_one_line_per_finding_then_a_summary(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["scan", str(project)])
+    lines = capsys.readouterr().out.splitlines()
+    pattern = re.compile(r"^specs/\d+_\w+/\.return-meta\.json:PF\d{3} (error|warning): .+")
+    assert all(pattern.match(line) for line in lines[:-1]), lines
+    assert f"{meta_path(BROKEN)}:PF303 error: " in "\n".join(lines)
+    assert f"{meta_path(WARNED)}:PF205 warning: " in "\n".join(lines)
+    assert lines[-1] == "4 file(s): 2 valid, 2 invalid; 2 error(s), 1 warning(s), 1 stuck"
+
+
+def test_github_format_is_workflow_commands(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["scan", "--format", "github", str(project)])
+    lines = capsys.readouterr().out.splitlines()
+    assert all(line.startswith(("::error file=", "::warning file=")) for line in lines)
+    # PF303 is a missing top-level field: line 1; PF205 points at the unknown key's line.
+    assert f"::error file={meta_path(BROKEN)},line=1,col=1,title=PF303::" in "\n".join(lines)
+    assert re.search(
+        rf"::warning file={re.escape(meta_path(WARNED))},line=\d+,col=\d+,title=PF205::",
+        "\n".join(lines),
+    )
+
+
+def test_github_format_escapes_properties_and_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_project(tmp_path)
+    monkeypatch.chdir(root)
+    doc = _doc("1_a,b")
+    doc["status"] = "50%\ndone"
+    write_meta(root, "1_a,b", doc)
+    main(["scan", "--format", "github", "--select", "PF202", str(root)])
+    [line] = capsys.readouterr().out.splitlines()
+    assert line.startswith("::error file=specs/1_a%2Cb/.return-meta.json,line=")
+    assert ",title=PF202::" in line
+    assert "50%25" in line
+
+
+def test_select_keeps_only_those_codes(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, report = scan_json(capsys, "--select", "PF205", str(project))
+    assert codes_by_path(report) == {
+        meta_path(VALID): [],
+        meta_path(BROKEN): [],
+        meta_path(WARNED): ["PF205"],
+        meta_path(STUCK): [],
+    }
+    # The stuck agent still fails the run: being stuck is not a finding one can filter.
+    assert code == 1
+
+
+def test_select_accepts_prefixes_and_commas(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, report = scan_json(capsys, "--select", "pf3,PF205", str(project))
+    found = {c for codes in codes_by_path(report).values() for c in codes}
+    assert found == {"PF303", "PF205"}
+
+
+def test_ignore_repeated_and_comma_separated(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, report = scan_json(capsys, "--ignore", "PF303", "--ignore", "PF205,PF602", str(project))
+    assert all(codes == [] for codes in codes_by_path(report).values())
+
+
+def test_warnings_alone_exit_0_and_strict_makes_them_fail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_project(tmp_path, [task_entry(261, "warned")])
+    write_artifact(root, f"specs/{WARNED}/reports/research-001.md")
+    warned = _doc(WARNED)
+    warned["reviewer"] = "someone"
+    write_meta(root, WARNED, warned)
+    code, report = scan_json(capsys, str(root))
+    assert code == 0
+    assert report["files"][0]["valid"] is True
+    code, report = scan_json(capsys, "--strict", str(root))
+    assert code == 1
+    assert report["files"][0]["valid"] is False
+
+
+def test_unknown_code_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", "--select", "PF999", str(project)]) == 2
+    captured = capsys.readouterr()
+    assert "PF999" in captured.err
+    assert captured.out == ""
+
+
+def test_missing_root_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scan", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_root_without_specs_dir_is_noted_and_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["scan", "--format", "json", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert json.loads(captured.out)["summary"]["files"] == 0
+    assert "no specs/ directory" in captured.err
+
+
+def test_default_root_is_the_current_directory(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project)
+    code, report = scan_json(capsys)
+    assert code == 1
+    assert report["roots"] == [str(project.resolve())]
+    assert len(report["files"]) == 4
+
+
+def test_several_roots_each_with_relative_paths(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = make_project(tmp_path / "other", [task_entry(1, "x")])
+    write_meta(other, "1_x", {"status": "researched"})
+    code, report = scan_json(capsys, str(project), str(other))
+    assert code == 1
+    assert report["roots"] == [str(project.resolve()), str(other.resolve())]
+    assert len(report["files"]) == 5
+    assert report["files"][-1]["path"] == "specs/1_x/.return-meta.json"
+    assert all(not f["path"].startswith("/") for f in report["files"])
+    assert report["summary"]["files"] == 5
+
+
+def test_scan_never_modifies_the_project(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    main(["scan", str(project)])
+    capsys.readouterr()
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
+def test_symlinked_root_is_reported_under_its_real_path(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = tmp_path / "link"
+    link.symlink_to(project, target_is_directory=True)
+    _, report = scan_json(capsys, str(link))
+    assert report["roots"] == [str(project.resolve())]
+    assert len(report["files"]) == 4
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_bad_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["scan", "--format", "xml"])
+    assert raised.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_rules_command_lists_every_code(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    for code, rule in RULES.items():
+        assert re.search(rf"^{code}\s+{rule.severity.value}\s+", out, re.MULTILINE)

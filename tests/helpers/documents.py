@@ -1,0 +1,46 @@
+"""Sample documents: a state.json task entry and a valid ``researched`` metadata file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: The agent session every sample document and task entry carries unless a test says otherwise.
+SESSION = "sess_1736700000_abc123"
+
+
+def task_entry(number: int, name: str, **extra: Any) -> dict[str, Any]:
+    """A state.json entry for task ``number`` (researching, no artifacts), ``extra`` on top."""
+    entry: dict[str, Any] = {
+        "project_number": number,
+        "project_name": name,
+        "status": "researching",
+        "language": "general",
+        "session_id": SESSION,
+        "last_updated": "2026-01-08T14:30:00Z",
+        "artifacts": [],
+    }
+    entry.update(extra)
+    return entry
+
+
+def researched_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
+    """The format's own example of a successful research run, for task_dir."""
+    return {
+        "status": "researched",
+        "artifacts": [
+            {
+                "type": "report",
+                "path": f"specs/{task_dir}/reports/research-001.md",
+                "summary": "Research report with 5 plugin patterns",
+            }
+        ],
+        "next_steps": "Run /plan to create implementation plan",
+        "metadata": {
+            "session_id": SESSION,
+            "agent_type": "neovim-research-agent",
+            "duration_seconds": 180,
+            "delegation_depth": 1,
+            "delegation_path": ["orchestrator", "research", "neovim-research-agent"],
+            "findings_count": 5,
+        },
+    }

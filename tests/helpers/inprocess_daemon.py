@@ -1,0 +1,120 @@
+"""An in-process daemon on a fake clock, for the fast tests of test_daemon_*.py.
+
+The daemon is the real one (real files in tmp_path, the real journal, the polling observer so
+that no event arrives behind the test's back); only time is the test's: ``FakeClock.advance``
+makes a settle window, a poll, the supervisor's check or a stuck deadline due at once, and
+``Daemon.iterate`` then does what is due without sleeping.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from helpers.documents import researched_doc
+from postflightd.config import Config, load_config
+from postflightd.daemon.loop import Daemon
+from postflightd.daemon.root import Clock
+from postflightd.daemon.sdnotify import SystemdNotifier
+from postflightd.fs.directory import Directory
+from postflightd.fs.locks import lock_holder
+
+#: The polling observer: the test decides when the daemon looks (no event thread).
+POLLING = '[watch]\nobserver = "polling"\n'
+
+
+class FakeClock:
+    """Monotonic and wall time that move only when the test says so."""
+
+    def __init__(self) -> None:
+        self.mono = 1000.0
+        # Starts at the real time: the files the test writes carry real mtimes.
+        self.wall_s = datetime.now(UTC).timestamp()
+
+    def advance(self, seconds: float) -> None:
+        self.mono += seconds
+        self.wall_s += seconds
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self.wall_s, UTC)
+
+    def clock(self) -> Clock:
+        return Clock(monotonic=lambda: self.mono, wall=lambda: self.wall_s)
+
+
+def meta_path(root: Path, n: int, specs: str = "specs") -> Path:
+    return root / specs / f"{n}_task{n}" / ".return-meta.json"
+
+
+def in_progress(n: int, started: datetime, session: str = "sess_1736700000_abc123") -> str:
+    doc: dict[str, Any] = researched_doc(f"{n}_task{n}")
+    doc["status"] = "in_progress"
+    doc["artifacts"] = []
+    doc["started_at"] = started.isoformat()
+    doc["partial_progress"] = {"stage": "reading", "details": "working", "phases_completed": 1}
+    doc["metadata"]["session_id"] = session
+    return json.dumps(doc)
+
+
+def final(n: int) -> str:
+    return json.dumps(researched_doc(f"{n}_task{n}"))
+
+
+def task_status(root: Path, n: int, specs: str = "specs") -> str | None:
+    state = json.loads((root / specs / "state.json").read_text(encoding="utf-8"))
+    for task in state["active_projects"]:
+        if task["project_number"] == n:
+            return str(task["status"])
+    return None
+
+
+def errors_of(root: Path, kind: str) -> list[dict[str, Any]]:
+    path = root / "specs" / "errors.json"
+    if not path.exists():
+        return []
+    return [r for r in json.loads(path.read_text(encoding="utf-8")) if r["type"] == kind]
+
+
+def holder(specs: Path) -> int | None:
+    """The pid holding the instance lock in ``specs`` (None: nobody)."""
+    with Directory.anchor(specs) as directory:
+        return lock_holder(directory)
+
+
+def config_loader(root: Path) -> Callable[[], Config]:
+    """What ``watch`` re-reads on SIGHUP: the root's configuration file."""
+    return lambda: load_config(None, [root])
+
+
+@contextmanager
+def open_daemon(
+    *roots: Path, clock: FakeClock, notifier: SystemdNotifier | None = None
+) -> Iterator[Daemon]:
+    """A daemon opened on ``roots`` (the first root's configuration), closed at the end."""
+    daemon = Daemon(
+        list(roots),
+        load_config(None, [roots[0]]),
+        config_loader(roots[0]),
+        notifier=notifier if notifier is not None else SystemdNotifier({}),
+        clock=clock.clock(),
+    )
+    daemon.open()
+    try:
+        yield daemon
+    finally:
+        daemon.close()
+
+
+def step(daemon: Daemon, clock: FakeClock, seconds: float = 2.5) -> None:
+    """Let ``seconds`` pass (enough for a poll, the supervisor and a settle window), then run
+    one turn of the loop: whatever became due is done, nothing waits for real."""
+    clock.advance(seconds)
+    daemon.iterate()
+
+
+def events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in logs if e["event"] == name]

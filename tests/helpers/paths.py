@@ -1,0 +1,10 @@
+"""Where the repository and the shared test fixtures are, for tests at any depth of tests/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The repository's root (README.md, action.yml, systemd/, examples/ live there).
+REPO = Path(__file__).resolve().parents[2]
+#: tests/fixtures/: seed documents, console returns, an old journal.
+FIXTURES = REPO / "tests" / "fixtures"

@@ -1,0 +1,84 @@
+"""Sample project trees on disk, and the writers of the files an agent leaves in them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from helpers.documents import task_entry
+
+
+def project(
+    root: Path,
+    tasks: int | list[dict[str, Any]] | None = None,
+    *,
+    todo: bool | str | None = None,
+    artifacts: bool | Iterable[int] | None = None,
+    config: str | None = None,
+) -> Path:
+    """A sample project at ``root``: specs/, state.json, TODO.md, task directories.
+
+    ``tasks``: None, specs/ alone (no state.json); a list, those state.json entries; a count
+    n, tasks 1..n named ``task{n}`` (directories ``{n}_task{n}``, see ``task_entry``), ready
+    for a ``researched`` file: with TODO.md and every report unless ``todo`` or ``artifacts``
+    say otherwise. ``todo``: True, a TODO.md with one ``[RESEARCHING]`` section per task; a
+    string, TODO.md as written; False, none. ``artifacts``: True for every task, or the task
+    numbers whose research report (``specs/{N}_{NAME}/reports/research-001.md``) exists.
+    ``config``: the text of the project's ``.postflightd.toml``.
+    """
+    ready = isinstance(tasks, int)
+    todo = ready if todo is None else todo
+    artifacts = ready if artifacts is None else artifacts
+    specs = root / "specs"
+    specs.mkdir(parents=True, exist_ok=True)
+    if isinstance(tasks, int):
+        tasks = [task_entry(n, f"task{n}") for n in range(1, tasks + 1)]
+    entries = tasks or []
+    if tasks is not None:
+        state = {"next_project_number": 1000, "active_projects": tasks}
+        (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    if todo is True:
+        numbers = [t["project_number"] for t in entries]
+        sections = "".join(f"### {n}. Task {n}\n- **Status**: [RESEARCHING]\n\n" for n in numbers)
+        (specs / "TODO.md").write_text("# TODO\n\n" + sections, encoding="utf-8")
+    elif isinstance(todo, str):
+        (specs / "TODO.md").write_text(todo, encoding="utf-8")
+    wanted = {t["project_number"] for t in entries} if artifacts is True else set(artifacts or ())
+    for t in entries:
+        if t["project_number"] in wanted:
+            write_artifact(
+                root, f"specs/{t['project_number']}_{t['project_name']}/reports/research-001.md"
+            )
+    if config is not None:
+        (root / ".postflightd.toml").write_text(config, encoding="utf-8")
+    return root
+
+
+def make_project(root: Path, tasks: list[dict[str, Any]] | None = None) -> Path:
+    """A project root with specs/state.json listing ``tasks`` (None: no state.json)."""
+    specs = root / "specs"
+    specs.mkdir(parents=True, exist_ok=True)
+    if tasks is not None:
+        state = {"next_project_number": 1000, "active_projects": tasks}
+        (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    return root
+
+
+def write_meta(root: Path, task_dir: str, doc: Any) -> Path:
+    """Write ``specs/<task_dir>/.return-meta.json`` (a str is written verbatim)."""
+    directory = root / "specs" / task_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / ".return-meta.json"
+    text = doc if isinstance(doc, str) else json.dumps(doc, indent=2)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_artifact(root: Path, rel: str, text: str = "content\n") -> Path:
+    """Write the file ``rel`` (a path from the project root), its directories first."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,63 @@
+"""The README's Install section: `python -m build` makes a wheel that installs and runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from helpers.paths import REPO
+
+
+@pytest.mark.slow
+def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
+    pytest.importorskip("build", reason="the `build` frontend is a dev extra")
+    out = tmp_path / "dist"
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel,) = out.glob("postflightd-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--quiet", str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    version = subprocess.run(
+        [str(env_dir / "bin" / "postflightd"), "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert version.stdout.startswith("postflightd ")
+    # The rule explanations and completion support ship in the wheel.
+    rules = subprocess.run(
+        [str(env_dir / "bin" / "postflightd"), "rules", "PF405"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert "What it checks" in rules.stdout
+    completion = subprocess.run(
+        [str(env_dir / "bin" / "postflightd"), "completion", "fish"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert "complete --command postflightd" in completion.stdout

@@ -1,0 +1,139 @@
+"""``postflightd status``: runs in flight read from the files, with or without a daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.project import make_project, write_artifact, write_meta
+from postflightd.cli import main
+from postflightd.durations import format_duration
+from postflightd.fs.directory import Directory
+from postflightd.fs.locks import InstanceLock, lock_holder
+
+
+def in_progress(started: datetime, **progress: Any) -> dict[str, Any]:
+    doc = researched_doc()
+    doc.update(
+        status="in_progress",
+        artifacts=[],
+        started_at=started.isoformat(),
+        partial_progress={"stage": "Analyzing APIs", "details": "reading", **progress},
+    )
+    return doc
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    tasks = [task_entry(259, "prove_completeness"), task_entry(260, "lsp_setup")]
+    return make_project(tmp_path, tasks)
+
+
+def test_status_json_lists_a_running_and_a_stuck_run(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = datetime.now(UTC)
+    write_meta(root, "259_prove_completeness", in_progress(now - timedelta(minutes=5)))
+    stuck = in_progress(now - timedelta(hours=3), phases_completed=2, phases_total=5)
+    write_meta(root, "260_lsp_setup", stuck)
+    assert main(["status", "--format", "json", str(root)]) == 1  # a stuck run fails, like scan
+    report = json.loads(capsys.readouterr().out)
+    (entry,) = report["roots"]
+    assert entry["daemon"] == {"running": False, "pid": None}
+    runs = {r["task"]: r for r in entry["runs"]}
+    assert runs[259]["state"] == "running"
+    assert runs[259]["stuck"] is False
+    assert runs[259]["stage"] == "Analyzing APIs"
+    assert runs[259]["session"] == SESSION
+    assert runs[259]["agent"] == "neovim-research-agent"
+    assert runs[259]["operation"] == "research"
+    assert runs[259]["timeout_s"] == 3600
+    assert 299 <= runs[259]["elapsed_s"] <= 330
+    assert runs[260]["state"] == "stuck"
+    assert (runs[260]["phases_completed"], runs[260]["phases_total"]) == (2, 5)
+
+
+def test_status_text_shows_stage_phases_elapsed_and_stuck(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    started = datetime.now(UTC) - timedelta(hours=2, minutes=1)
+    write_meta(root, "260_lsp_setup", in_progress(started, phases_completed=2, phases_total=5))
+    assert main(["status", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert f"{root}  (no daemon)" in out
+    (row,) = [line for line in out.splitlines() if line.strip().startswith("260")]
+    for text in ("in_progress", "neovim-research-agent", "Analyzing APIs", "2/5", "STUCK"):
+        assert text in row
+    assert "2h01m / 1h00m" in row
+    assert out.rstrip().endswith("0 running, 1 stuck, 0 other")
+
+
+def test_status_shows_final_files_waiting_and_invalid_ones(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_meta(root, "259_prove_completeness", researched_doc())
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    truncated = write_meta(root, "260_lsp_setup", '{"status": "researched"')
+    # Past the settle window: no longer "writing" (a writer would have finished), invalid.
+    long_ago = truncated.stat().st_mtime - 60
+    os.utime(truncated, (long_ago, long_ago))
+    assert main(["status", "--format", "json", str(root)]) == 0
+    runs = {r["task"]: r for r in json.loads(capsys.readouterr().out)["roots"][0]["runs"]}
+    assert runs[259]["state"] == "waiting"
+    assert runs[260]["state"] == "invalid"
+
+
+def test_status_names_the_daemon_holding_the_root(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = InstanceLock(root / "specs")
+    lock.acquire(root)
+    try:
+        with Directory.anchor(root / "specs") as specs:
+            assert lock_holder(specs) is not None
+        assert main(["status", "--format", "json", str(root)]) == 0
+        entry = json.loads(capsys.readouterr().out)["roots"][0]
+        assert entry["daemon"]["running"] is True
+        assert entry["runs"] == []
+        assert main(["status", str(root)]) == 0
+        assert "daemon pid" in capsys.readouterr().out
+    finally:
+        lock.release()
+    with Directory.anchor(root / "specs") as specs:
+        assert lock_holder(specs) is None
+
+
+def test_status_of_a_root_without_specs_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", str(tmp_path)]) == 0
+    assert "no specs/ directory" in capsys.readouterr().out
+
+
+def test_status_of_a_missing_root_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["status", str(tmp_path / "nope")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "-"), (0, "0s"), (59.9, "59s"), (61, "1m01s"), (3600, "1h00m"), (-5, "0s")],
+)
+def test_format_duration(seconds: float | None, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(86400, "1d00h"), (318 * 86400 + 15 * 3600 + 59, "318d15h")]
+)
+def test_durations_past_a_day_read_as_days_as_pf602_says(seconds: float, text: str) -> None:
+    """One format everywhere: `status` no longer says 7647h07m where PF602 says 318d15h."""
+    assert format_duration(seconds) == text
