@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import task_entry
-from helpers.project import make_project, write_meta
+from helpers.project import project, write_meta
 from helpers.waiting import wait_until
 from postflightd import cli
 from postflightd.cli import main
@@ -102,7 +102,7 @@ def _postflightd(*argv: str) -> list[str]:
 
 def _broken_project(root: Path, count: int = 1) -> Path:
     """A project whose ``count`` metadata files are each invalid (findings: exit 1)."""
-    make_project(root, [task_entry(259, "prove_completeness")])
+    project(root, [task_entry(259, "prove_completeness")])
     for n in range(count):
         write_meta(root, f"{300 + n}_broken", {"status": "researched"})
     return root
@@ -159,7 +159,7 @@ def test_internal_error_exits_70_and_writes_the_crash_log(tmp_path: Path) -> Non
 
 def test_ctrl_c_exits_130(tmp_path: Path) -> None:
     """SIGINT while a command waits (check-return reading a FIFO nobody writes to): 130."""
-    make_project(tmp_path / "p", [])
+    project(tmp_path / "p", [])
     fifo = tmp_path / "return.fifo"
     os.mkfifo(fifo)
     writer: int | None = None

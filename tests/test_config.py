@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc
-from helpers.project import make_project, write_meta
+from helpers.project import project, write_meta
 from postflightd.cli import main
 from postflightd.config import (
     Config,
@@ -155,7 +155,7 @@ def test_bad_config_is_exit_2_naming_the_file_and_the_key(
     for name in names:
         assert name in str(raised.value)
 
-    root = make_project(tmp_path / "root")
+    root = project(tmp_path / "root")
     code = main(["scan", "--config", str(path), str(root)])
     captured = capsys.readouterr()
     assert code == 2
@@ -169,7 +169,7 @@ def test_bad_config_found_through_the_environment_is_exit_2(
 ) -> None:
     path = _write(tmp_path / "env.toml", "[validation]\nstrict = 1\n")
     monkeypatch.setenv("POSTFLIGHTD_CONFIG", str(path))
-    assert main(["scan", str(make_project(tmp_path / "root"))]) == 2
+    assert main(["scan", str(project(tmp_path / "root"))]) == 2
     assert str(path) in capsys.readouterr().err
 
 
@@ -177,14 +177,14 @@ def test_missing_explicit_config_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     missing = tmp_path / "nope.toml"
-    assert main(["scan", "--config", str(missing), str(make_project(tmp_path))]) == 2
+    assert main(["scan", "--config", str(missing), str(project(tmp_path))]) == 2
     assert f"{missing}: configuration file not found" in capsys.readouterr().err
 
 
 def test_non_utf8_config_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "latin1.toml"
     path.write_bytes(b"specs_dir = '\xe9'\n")
-    assert main(["scan", "--config", str(path), str(make_project(tmp_path / "r"))]) == 2
+    assert main(["scan", "--config", str(path), str(project(tmp_path / "r"))]) == 2
     assert str(path) in capsys.readouterr().err
 
 
@@ -211,7 +211,7 @@ def test_root_config_applies_to_the_scan(
 
 
 def test_flags_override_the_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     _write(root / ".postflightd.toml", "[validation]\nselect = ['PF205']\n")
     doc = researched_doc()
     doc["extra"] = 1

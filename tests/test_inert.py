@@ -19,7 +19,7 @@ import pytest
 import structlog
 
 from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.inert import inert, json_text
 from postflightd.logs import configure_logging
@@ -32,7 +32,7 @@ RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]
 
 def evil_project(tmp_path: Path) -> Path:
     """A project whose metadata values and one task directory name carry control characters."""
-    root = make_project(tmp_path / "proj", [task_entry(260, "plan_it")])
+    root = project(tmp_path / "proj", [task_entry(260, "plan_it")])
     write_artifact(root, "specs/260_plan_it/reports/research-001.md")
     doc = researched_doc("260_plan_it")
     doc["status"] = "in_progress"
@@ -183,7 +183,7 @@ def test_json_log_lines_stay_valid_utf8_with_a_lone_surrogate() -> None:
 
 def _surrogate_project(tmp_path: Path) -> Path:
     """Metadata written as JSON text with ``\\ud800`` escapes (valid JSON, not UTF-8-able)."""
-    root = make_project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
     text = json.dumps(researched_doc())
     text = text.replace('"neovim-research-agent"', '"agent\\ud800"')
     text = text.replace('"researched"', '"researched\\ud800"')

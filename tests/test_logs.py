@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "postflightd"
 
@@ -48,7 +48,7 @@ def test_only_logs_imports_structlog() -> None:
 
 
 def test_a_scan_that_logs_nothing_never_imports_structlog(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
     write_meta(root, "259_prove_completeness", {"status": "done"})
     done = _cli("scan", "--format", "json", str(root))
     assert done.returncode == 1, done.stderr[-2000:]
@@ -61,7 +61,7 @@ def test_a_scan_that_logs_nothing_never_imports_structlog(tmp_path: Path) -> Non
 def test_a_warning_in_a_fresh_process_is_a_json_line_on_stderr(tmp_path: Path) -> None:
     """The journal cannot be opened (its directory is a file): the warning still comes, on
     stderr, as a JSON line, and stdout holds only the command's answer."""
-    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
     doc = researched_doc()
     write_artifact(root, doc["artifacts"][0]["path"])
     meta = write_meta(root, "259_prove_completeness", doc)

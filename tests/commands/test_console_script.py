@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 
 
 def test_version_runs_as_a_subprocess() -> None:
@@ -22,7 +22,7 @@ def test_version_runs_as_a_subprocess() -> None:
 
 
 def test_scan_json_in_a_subprocess(tmp_path: Path) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     write_meta(root, "259_prove_completeness", researched_doc())
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     out = subprocess.run(

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 
 SCRIPT = Path(sys.executable).with_name("postflightd")
@@ -24,17 +24,16 @@ A, B = "259_prove_completeness", "260_broken"
 
 def _project(root: Path) -> Path:
     """Task 259 valid (researched); task 260 implemented without completion_data (PF303)."""
-    make_project(root, [task_entry(259, "prove_completeness"), task_entry(260, "broken")])
-    (root / "specs" / "TODO.md").write_text(
-        "# TODO\n\n### 259. Prove completeness\n- **Status**: [RESEARCHING]\n\n"
+    project(
+        root,
+        [task_entry(259, "prove_completeness"), task_entry(260, "broken")],
+        todo="# TODO\n\n### 259. Prove completeness\n- **Status**: [RESEARCHING]\n\n"
         "### 260. Broken\n- **Status**: [RESEARCHING]\n",
-        encoding="utf-8",
+        artifacts=True,
     )
-    write_artifact(root, f"specs/{A}/reports/research-001.md")
     write_meta(root, A, researched_doc(A))
     broken = researched_doc(B)
     broken["status"] = "implemented"
-    write_artifact(root, f"specs/{B}/reports/research-001.md")
     write_meta(root, B, broken)
     return root
 
@@ -86,7 +85,7 @@ def test_paths_outside_the_current_directory_are_absolute(
 def test_github_annotations_carry_the_line_and_column_where_known(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = make_project(tmp_path / "p")
+    root = project(tmp_path / "p")
     write_meta(root, "1_truncated", '{\n  "status": "researched",\n  "artifacts": [\n')
     doc = researched_doc("2_typed")
     doc["metadata"]["delegation_depth"] = "1"  # PF201 at metadata.delegation_depth
@@ -150,7 +149,7 @@ def test_statistics_counts_per_code(
     root = _project(tmp_path / "p")
     other = researched_doc("261_also_broken")
     other["status"] = "implemented"
-    make_project(
+    project(
         root,
         [
             task_entry(259, "prove_completeness"),
@@ -271,7 +270,7 @@ def test_dry_run_of_an_outcome_already_applied_shows_no_state_diff(
 def test_tasks_are_listed_in_numerical_order_in_scan_and_status(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path / "p")
+    root = project(tmp_path / "p")
     for task_dir in ("100_c", "14_b", "9_a", "014_d"):
         write_meta(root, task_dir, {"status": "completed"})
     assert main(["scan", str(root), "--format", "json"]) == 1
@@ -341,7 +340,7 @@ def test_positions_survive_the_forked_half_of_a_large_scan(
     """Past PARALLEL_MIN_FILES a second process checks half the files: lines come back too."""
     from postflightd.pipeline.parallel import PARALLEL_MIN_FILES
 
-    root = make_project(tmp_path / "p")
+    root = project(tmp_path / "p")
     doc = researched_doc("1_x")
     doc["metadata"]["delegation_depth"] = "1"  # PF201, on its own line
     doc["artifacts"] = []  # PF500 at artifacts: no artifact files to write

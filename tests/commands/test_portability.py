@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 
 # A None entry in sys.modules makes `import fcntl` raise ImportError, as on Windows.
 PRELUDE = """
@@ -30,7 +30,7 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_scan_runs_without_fcntl(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     write_meta(root, "260_x", {"status": "completed"})

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 
 TODO = """---
@@ -28,15 +28,8 @@ title: tasks
 - **Status**: [PLANNING]
 """
 
-
-def project_with_task(tmp_path: Path, **extra: Any) -> Path:
-    root = make_project(
-        tmp_path / "proj",
-        [task_entry(259, "prove_completeness", **extra), task_entry(260, "other_task")],
-    )
-    (root / "specs" / "TODO.md").write_text(TODO, encoding="utf-8")
-    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
-    return root
+#: Task 259 ready for a researched file (its report exists); task 260 without a report.
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "other_task")]
 
 
 def state(root: Path) -> dict[str, Any]:
@@ -57,7 +50,7 @@ def test_process_applies_researched_outcome_and_deletes_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """state.json, TODO.md and the journal all get the outcome; the file is gone."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     other_before = task(root, 260)
 
@@ -88,7 +81,7 @@ def test_process_applies_researched_outcome_and_deletes_the_file(
 
 def test_process_twice_is_idempotent(tmp_path: Path) -> None:
     """The same file applied twice gives the same state.json (no duplicate artifacts)."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     assert main(["process", str(meta)]) == 0
     first = task(root, 259)
@@ -103,7 +96,7 @@ def test_process_twice_is_idempotent(tmp_path: Path) -> None:
 
 def test_process_in_progress_exits_3_and_records_interruption_once(tmp_path: Path) -> None:
     """An in_progress file: exit 3, one delegation_interrupted record, task status untouched."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     doc = {
         "status": "in_progress",
         "started_at": datetime.now(UTC).isoformat(),
@@ -126,7 +119,7 @@ def test_process_invalid_file_is_kept_and_logged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A file with errors: exit 1, left in place, one validation_failed record."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     doc = researched_doc()
     doc["status"] = "completed"
     meta = write_meta(root, "259_prove_completeness", doc)
@@ -145,7 +138,7 @@ def test_task_missing_at_commit_is_pf600_and_the_file_is_kept(
 ) -> None:
     """--ignore PF600 lets a file for a task state.json lacks validate; the commit finds the
     task missing (a value, not an exception), drops the file with PF600 and keeps it."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     write_artifact(root, "specs/999_gone/reports/research-001.md")
     doc = researched_doc()
     doc["artifacts"][0]["path"] = "specs/999_gone/reports/research-001.md"
@@ -166,7 +159,7 @@ def test_ignored_pf104_file_without_a_task_number_is_invalid_not_a_crash(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
 ) -> None:
     """--ignore PF104 lets a file in `notes/` validate, but it cannot be applied: exit 1."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     meta = write_meta(root, "notes", researched_doc())
     before = (root / "specs" / "state.json").read_bytes()
     argv = ["process", str(meta)] if command == "process" else ["scan", "--apply", str(root)]
@@ -188,7 +181,7 @@ def test_process_with_unusable_state_exits_4_and_touches_nothing(
     tmp_path: Path, content: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """PF604: state.json is never overwritten, the metadata file is kept."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     state_path = root / "specs" / "state.json"
     state_path.write_text(content, encoding="utf-8")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
@@ -203,7 +196,7 @@ def test_process_with_unusable_state_exits_4_and_touches_nothing(
 
 def test_process_with_missing_state_exits_4_and_creates_nothing(tmp_path: Path) -> None:
     """A missing state.json is not created."""
-    root = make_project(tmp_path / "proj", None)
+    root = project(tmp_path / "proj", None)
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     assert main(["process", str(meta)]) == 4
@@ -219,7 +212,7 @@ def test_process_outside_a_project_is_a_usage_error(
     loose.parent.mkdir()
     loose.write_text("{}", encoding="utf-8")
     assert main(["process", str(loose)]) == 2
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     missing = root / "specs" / "259_prove_completeness" / ".return-meta.json"
     assert main(["process", str(missing)]) == 2
     err = capsys.readouterr().err
@@ -229,7 +222,7 @@ def test_process_outside_a_project_is_a_usage_error(
 
 def test_process_removes_marker_and_loop_guard_of_the_same_session(tmp_path: Path) -> None:
     """Markers naming the same session go with the file; another task's markers stay."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     task_dir = meta.parent
     (task_dir / ".postflight-pending").write_text(
@@ -250,7 +243,7 @@ def test_scan_apply_group_commits_many_files(
 ) -> None:
     """scan --apply applies every valid final file and leaves invalid and in_progress ones."""
     tasks = [task_entry(n, f"task_{n}") for n in range(1, 41)]
-    root = make_project(tmp_path / "proj", tasks)
+    root = project(tmp_path / "proj", tasks)
     for n in range(1, 41):
         write_artifact(root, f"specs/{n}_task_{n}/reports/research-001.md")
         doc = researched_doc(f"{n}_task_{n}")
@@ -268,7 +261,7 @@ def test_scan_apply_group_commits_many_files(
 
 def test_scan_apply_with_corrupt_state_exits_4(tmp_path: Path) -> None:
     """scan --apply never overwrites a corrupt state.json."""
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     (root / "specs" / "state.json").write_text('{"active_projects": [', encoding="utf-8")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     assert main(["scan", "--apply", str(root)]) in {1, 4}
@@ -290,7 +283,7 @@ def test_an_invalid_files_journal_rows_keep_its_agent_type(
 
     from postflightd.journal.database import default_journal_path
 
-    root = project_with_task(tmp_path)
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     doc = researched_doc()
     doc["status"] = "completed"
     doc["metadata"]["agent_type"] = "AGENT"

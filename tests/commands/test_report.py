@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.cli import main
 
@@ -122,11 +122,11 @@ def _journal_kinds(state: Path, kind: str) -> int:
 def _build(base: Path) -> Built:
     state = base / "state"
     numbers = list(range(1, 31))
-    root = make_project(
+    root = project(
         base / "proj", [task_entry(n, f"task{n}", session_id=session(n)) for n in numbers]
     )
     (root / ".postflightd.toml").write_text(TIMEOUTS, encoding="utf-8")
-    other = make_project(base / "other", [task_entry(1, "task1", session_id=session(1))])
+    other = project(base / "other", [task_entry(1, "task1", session_id=session(1))])
     built = Built(state=state, root=root, other=other)
     now = datetime.now(UTC)
     n = 0

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.reporters.scan import REPORTERS
 from postflightd.rules.findings import RULES
@@ -28,13 +28,13 @@ def _doc(task_dir: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def four_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Four tasks: one valid, one with an error, one with a warning only, one stuck.
 
     The tests run from inside the project, as a user does: output paths are relative to the
     current directory.
     """
-    root = make_project(
+    root = project(
         tmp_path / "proj",
         [
             task_entry(int(d.split("_")[0]), d.split("_", 1)[1])
@@ -81,15 +81,15 @@ def codes_by_path(report: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def test_json_report_has_the_exact_shape_of_spec_4(
-    project: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, report = scan_json(capsys, str(project))
+    code, report = scan_json(capsys, str(four_tasks))
     assert code == 1
     assert list(report) == ["roots", "files", "summary"]
-    assert report["roots"] == [str(project.resolve())]
+    assert report["roots"] == [str(four_tasks.resolve())]
     for file in report["files"]:
         assert list(file) == ["path", "root", "task", "status", "valid", "stuck", "findings"]
-        assert file["root"] == str(project.resolve())
+        assert file["root"] == str(four_tasks.resolve())
         for f in file["findings"]:
             assert list(f) == ["code", "severity", "location", "message"]
             assert f["code"] in RULES
@@ -98,7 +98,7 @@ def test_json_report_has_the_exact_shape_of_spec_4(
     assert set(by_path) == {meta_path(d) for d in (VALID, BROKEN, WARNED, STUCK)}
     assert by_path[meta_path(VALID)] == {
         "path": meta_path(VALID),
-        "root": str(project.resolve()),
+        "root": str(four_tasks.resolve()),
         "task": 259,
         "status": "researched",
         "valid": True,
@@ -126,23 +126,23 @@ def test_json_report_has_the_exact_shape_of_spec_4(
 
 @pytest.mark.parametrize("fmt", tuple(REPORTERS))
 def test_every_format_reports_the_errors_and_exits_1(
-    project: Path, capsys: pytest.CaptureFixture[str], fmt: str
+    four_tasks: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
-    code = main(["scan", "--format", fmt, str(project)])
+    code = main(["scan", "--format", fmt, str(four_tasks)])
     out = capsys.readouterr().out
     assert code == 1
     assert "PF303" in out
     assert "PF602" in out
     assert meta_path(BROKEN) in out
     if fmt in ("text", "github"):  # paths relative to the current directory (the root here)
-        assert str(project.resolve()) not in out
+        assert str(four_tasks.resolve()) not in out
 
 
 @pytest.mark.parametrize("fmt", tuple(REPORTERS))
 def test_every_format_exits_0_on_a_clean_project(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
 ) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     write_meta(root, VALID, _doc(VALID))
     write_artifact(root, f"specs/{VALID}/reports/research-001.md")
     assert main(["scan", "--format", fmt, str(root)]) == 0
@@ -151,9 +151,9 @@ def test_every_format_exits_0_on_a_clean_project(
 
 
 def test_text_format_is_one_line_per_finding_then_a_summary(
-    project: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main(["scan", str(project)])
+    main(["scan", str(four_tasks)])
     lines = capsys.readouterr().out.splitlines()
     pattern = re.compile(r"^specs/\d+_\w+/\.return-meta\.json:PF\d{3} (error|warning): .+")
     assert all(pattern.match(line) for line in lines[:-1]), lines
@@ -163,9 +163,9 @@ def test_text_format_is_one_line_per_finding_then_a_summary(
 
 
 def test_github_format_is_workflow_commands(
-    project: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    main(["scan", "--format", "github", str(project)])
+    main(["scan", "--format", "github", str(four_tasks)])
     lines = capsys.readouterr().out.splitlines()
     assert all(line.startswith(("::error file=", "::warning file=")) for line in lines)
     # PF303 is a missing top-level field: line 1; PF205 points at the unknown key's line.
@@ -179,7 +179,7 @@ def test_github_format_is_workflow_commands(
 def test_github_format_escapes_properties_and_data(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     monkeypatch.chdir(root)
     doc = _doc("1_a,b")
     doc["status"] = "50%\ndone"
@@ -191,8 +191,10 @@ def test_github_format_escapes_properties_and_data(
     assert "50%25" in line
 
 
-def test_select_keeps_only_those_codes(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, report = scan_json(capsys, "--select", "PF205", str(project))
+def test_select_keeps_only_those_codes(
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, report = scan_json(capsys, "--select", "PF205", str(four_tasks))
     assert codes_by_path(report) == {
         meta_path(VALID): [],
         meta_path(BROKEN): [],
@@ -204,24 +206,24 @@ def test_select_keeps_only_those_codes(project: Path, capsys: pytest.CaptureFixt
 
 
 def test_select_accepts_prefixes_and_commas(
-    project: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, report = scan_json(capsys, "--select", "pf3,PF205", str(project))
+    _, report = scan_json(capsys, "--select", "pf3,PF205", str(four_tasks))
     found = {c for codes in codes_by_path(report).values() for c in codes}
     assert found == {"PF303", "PF205"}
 
 
 def test_ignore_repeated_and_comma_separated(
-    project: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, report = scan_json(capsys, "--ignore", "PF303", "--ignore", "PF205,PF602", str(project))
+    _, report = scan_json(capsys, "--ignore", "PF303", "--ignore", "PF205,PF602", str(four_tasks))
     assert all(codes == [] for codes in codes_by_path(report).values())
 
 
 def test_warnings_alone_exit_0_and_strict_makes_them_fail(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path, [task_entry(261, "warned")])
+    root = project(tmp_path, [task_entry(261, "warned")])
     write_artifact(root, f"specs/{WARNED}/reports/research-001.md")
     warned = _doc(WARNED)
     warned["reviewer"] = "someone"
@@ -234,8 +236,10 @@ def test_warnings_alone_exit_0_and_strict_makes_them_fail(
     assert report["files"][0]["valid"] is False
 
 
-def test_unknown_code_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["scan", "--select", "PF999", str(project)]) == 2
+def test_unknown_code_is_a_usage_error(
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["scan", "--select", "PF999", str(four_tasks)]) == 2
     captured = capsys.readouterr()
     assert "PF999" in captured.err
     assert captured.out == ""
@@ -257,43 +261,45 @@ def test_root_without_specs_dir_is_noted_and_passes(
 
 
 def test_default_root_is_the_current_directory(
-    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    four_tasks: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(project)
+    monkeypatch.chdir(four_tasks)
     code, report = scan_json(capsys)
     assert code == 1
-    assert report["roots"] == [str(project.resolve())]
+    assert report["roots"] == [str(four_tasks.resolve())]
     assert len(report["files"]) == 4
 
 
 def test_several_roots_each_with_relative_paths(
-    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = make_project(tmp_path / "other", [task_entry(1, "x")])
+    other = project(tmp_path / "other", [task_entry(1, "x")])
     write_meta(other, "1_x", {"status": "researched"})
-    code, report = scan_json(capsys, str(project), str(other))
+    code, report = scan_json(capsys, str(four_tasks), str(other))
     assert code == 1
-    assert report["roots"] == [str(project.resolve()), str(other.resolve())]
+    assert report["roots"] == [str(four_tasks.resolve()), str(other.resolve())]
     assert len(report["files"]) == 5
     assert report["files"][-1]["path"] == "specs/1_x/.return-meta.json"
     assert all(not f["path"].startswith("/") for f in report["files"])
     assert report["summary"]["files"] == 5
 
 
-def test_scan_never_modifies_the_project(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
-    main(["scan", str(project)])
+def test_scan_never_modifies_the_project(
+    four_tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = {p: p.read_bytes() for p in four_tasks.rglob("*") if p.is_file()}
+    main(["scan", str(four_tasks)])
     capsys.readouterr()
-    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+    assert {p: p.read_bytes() for p in four_tasks.rglob("*") if p.is_file()} == before
 
 
 def test_symlinked_root_is_reported_under_its_real_path(
-    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    four_tasks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     link = tmp_path / "link"
-    link.symlink_to(project, target_is_directory=True)
+    link.symlink_to(four_tasks, target_is_directory=True)
     _, report = scan_json(capsys, str(link))
-    assert report["roots"] == [str(project.resolve())]
+    assert report["roots"] == [str(four_tasks.resolve())]
     assert len(report["files"]) == 4
 
 

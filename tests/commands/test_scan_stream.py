@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.config import Config, policy_from
 from postflightd.inert import json_text
 from postflightd.pipeline import apply as pipeline
@@ -45,7 +45,7 @@ def _mixed_project(root: Path, n: int = 40) -> Path:
         )
         for i in range(1, n + 1, 2)
     ]
-    make_project(root, tasks)
+    project(root, tasks)
     for i in range(1, n + 1):
         doc: Any = researched_doc(f"{i}_t{i}")
         if i % 7 == 0:
@@ -100,7 +100,7 @@ class _Terminal(io.StringIO):
 @pytest.mark.parametrize("count", [0, 1, 3])
 def test_json_written_piecewise_is_json_dumps_of_the_whole(tmp_path: Path, count: int) -> None:
     """Compact and indented (a terminal): byte for byte ``json.dumps`` of the whole object."""
-    root = make_project(tmp_path / "p", [task_entry(1, "a")])
+    root = project(tmp_path / "p", [task_entry(1, "a")])
     for i in range(1, count + 1):
         write_meta(root, f"{i}_t{i}", researched_doc(f"{i}_t{i}") if i != 2 else "[1, 2")
     config = Config()
@@ -112,7 +112,7 @@ def test_json_written_piecewise_is_json_dumps_of_the_whole(tmp_path: Path, count
 
 
 def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "p", None)
+    root = project(tmp_path / "p", None)
     config = Config()
     report = pipeline.scan([root], config, policy_from(config), datetime.now(UTC))
     text, github = io.StringIO(), io.StringIO()
@@ -212,7 +212,7 @@ def test_lean_state_missing_or_a_directory(tmp_path: Path) -> None:
 
 
 def test_scan_with_an_unusable_state_says_pf604_once(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "p", [task_entry(1, "a")])
+    root = project(tmp_path / "p", [task_entry(1, "a")])
     (root / "specs" / "state.json").write_bytes(b'{"active_projects": [{"project_number": 1')
     write_meta(root, "1_a", researched_doc("1_a"))
     done = _scan_cli(root, "--format", "json")
@@ -251,7 +251,7 @@ def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
     """`scan | head -1` past the fork threshold: exit 141 (the verdict went unread: never 0)
     without a traceback or a stray process."""
     n = parallel.PARALLEL_MIN_FILES + 600
-    root = make_project(tmp_path / "p", [])
+    root = project(tmp_path / "p", [])
     for i in range(1, n + 1):
         write_meta(root, f"{i}_t{i}", "{")
     with subprocess.Popen(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_meta
 from postflightd.cli import main
 
 A, B = "259_prove_completeness", "260_broken"
@@ -18,12 +18,12 @@ A, B = "259_prove_completeness", "260_broken"
 
 def _project(root: Path) -> Path:
     """Task 259 valid; task 260 implemented without completion_data (PF303)."""
-    make_project(root, [task_entry(259, "prove_completeness"), task_entry(260, "broken")])
-    write_artifact(root, f"specs/{A}/reports/research-001.md")
+    project(
+        root, [task_entry(259, "prove_completeness"), task_entry(260, "broken")], artifacts=True
+    )
     write_meta(root, A, researched_doc(A))
     broken = researched_doc(B)
     broken["status"] = "implemented"
-    write_artifact(root, f"specs/{B}/reports/research-001.md")
     write_meta(root, B, broken)
     return root
 

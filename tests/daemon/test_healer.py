@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from helpers.daemon_process import DaemonFactory, final_text, meta_path
-from helpers.project import project
+from helpers.daemon_process import DaemonFactory
+from helpers.documents import final_text
+from helpers.project import meta_path, project
 from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow

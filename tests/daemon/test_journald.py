@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_meta
+from helpers.project import project, write_meta
 from helpers.waiting import wait_until
 
 
@@ -59,7 +59,7 @@ def _stuck_doc() -> dict[str, object]:
 def test_log_lines_carry_the_syslog_priority_under_journald(
     tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(262, "parser_rewrite")])
+    root = project(tmp_path / "p", [task_entry(262, "parser_rewrite")])
     write_meta(root, "262_parser_rewrite", _stuck_doc())
     log = tmp_path / "journal-stream.log"
     log.touch()
@@ -90,7 +90,7 @@ def test_log_lines_carry_the_syslog_priority_under_journald(
 def test_no_prefix_when_stderr_is_not_the_journal_stream(
     tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
 ) -> None:
-    root = make_project(tmp_path / "p", [])
+    root = project(tmp_path / "p", [])
     log = tmp_path / "plain.log"
     proc = _start(daemons, root, log, "--log-format", "json", env={"JOURNAL_STREAM": "1:2"})
     wait_until("start", lambda: log.exists() and "daemon_started" in log.read_text("utf-8"))
@@ -103,7 +103,7 @@ def test_no_prefix_when_stderr_is_not_the_journal_stream(
 def test_console_lines_leave_out_fields_that_are_none(
     tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
 ) -> None:
-    root = make_project(tmp_path / "p", [])
+    root = project(tmp_path / "p", [])
     log = tmp_path / "console.log"
     proc = _start(daemons, root, log, "--log-format", "console", env={})
     wait_until("start", lambda: log.exists() and "daemon_started" in log.read_text("utf-8"))
@@ -117,7 +117,7 @@ def test_console_lines_leave_out_fields_that_are_none(
 def test_status_follows_the_run_table_and_sighup_sends_reloading(
     tmp_path: Path, daemons: list[subprocess.Popen[bytes]]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(1, "task1")])
+    root = project(tmp_path / "p", [task_entry(1, "task1")])
     address = str(tmp_path / "notify.sock")
     seen: list[str] = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:

@@ -11,16 +11,9 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from helpers.inprocess_daemon import (
-    POLLING,
-    FakeClock,
-    events,
-    final,
-    meta_path,
-    open_daemon,
-    task_status,
-)
-from helpers.project import project
+from helpers.documents import final_text
+from helpers.inprocess_daemon import POLLING, FakeClock, events, open_daemon
+from helpers.project import meta_path, project, task_status
 from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
 
 glibc = pytest.mark.skipif(
@@ -66,7 +59,7 @@ def test_the_daemon_trims_a_second_after_work_and_not_while_idle(tmp_path: Path)
         daemon.iterate()
         assert len(events(logs, "heap_trimmed")) == 1
 
-        meta_path(root, 1).write_text(final(1), encoding="utf-8")
+        meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
         deadline = time.monotonic() + 30
         while task_status(root, 1) != "researched" and time.monotonic() < deadline:
             daemon.iterate()  # sleeps (for real) until the event arrives

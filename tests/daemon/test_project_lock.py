@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_meta
 from helpers.waiting import wait_until
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
@@ -87,12 +87,6 @@ def start_daemon(root: Path, log: Path, procs: list[subprocess.Popen[bytes]]) ->
     return proc
 
 
-def project(tmp_path: Path) -> Path:
-    root = make_project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
-    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
-    return root
-
-
 def status_of(root: Path) -> str:
     state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
     return str(state["active_projects"][0]["status"])
@@ -102,7 +96,7 @@ def test_busy_lock_keeps_the_file_and_applies_it_once_released(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     """Held lock: the file waits (one log line); released: applied without a new event."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")], artifacts=True)
     holder = hold_lock(root / "specs" / ".state.lock", procs)
     log = tmp_path / "daemon.log"
     daemon = start_daemon(root, log, procs)
@@ -127,7 +121,7 @@ def test_sigterm_is_not_delayed_by_a_lock_held_by_another_process(
     tmp_path: Path, procs: list[subprocess.Popen[bytes]]
 ) -> None:
     """A daemon facing a held lock still stops promptly on SIGTERM (it used to take 29 s)."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")], artifacts=True)
     hold_lock(root / "specs" / ".state.lock", procs)
     log = tmp_path / "daemon.log"
     daemon = start_daemon(root, log, procs)

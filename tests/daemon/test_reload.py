@@ -10,20 +10,17 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
+from helpers.documents import final_text
 from helpers.inprocess_daemon import (
     POLLING,
     FakeClock,
-    errors_of,
     events,
-    final,
     holder,
     in_progress,
-    meta_path,
     open_daemon,
     step,
-    task_status,
 )
-from helpers.project import project
+from helpers.project import error_records, meta_path, project, task_status
 from postflightd.daemon.sdnotify import SystemdNotifier
 
 
@@ -73,7 +70,7 @@ def test_a_reloaded_timeout_applies_to_the_run_in_flight(
         ]
         (stuck,) = events(logs, "run_stuck")
         assert (stuck["task"], stuck["timeout_s"]) == (1, 60)
-        assert len(errors_of(root, "timeout")) == 1
+        assert len(error_records(root, "timeout")) == 1
 
 
 def test_a_bad_configuration_is_refused_and_the_old_one_kept(tmp_path: Path) -> None:
@@ -90,7 +87,7 @@ def test_a_bad_configuration_is_refused_and_the_old_one_kept(tmp_path: Path) -> 
         assert daemon.config is before
         assert events(logs, "config_reloaded") == []
 
-        meta_path(root, 1).write_text(final(1), encoding="utf-8")
+        meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
         step(daemon, clock)
         assert task_status(root, 1) == "researched", "still applying with the old one"
 

@@ -11,19 +11,17 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
+from helpers.documents import final_text
 from helpers.inprocess_daemon import (
     POLLING,
     FakeClock,
     config_loader,
     events,
-    final,
     holder,
-    meta_path,
     open_daemon,
     step,
-    task_status,
 )
-from helpers.project import project
+from helpers.project import meta_path, project, task_status
 from postflightd.config import load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.daemon.sdnotify import SystemdNotifier
@@ -53,7 +51,7 @@ def test_a_replaced_specs_directory_is_relocked_and_watched(tmp_path: Path) -> N
         assert holder(old) is None, "the lock in the old directory is released"
         assert events(logs, "instance_lock_lost") == []
 
-        meta_path(root, 1).write_text(final(1), encoding="utf-8")
+        meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
         step(daemon, clock)
         assert task_status(root, 1) == "researched"
     assert holder(root / "specs") is None

@@ -13,19 +13,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from helpers.inprocess_daemon import (
-    POLLING,
-    FakeClock,
-    errors_of,
-    events,
-    final,
-    in_progress,
-    meta_path,
-    open_daemon,
-    step,
-    task_status,
-)
-from helpers.project import project
+from helpers.documents import final_text
+from helpers.inprocess_daemon import POLLING, FakeClock, events, in_progress, open_daemon, step
+from helpers.project import error_records, meta_path, project, task_status
 from postflightd.daemon.loop import Daemon
 
 
@@ -58,20 +48,20 @@ def test_a_run_past_its_timeout_is_flagged_once_recorded_and_applied_when_it_fin
 
     step(daemon, clock, 30)
     assert events(logs, "run_stuck") == []
-    assert errors_of(root, "timeout") == []
+    assert error_records(root, "timeout") == []
 
     step(daemon, clock, 31)  # 63.5 s after the start: past the 60 s timeout
     (stuck,) = events(logs, "run_stuck")
     assert (stuck["task"], stuck["code"], stuck["timeout_s"]) == (1, "PF602", 60)
     assert stuck["elapsed_s"] >= 60
-    assert len(errors_of(root, "timeout")) == 1
+    assert len(error_records(root, "timeout")) == 1
 
     step(daemon, clock)
     step(daemon, clock, 600)
     assert len(events(logs, "run_stuck")) == 1, "flagged once, not at every turn"
-    assert len(errors_of(root, "timeout")) == 1
+    assert len(error_records(root, "timeout")) == 1
 
-    meta_path(root, 1).write_text(final(1), encoding="utf-8")
+    meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
     step(daemon, clock)
     assert task_status(root, 1) == "researched"
     assert not meta_path(root, 1).exists()
@@ -95,7 +85,7 @@ def test_the_stuck_timer_rereads_the_file_and_a_restarted_run_is_not_flagged(
     clock.advance(0.6)
     daemon.iterate()
     assert events(logs, "run_stuck") == []
-    assert errors_of(root, "timeout") == []
+    assert error_records(root, "timeout") == []
     assert daemon.runs.next_deadline() == (restarted + timedelta(seconds=60)).timestamp()
 
     step(daemon, clock, 60)
@@ -111,4 +101,4 @@ def test_the_stuck_timer_finding_the_file_gone_ends_the_run(flight: Flight) -> N
     assert events(logs, "run_stuck") == []
     assert [e["task"] for e in events(logs, "run_vanished")] == [1]
     assert daemon.runs.next_deadline() is None
-    assert errors_of(root, "timeout") == []
+    assert error_records(root, "timeout") == []

@@ -22,17 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.daemon_process import (
-    META,
-    DaemonFactory,
-    applied,
-    error_records,
-    final_text,
-    in_progress_doc,
-    meta_path,
-)
-from helpers.documents import SESSION
-from helpers.project import project, write_artifact
+from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
+from helpers.documents import SESSION, final_text
+from helpers.project import META, error_records, meta_path, project, write_artifact
 from helpers.waiting import wait_until
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.

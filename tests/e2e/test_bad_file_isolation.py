@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
 
@@ -83,22 +83,15 @@ def bad_file(root: Path, kind: str) -> Path:
     return write_meta(root, "261_bad_task", doc)
 
 
-def project(root: Path, kind: str) -> tuple[Path, list[Path], Path]:
+def batch_with_a_bad_file(root: Path, kind: str) -> tuple[Path, list[Path], Path]:
     bad_entry = task_entry(261, "bad_task")
     # No session in state.json for the bad task: the lone surrogate must not be caught by
     # PF405 (a different session) before it reaches the journal.
     del bad_entry["session_id"]
-    make_project(
-        root, [task_entry(259, "prove_completeness"), task_entry(260, "second_task"), bad_entry]
-    )
-    (root / "specs" / "TODO.md").write_text(
-        "# TODO\n\n### 259. A\n- **Status**: [RESEARCHING]\n\n"
-        "### 260. B\n- **Status**: [RESEARCHING]\n\n### 261. C\n- **Status**: [RESEARCHING]\n",
-        "utf-8",
-    )
+    tasks = [task_entry(259, "prove_completeness"), task_entry(260, "second_task"), bad_entry]
+    project(root, tasks, todo=True, artifacts=[259, 260])
     good = []
     for task_dir in GOOD:
-        write_artifact(root, f"specs/{task_dir}/reports/research-001.md")
         good.append(write_meta(root, task_dir, researched_doc(task_dir)))
     return root, good, bad_file(root, kind)
 
@@ -118,7 +111,7 @@ def assert_good_applied_bad_kept(root: Path, good: list[Path], bad: Path) -> Non
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_scan_apply_commits_the_batch_without_the_bad_file(tmp_path: Path, kind: str) -> None:
-    root, good, bad = project(tmp_path / "p", kind)
+    root, good, bad = batch_with_a_bad_file(tmp_path / "p", kind)
     done = run("scan", "--apply", str(root))
     assert done.returncode == 1, text(done.stdout) + text(done.stderr)  # PF106: an error
     assert "PF106" in text(done.stdout)
@@ -134,7 +127,7 @@ def test_scan_apply_commits_the_batch_without_the_bad_file(tmp_path: Path, kind:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_process_reports_the_bad_file_and_applies_the_good_ones(tmp_path: Path, kind: str) -> None:
-    root, good, bad = project(tmp_path / "p", kind)
+    root, good, bad = batch_with_a_bad_file(tmp_path / "p", kind)
     refused = run("process", os.fsdecode(bad))
     assert refused.returncode == 1, text(refused.stdout) + text(refused.stderr)
     assert "PF106" in text(refused.stdout)
@@ -146,7 +139,7 @@ def test_process_reports_the_bad_file_and_applies_the_good_ones(tmp_path: Path, 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_hook_applies_the_good_files_and_blocks_on_the_bad_one(tmp_path: Path, kind: str) -> None:
-    root, good, bad = project(tmp_path / "p", kind)
+    root, good, bad = batch_with_a_bad_file(tmp_path / "p", kind)
     done = run("hook", "claude", stdin=json.dumps({"cwd": str(root), "stop_hook_active": False}))
     assert done.returncode == 0, text(done.stderr)
     answer = json.loads(text(done.stdout))
@@ -157,7 +150,7 @@ def test_hook_applies_the_good_files_and_blocks_on_the_bad_one(tmp_path: Path, k
 @pytest.mark.parametrize("kind", KINDS)
 def test_daemon_applies_the_batch_around_the_bad_file(tmp_path: Path, kind: str) -> None:
     """Present at start (one batch), then rescanned: the good files go, the bad one stays."""
-    root, good, bad = project(tmp_path / "p", kind)
+    root, good, bad = batch_with_a_bad_file(tmp_path / "p", kind)
     (root / ".postflightd.toml").write_text("[watch]\nrescan_interval_s = 0.3\n", "utf-8")
     log_path = tmp_path / "daemon.log"
     with log_path.open("wb") as log_file:

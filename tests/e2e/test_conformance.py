@@ -15,7 +15,7 @@ import pytest
 
 from helpers.documents import task_entry
 from helpers.paths import FIXTURES
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.config import Config
 from postflightd.pipeline.apply import scan
@@ -54,7 +54,7 @@ def _codes(file: dict[str, Any], severity: str = "error") -> list[str]:
 
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
-    return make_project(tmp_path, [task_entry(1, "setup_lsp_config", session_id=SID)])
+    return project(tmp_path, [task_entry(1, "setup_lsp_config", session_id=SID)])
 
 
 def test_case_1_plain_text_return(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,7 +169,7 @@ def _project_for(tmp_path: Path, doc: dict[str, Any]) -> Path:
     entry = task_entry(
         int(number), slug, session_id=doc["metadata"]["session_id"], language=language
     )
-    root = make_project(tmp_path, [entry])
+    root = project(tmp_path, [entry])
     write_meta(root, task_dir, doc)
     for artifact in doc["artifacts"]:
         write_artifact(root, artifact["path"])

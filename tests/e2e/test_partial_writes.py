@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
 
@@ -31,8 +31,9 @@ pytestmark = pytest.mark.slow
 
 TODO = (
     "# TODO\n\n### 259. Prove completeness\n- **Status**: [RESEARCHING]\n\n"
-    "### 260. Second task\n- **Status**: [RESEARCHING]\n"
+    "### 260. Second task\n- **Status**: [RESEARCHING]\n\n"
 )
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "second_task")]
 META = ".return-meta.json"
 
 
@@ -69,15 +70,6 @@ def partial_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
     return doc
 
 
-def project(root: Path, *, todo_padding: int = 0) -> Path:
-    make_project(root, [task_entry(259, "prove_completeness"), task_entry(260, "second_task")])
-    # Padding makes TODO.md the big write of the two (the disk-full test needs that).
-    (root / "specs" / "TODO.md").write_text(TODO + "\n" + "x" * todo_padding, encoding="utf-8")
-    for task_dir in ("259_prove_completeness", "260_second_task"):
-        write_artifact(root, f"specs/{task_dir}/reports/research-001.md")
-    return root
-
-
 def entry(root: Path, number: int) -> dict[str, Any]:
     state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
     return next(t for t in state["active_projects"] if t["project_number"] == number)
@@ -98,7 +90,7 @@ def test_process_keeps_the_file_when_todo_or_errors_cannot_be_written(
     tmp_path: Path, fault: str, kind: str, reason: str
 ) -> None:
     """Exit 4 with the reason; state.json holds the outcome; the re-run completes it."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     doc = researched_doc() if kind == "researched" else partial_doc()
     meta = write_meta(root, "259_prove_completeness", doc)
 
@@ -137,7 +129,7 @@ def test_scan_apply_keeps_only_the_files_whose_outcome_is_unwritten(
     tmp_path: Path, fmt: str
 ) -> None:
     """errors.json fails: the partial file is kept (exit 4), the researched one completes."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     kept = write_meta(root, "259_prove_completeness", partial_doc())
     done = write_meta(root, "260_second_task", researched_doc("260_second_task"))
 
@@ -164,7 +156,7 @@ def test_scan_apply_keeps_only_the_files_whose_outcome_is_unwritten(
 def test_hook_keeps_the_file_and_tells_the_person_why(tmp_path: Path) -> None:
     """The hook never blocks the agent for a disk problem: it says why in a systemMessage (for
     the person, SPEC 4), and the next hook run completes it."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     stdin = json.dumps({"cwd": str(root), "stop_hook_active": False})
 
@@ -184,7 +176,7 @@ def test_hook_keeps_the_file_and_tells_the_person_why(tmp_path: Path) -> None:
 
 def test_daemon_retries_a_half_written_outcome_until_it_completes(tmp_path: Path) -> None:
     """While TODO.md cannot be written the file stays; once it can, the daemon finishes."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     (root / ".postflightd.toml").write_text("[watch]\nrescan_interval_s = 0.3\n", "utf-8")
     flag = tmp_path / "disk-full"
     flag.touch()
@@ -265,7 +257,8 @@ def test_disk_full_at_every_level_never_deletes_a_half_written_outcome(
     for free_pages in range(0, 25, 2):
         root = small_tmpfs / f"p{free_pages}"
         root.mkdir()
-        project(root, todo_padding=8 * page)  # TODO.md: about 9 pages; state.json: 1
+        # Padding makes TODO.md the big write of the two: about 9 pages; state.json: 1.
+        project(root, TASKS, todo=TODO + "x" * (8 * page), artifacts=True)
         meta = write_meta(root, "259_prove_completeness", researched_doc())
         filler = _fill(small_tmpfs, free_pages * page)
         first = run("process", str(meta))
@@ -335,7 +328,7 @@ def test_process_after_another_runs_first_delete_says_already_postflighted(
     tmp_path: Path,
 ) -> None:
     """The batch deleted the file but has not journaled `deleted` yet: exit 0, not 'no such'."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     first = write_meta(root, "259_prove_completeness", researched_doc())
     write_meta(root, "260_second_task", researched_doc("260_second_task"))
     batch = _scan_apply_stopped_at(root, "after-delete")
@@ -352,7 +345,7 @@ def test_process_after_another_runs_first_delete_says_already_postflighted(
 
 def test_process_of_a_file_that_vanishes_while_it_waits_for_the_lock(tmp_path: Path) -> None:
     """Read by `process`, then applied and deleted by the batch holding the lock: exit 0."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     write_meta(root, "259_prove_completeness", researched_doc())
     second = write_meta(root, "260_second_task", researched_doc("260_second_task"))
     batch = _scan_apply_stopped_at(root, "before-delete")
@@ -382,7 +375,7 @@ def test_process_of_a_file_that_vanishes_while_it_waits_for_the_lock(tmp_path: P
 
 
 def test_process_of_a_file_never_applied_is_still_no_such_file(tmp_path: Path) -> None:
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     missing = root / "specs" / "259_prove_completeness" / META
     answer = run("process", str(missing))
     assert answer.returncode == 2
@@ -403,7 +396,7 @@ def test_process_of_a_file_never_applied_is_still_no_such_file(tmp_path: Path) -
 def test_temp_files_of_a_killed_writer_are_removed_by_the_next_run(
     tmp_path: Path, point: str, doc: dict[str, Any]
 ) -> None:
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     meta = write_meta(root, "259_prove_completeness", doc)
     killed = run("process", str(meta), POSTFLIGHTD_CRASH_AT=point)
     assert killed.returncode == -signal.SIGKILL
@@ -425,7 +418,7 @@ def test_a_deletion_interrupted_by_kill_is_finished_after_checking_the_journal(
     tmp_path: Path,
 ) -> None:
     """The aside file's content is journaled: the next run removes it and says so."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     killed = run("process", str(meta), POSTFLIGHTD_CRASH_AT="delete:after-rename")
     assert killed.returncode == -signal.SIGKILL
@@ -452,7 +445,7 @@ def _dead_pid() -> int:
 
 
 def test_an_aside_file_the_journal_does_not_hold_is_put_back_and_applied(tmp_path: Path) -> None:
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     task_dir = root / "specs" / "259_prove_completeness"
     task_dir.mkdir(parents=True, exist_ok=True)
     aside = task_dir / f"..return-meta.json.{_dead_pid()}.00ff00ff.deleting"
@@ -469,7 +462,7 @@ def test_an_aside_file_the_journal_does_not_hold_is_put_back_and_applied(tmp_pat
 def test_an_unjournaled_aside_file_is_kept_when_a_newer_file_took_its_name(
     tmp_path: Path,
 ) -> None:
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     task_dir = root / "specs" / "259_prove_completeness"
     task_dir.mkdir(parents=True, exist_ok=True)
     aside = task_dir / f"..return-meta.json.{_dead_pid()}.00ff00ff.deleting"
@@ -485,7 +478,7 @@ def test_an_unjournaled_aside_file_is_kept_when_a_newer_file_took_its_name(
 
 
 def test_daemon_start_cleans_what_a_killed_run_left(tmp_path: Path) -> None:
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     killed = run("process", str(meta), POSTFLIGHTD_CRASH_AT="delete:after-rename")
     assert killed.returncode == -signal.SIGKILL
@@ -513,7 +506,7 @@ def test_daemon_start_cleans_what_a_killed_run_left(tmp_path: Path) -> None:
 
 def test_names_like_our_leftovers_that_are_not_ours_are_left_alone(tmp_path: Path) -> None:
     """Links, directories, FIFOs, other names and impossible pids: nothing removed or followed."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     specs, dead = root / "specs", _dead_pid()
     outside = tmp_path / "outside.txt"
     outside.write_text("not yours", "utf-8")
@@ -543,7 +536,7 @@ def test_names_like_our_leftovers_that_are_not_ours_are_left_alone(tmp_path: Pat
 
 def test_an_oversized_aside_file_is_put_back_never_removed(tmp_path: Path) -> None:
     """Too big to have been post-flighted: it goes back under its name (then PF101, kept)."""
-    root = project(tmp_path / "p")
+    root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     task_dir = root / "specs" / "259_prove_completeness"
     aside = task_dir / f"..return-meta.json.{_dead_pid()}.00ff00ff.deleting"
     aside.write_text(" " * (1024 * 1024 + 10), "utf-8")

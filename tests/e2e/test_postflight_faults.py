@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
 
@@ -83,9 +83,9 @@ def test_crash_at_every_step_then_rerun_applies_exactly_once(
     tmp_path: Path, point: str, kind: str
 ) -> None:
     """SIGKILL at a step, run again: state.json parses, applied once, content never lost."""
-    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
-    (root / "specs" / "TODO.md").write_text(TODO, encoding="utf-8")
-    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    root = project(
+        tmp_path / "p", [task_entry(259, "prove_completeness")], todo=TODO, artifacts=True
+    )
     doc = researched_doc() if kind == "researched" else partial_doc()
     meta = write_meta(root, "259_prove_completeness", doc)
 
@@ -114,7 +114,7 @@ def test_crash_at_every_step_then_rerun_applies_exactly_once(
 
 def test_two_process_runs_on_the_same_file_apply_it_once(tmp_path: Path) -> None:
     """Concurrent runs serialise on the lock: one applies, the other finds it gone."""
-    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     cmd = [sys.executable, "-m", "postflightd", "process", str(meta)]
@@ -133,7 +133,7 @@ def test_file_rewritten_during_postflight_is_processed_again(tmp_path: Path) -> 
     """The agent rewrites the file while postflight waits for the lock: the new content wins."""
     if shutil.which("flock") is None:
         pytest.skip("util-linux flock is not installed")
-    root = make_project(tmp_path / "p", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_artifact(root, "specs/259_prove_completeness/reports/research-002.md")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
@@ -177,7 +177,7 @@ def test_locking_jq_writer_and_500_postflights_lose_no_update(tmp_path: Path) ->
         pytest.skip("needs util-linux flock and jq")
     n = 500
     tasks = [task_entry(i, f"t{i}") for i in range(1, n + 1)] + [task_entry(9999, "counter")]
-    root = make_project(tmp_path / "p", tasks)
+    root = project(tmp_path / "p", tasks)
     for i in range(1, n + 1):
         write_artifact(root, f"specs/{i}_t{i}/reports/research-001.md")
         write_meta(root, f"{i}_t{i}", researched_doc(f"{i}_t{i}"))
@@ -293,7 +293,7 @@ needs_root = pytest.mark.skipif(
 @needs_root
 def test_permission_denied_on_state_json_is_a_clear_error(shared_tmp: Path) -> None:
     """state.json and its directory not writable: exit 4, one clear line, nothing changed."""
-    root = make_project(shared_tmp / "p", [task_entry(259, "prove_completeness")])
+    root = project(shared_tmp / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     state_home = shared_tmp / "home"
@@ -311,7 +311,7 @@ def test_permission_denied_on_state_json_is_a_clear_error(shared_tmp: Path) -> N
 @needs_root
 def test_permission_denied_on_the_task_dir_applies_but_keeps_the_file(shared_tmp: Path) -> None:
     """The metadata file cannot be deleted: applied, kept, said; a second run is harmless."""
-    root = make_project(shared_tmp / "p", [task_entry(259, "prove_completeness")])
+    root = project(shared_tmp / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     specs = root / "specs"

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import researched_doc, task_entry
+from helpers.documents import researched_doc
+from helpers.project import project, write_artifact
 from helpers.waiting import wait_until
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
@@ -60,23 +61,12 @@ def hook(root: Path) -> Any:
 
 
 def make_root(root: Path, tasks: int = 2) -> Path:
-    """Tasks 1..tasks (``{n}_task{n}``), TODO.md, their artifacts and the marker's artifact."""
-    specs = root / "specs"
-    specs.mkdir(parents=True)
-    state = {
-        "next_project_number": tasks + 1,
-        "active_projects": [task_entry(n, f"task{n}") for n in range(1, tasks + 1)],
-    }
-    (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    todo = "".join(f"### {n}. Task {n}\n- **Status**: [RESEARCHING]\n\n" for n in range(1, 3))
-    (specs / "TODO.md").write_text("# TODO\n\n" + todo, encoding="utf-8")
-    for n in range(1, min(tasks, 3) + 1):
-        (specs / f"{n}_task{n}" / "reports").mkdir(parents=True)
-        (specs / f"{n}_task{n}" / "reports" / "research-001.md").write_text("r\n", "utf-8")
+    """Tasks 1..tasks (``{n}_task{n}``), TODO.md, the first three's reports, and the marker's
+    artifact."""
+    project(root, tasks, artifacts=range(1, 4))
     # An artifact inside the root that only an outside file lists: an outside file read by
     # mistake validates, and is applied, so the test can see it.
-    (specs / "evidence").mkdir()
-    (specs / "evidence" / f"{MARK}.md").write_text("x\n", encoding="utf-8")
+    write_artifact(root, f"specs/evidence/{MARK}.md", "x\n")
     return root
 
 

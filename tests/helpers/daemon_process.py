@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc
+from helpers.project import meta_path, task_status
 from helpers.waiting import wait_until
-
-META = ".return-meta.json"
 
 
 class Daemon:
@@ -105,11 +104,6 @@ def daemons(log_dir: Path) -> Iterator[DaemonFactory]:
             proc.wait(5)
 
 
-def final_text(n: int) -> str:
-    """A valid ``researched`` file for task n, compact and without a trailing newline."""
-    return json.dumps(researched_doc(f"{n}_task{n}"), separators=(",", ":"))
-
-
 def in_progress_doc(n: int, *, session: str = SESSION, stage: str = "reading") -> dict[str, Any]:
     """An ``in_progress`` file for task n, started now, one phase of three done."""
     doc = researched_doc(f"{n}_task{n}")
@@ -122,26 +116,6 @@ def in_progress_doc(n: int, *, session: str = SESSION, stage: str = "reading") -
     return doc
 
 
-def meta_path(root: Path, n: int) -> Path:
-    return root / "specs" / f"{n}_task{n}" / META
-
-
-def task_status(root: Path, n: int) -> str | None:
-    state = json.loads((root / "specs" / "state.json").read_text(encoding="utf-8"))
-    for task in state["active_projects"]:
-        if task["project_number"] == n:
-            return str(task["status"])
-    return None
-
-
 def applied(root: Path, n: int) -> bool:
     """Task n is researched and its metadata file is gone."""
     return task_status(root, n) == "researched" and not os.path.lexists(meta_path(root, n))
-
-
-def error_records(root: Path, kind: str | None = None) -> list[dict[str, Any]]:
-    path = root / "specs" / "errors.json"
-    if not path.exists():
-        return []
-    records = json.loads(path.read_text(encoding="utf-8"))
-    return [r for r in records if kind is None or r["type"] == kind]

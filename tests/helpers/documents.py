@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 #: The agent session every sample document and task entry carries unless a test says otherwise.
@@ -44,3 +45,8 @@ def researched_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
             "findings_count": 5,
         },
     }
+
+
+def final_text(n: int) -> str:
+    """A valid ``researched`` file for task n, compact and without a trailing newline."""
+    return json.dumps(researched_doc(f"{n}_task{n}"), separators=(",", ":"))

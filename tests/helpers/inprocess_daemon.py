@@ -1,4 +1,5 @@
-"""An in-process daemon on a fake clock, for the fast tests of test_daemon_*.py.
+"""An in-process daemon on a fake clock, for the fast tests in tests/daemon/ (reload, relock,
+stuck, memtrim).
 
 The daemon is the real one (real files in tmp_path, the real journal, the polling observer so
 that no event arrives behind the test's back); only time is the test's: ``FakeClock.advance``
@@ -15,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from helpers.documents import researched_doc
+from helpers.documents import SESSION, researched_doc
 from postflightd.config import Config, load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.daemon.root import Clock
@@ -46,11 +47,7 @@ class FakeClock:
         return Clock(monotonic=lambda: self.mono, wall=lambda: self.wall_s)
 
 
-def meta_path(root: Path, n: int, specs: str = "specs") -> Path:
-    return root / specs / f"{n}_task{n}" / ".return-meta.json"
-
-
-def in_progress(n: int, started: datetime, session: str = "sess_1736700000_abc123") -> str:
+def in_progress(n: int, started: datetime, session: str = SESSION) -> str:
     doc: dict[str, Any] = researched_doc(f"{n}_task{n}")
     doc["status"] = "in_progress"
     doc["artifacts"] = []
@@ -58,25 +55,6 @@ def in_progress(n: int, started: datetime, session: str = "sess_1736700000_abc12
     doc["partial_progress"] = {"stage": "reading", "details": "working", "phases_completed": 1}
     doc["metadata"]["session_id"] = session
     return json.dumps(doc)
-
-
-def final(n: int) -> str:
-    return json.dumps(researched_doc(f"{n}_task{n}"))
-
-
-def task_status(root: Path, n: int, specs: str = "specs") -> str | None:
-    state = json.loads((root / specs / "state.json").read_text(encoding="utf-8"))
-    for task in state["active_projects"]:
-        if task["project_number"] == n:
-            return str(task["status"])
-    return None
-
-
-def errors_of(root: Path, kind: str) -> list[dict[str, Any]]:
-    path = root / "specs" / "errors.json"
-    if not path.exists():
-        return []
-    return [r for r in json.loads(path.read_text(encoding="utf-8")) if r["type"] == kind]
 
 
 def holder(specs: Path) -> int | None:

@@ -9,6 +9,9 @@ from typing import Any
 
 from helpers.documents import task_entry
 
+#: The name of the file an agent leaves in its task directory.
+META = ".return-meta.json"
+
 
 def project(
     root: Path,
@@ -56,16 +59,6 @@ def project(
     return root
 
 
-def make_project(root: Path, tasks: list[dict[str, Any]] | None = None) -> Path:
-    """A project root with specs/state.json listing ``tasks`` (None: no state.json)."""
-    specs = root / "specs"
-    specs.mkdir(parents=True, exist_ok=True)
-    if tasks is not None:
-        state = {"next_project_number": 1000, "active_projects": tasks}
-        (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    return root
-
-
 def write_meta(root: Path, task_dir: str, doc: Any) -> Path:
     """Write ``specs/<task_dir>/.return-meta.json`` (a str is written verbatim)."""
     directory = root / "specs" / task_dir
@@ -82,3 +75,29 @@ def write_artifact(root: Path, rel: str, text: str = "content\n") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+# --- reading a project back ----------------------------------------------------------------
+
+
+def meta_path(root: Path, n: int) -> Path:
+    """Task n's metadata file, in the directory ``{n}_task{n}`` of a counted project."""
+    return root / "specs" / f"{n}_task{n}" / META
+
+
+def task_status(root: Path, n: int) -> str | None:
+    """Task n's status in state.json (None: no such task)."""
+    state = json.loads((root / "specs" / "state.json").read_text(encoding="utf-8"))
+    for task in state["active_projects"]:
+        if task["project_number"] == n:
+            return str(task["status"])
+    return None
+
+
+def error_records(root: Path, kind: str | None = None) -> list[dict[str, Any]]:
+    """The records of errors.json (of type ``kind`` if given); none while it does not exist."""
+    path = root / "specs" / "errors.json"
+    if not path.exists():
+        return []
+    records = json.loads(path.read_text(encoding="utf-8"))
+    return [r for r in records if kind is None or r["type"] == kind]

@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_meta
+
+#: Task 259 ready for a researched file; task 260 without its report.
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
 
 HOOK = [sys.executable, "-m", "postflightd", "hook", "claude"]
 
@@ -61,17 +64,9 @@ def one_object(out: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     return doc
 
 
-def project(tmp_path: Path) -> Path:
-    root = make_project(
-        tmp_path / "proj", [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-    )
-    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
-    return root
-
-
 def test_valid_final_file_is_applied_and_hook_prints_empty_object(tmp_path: Path) -> None:
     """A valid researched file: applied, `{}` on stdout, exit 0."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     out = hook({"cwd": str(root / "specs"), "hook_event_name": "Stop", "stop_hook_active": False})
     assert out.returncode == 0, out.stderr
@@ -85,7 +80,7 @@ def test_invalid_file_blocks_with_exact_fixes_but_valid_ones_are_still_applied(
     tmp_path: Path,
 ) -> None:
     """The block reason names the file and what to fix; the valid file is applied anyway."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     good = write_meta(root, "259_prove_completeness", researched_doc())
     bad_doc = researched_doc("260_plan_it")
     bad_doc["status"] = "completed"
@@ -102,7 +97,7 @@ def test_invalid_file_blocks_with_exact_fixes_but_valid_ones_are_still_applied(
 
 def test_never_blocks_when_stop_hook_active(tmp_path: Path) -> None:
     """stop_hook_active: the runtime is already looping; print {} whatever is wrong."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     bad_doc = researched_doc()
     bad_doc["status"] = "completed"
     write_meta(root, "259_prove_completeness", bad_doc)
@@ -113,7 +108,7 @@ def test_never_blocks_when_stop_hook_active(tmp_path: Path) -> None:
 
 def test_other_agents_in_progress_files_are_left_alone(tmp_path: Path) -> None:
     """A running agent's in_progress file is neither deleted nor a reason to block."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     doc = researched_doc()
     doc.update(
         status="in_progress",
@@ -177,7 +172,7 @@ def test_unusable_journal_is_a_system_message_and_stdout_holds_only_the_answer(
     tmp_path: Path,
 ) -> None:
     """A broken [journal] path: the file is applied, and the warning goes to stderr, not stdout."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     config = tmp_path / "user.toml"
     config.write_text('[journal]\npath = "/dev/null/not-a-dir/journal.db"\n', encoding="utf-8")
@@ -195,7 +190,7 @@ def test_unusable_journal_is_a_system_message_and_stdout_holds_only_the_answer(
 
 def test_bad_project_config_is_a_system_message_never_exit_2(tmp_path: Path) -> None:
     """The user's broken .postflightd.toml is not the agent's to fix: systemMessage, exit 0."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     bad_doc = researched_doc()
     bad_doc["status"] = "completed"
     meta = write_meta(root, "259_prove_completeness", bad_doc)
@@ -210,7 +205,7 @@ def test_bad_project_config_is_a_system_message_never_exit_2(tmp_path: Path) -> 
 
 def test_unusable_state_json_is_a_system_message_not_a_block(tmp_path: Path) -> None:
     """A corrupt state.json (PF604): the person is told, the agent is not blocked over it."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     (root / "specs" / "state.json").write_text("{not json", encoding="utf-8")
     out = hook({"cwd": str(root), "stop_hook_active": False})
@@ -223,7 +218,7 @@ def test_unusable_state_json_is_a_system_message_not_a_block(tmp_path: Path) -> 
 
 def test_lock_held_by_another_process_is_a_system_message_within_seconds(tmp_path: Path) -> None:
     """A real `flock` holder on specs/.state.lock: a few seconds, then systemMessage, exit 0."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     lock = root / "specs" / ".state.lock"
     # The script inherits the locked descriptor and holds it until its stdin closes.
@@ -259,7 +254,7 @@ def test_lock_held_by_another_process_is_a_system_message_within_seconds(tmp_pat
 
 def test_claude_project_dir_is_used_when_cwd_is_outside_the_project(tmp_path: Path) -> None:
     """The agent ran `cd /elsewhere`: the project comes from $CLAUDE_PROJECT_DIR."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -275,7 +270,7 @@ def test_claude_project_dir_is_used_when_cwd_is_outside_the_project(tmp_path: Pa
 
 def test_a_file_still_being_written_is_never_blocked_on(tmp_path: Path) -> None:
     """Another agent rewriting its file right now: not a reason to block this agent."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     # A wide settle window: a writer thread starved for a moment on a loaded machine must
     # not make its file look settled.
     (root / ".postflightd.toml").write_text("[watch]\nsettle_ms = 1000\n", encoding="utf-8")
@@ -356,7 +351,7 @@ def test_300_mib_of_stdin_is_refused_without_reading_it_all(tmp_path: Path) -> N
 
 def test_a_complete_document_with_stdin_left_open_returns_promptly(tmp_path: Path) -> None:
     """A runtime that never closes stdin: the hook answers once the object is complete."""
-    root = project(tmp_path)
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     peak = tmp_path / "peak-kib"
     proc = subprocess.Popen(

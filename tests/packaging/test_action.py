@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import REPO
-from helpers.project import make_project, write_meta
+from helpers.project import project, write_meta
 
 ACTION = REPO / "action.yml"
 
@@ -31,7 +31,7 @@ def test_action_installs_postflightd_and_scans_with_github_annotations(tmp_path:
     # Inputs reach the script through env:, never pasted into it (no script injection).
     assert "${{" not in scan["run"]
 
-    root = make_project(tmp_path / "p")
+    root = project(tmp_path / "p")
     write_meta(root, "259_x", {"status": "completed"})
     env = {
         **os.environ,

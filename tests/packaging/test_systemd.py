@@ -16,7 +16,7 @@ import pytest
 
 from helpers.documents import researched_doc, task_entry
 from helpers.paths import REPO
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
@@ -153,7 +153,7 @@ def test_the_daemon_works_in_a_private_network_namespace(tmp_path: Path) -> None
     probe = subprocess.run([unshare, "-n", "true"], capture_output=True, check=False)
     if probe.returncode != 0:
         pytest.skip(f"cannot create a network namespace here: {probe.stderr.decode().strip()}")
-    root = make_project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     address = str(tmp_path / "notify.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.config import Config, policy_from
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline.results import Outcome
@@ -20,7 +20,7 @@ def test_state_cache_serves_only_the_file_it_was_read_from(tmp_path: Path) -> No
     from postflightd.fs.directory import Directory
     from postflightd.project.state import load_state
 
-    root = make_project(tmp_path, [task_entry(1, "a")])
+    root = project(tmp_path, [task_entry(1, "a")])
     path = root / "specs" / "state.json"
     specs = Directory.anchor(root / "specs")
     first = load_state(specs, "state.json")
@@ -41,14 +41,16 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     from postflightd.project.metafiles import find_metadata_files
     from postflightd.project.state import load_state
 
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     config = Config()
     with Project.open(root, config) as project, Journal.open(default_journal_path()) as journal:
+    opened = Project.open(root, config)
+    with Journal.open(default_journal_path()) as journal:
         (report,) = pipeline.apply_files(
-            project,
-            list(find_metadata_files(project.require_specs())),
+            opened,
+            list(find_metadata_files(opened.require_specs())),
             config,
             policy_from(config),
             journal,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.config import Config, policy_from
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline import parallel
@@ -19,7 +19,7 @@ def test_parallel_scan_equals_sequential_scan(
 ) -> None:
     """A scan large enough to fork reports exactly what a single process reports."""
     n = parallel.PARALLEL_MIN_FILES + 10
-    root = make_project(tmp_path, [task_entry(i, f"t{i}") for i in range(1, n + 1, 2)])
+    root = project(tmp_path, [task_entry(i, f"t{i}") for i in range(1, n + 1, 2)])
     for i in range(1, n + 1):
         doc = researched_doc(f"{i}_t{i}")
         if i % 7 == 0:

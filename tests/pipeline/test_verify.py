@@ -19,7 +19,7 @@ import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.paths import FIXTURES
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_meta
 from postflightd.cli import main
 from postflightd.journal.database import (
     Journal,
@@ -273,10 +273,8 @@ def todo_text(marker: str = "RESEARCHING") -> str:
 @pytest.fixture
 def applied(tmp_path: Path) -> tuple[Path, bytes, bytes]:
     """A project whose three outcomes were applied: (root, state.json before, after)."""
-    root = make_project(tmp_path / "proj", [task_entry(n, f"task{n}") for n in TASKS])
-    (root / "specs" / "TODO.md").write_text(todo_text(), encoding="utf-8")
+    root = project(tmp_path / "proj", len(TASKS))  # tasks 1..3, each with its TODO.md section
     for n in TASKS:
-        write_artifact(root, f"specs/{n}_task{n}/reports/research-001.md")
         write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
     before = state_path(root).read_bytes()
     assert main(["scan", "--apply", str(root)]) == 0
@@ -432,7 +430,7 @@ def test_repair_reapplies_the_todo_edit_of_a_healed_task(
 def test_since_leaves_older_outcomes_out(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(1, "one")])
+    root = project(tmp_path / "p", [task_entry(1, "one")])
     with Journal.open(default_journal_path()) as j:
         j.record(
             "postflighted",
@@ -470,7 +468,7 @@ def test_an_unusable_state_json_is_exit_4(
 def test_an_unavailable_journal_is_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(1, "one")])
+    root = project(tmp_path / "p", [task_entry(1, "one")])
     # The journal path is the user's to set (a project's own configuration may not).
     config = tmp_path / "config.toml"
     config.write_text(f'[journal]\npath = "{tmp_path}"\n', encoding="utf-8")
@@ -488,7 +486,7 @@ def test_a_root_that_is_not_a_directory_is_exit_2(
 def test_control_characters_from_the_journal_are_escaped_in_text(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(1, "one")])
+    root = project(tmp_path / "p", [task_entry(1, "one")])
     with Journal.open(default_journal_path()) as j:
         j.record(
             "postflighted",
@@ -561,7 +559,7 @@ def test_a_todo_md_that_is_not_utf8_is_noted_not_raised(
 def test_a_bad_heal_window_is_a_configuration_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(1, "one")])
+    root = project(tmp_path / "p", [task_entry(1, "one")])
     (root / ".postflightd.toml").write_text(f"[watch]\nheal_window_s = {value}\n", "utf-8")
     assert main(["verify", str(root)]) == 2
     assert "watch.heal_window_s" in capsys.readouterr().err

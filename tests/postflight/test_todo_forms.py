@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.models.metadata import MetadataFile
 from postflightd.postflight.todo_edit import apply_todo_edits, section_links
 from postflightd.postflight.transform import apply_outcome, task_index
@@ -691,7 +691,7 @@ def test_follow_up_research_keeps_status_and_marker() -> None:
 
 def test_cli_process_adds_to_a_sub_list(tmp_path: Path) -> None:
     """`postflightd process` as a user runs it, on a project whose TODO.md uses form A."""
-    root = make_project(
+    root = project(
         tmp_path / "proj",
         [task_entry(14, "docs", status="researching", artifacts=FORMS["sub-list"][1])],
     )

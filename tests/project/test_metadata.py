@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.fs.directory import Directory, open_specs
 from postflightd.models.files import META_NAME, parse_json
 from postflightd.project.metadata import Loaded, Marker, read_marker, read_task, task_context
@@ -229,7 +229,7 @@ def test_parse_json_never_raises_on_odd_bytes() -> None:
 
 
 def test_padded_and_unpadded_task_dirs_are_found(tmp_path: Path) -> None:
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     write_meta(root, "014_padded", researched_doc())
     write_meta(root, "14_unpadded", researched_doc())
     write_meta(root, "not_a_task", researched_doc())
@@ -245,7 +245,7 @@ def test_padded_and_unpadded_task_dirs_are_found(tmp_path: Path) -> None:
 
 
 def test_symlinked_task_dir_is_refused_not_entered(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "root")
+    root = project(tmp_path / "root")
     outside = tmp_path / "outside" / "specs" / "7_away"
     write_meta(tmp_path / "outside", "7_away", researched_doc())
     (root / "specs" / "7_away").symlink_to(outside, target_is_directory=True)
@@ -259,7 +259,7 @@ def test_symlinked_task_dir_is_refused_not_entered(tmp_path: Path) -> None:
 
 def test_directory_named_like_the_metadata_file_is_found(tmp_path: Path) -> None:
     """It is listed (and then refused by read_metadata), not silently skipped."""
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     (root / "specs" / "1_x" / META_NAME).mkdir(parents=True)
     assert [r.task_dir for r in find(root / "specs")] == ["1_x"]
 
@@ -273,7 +273,7 @@ def test_missing_specs_dir_is_file_not_found(tmp_path: Path) -> None:
 
 
 def test_state_json_is_read(tmp_path: Path) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     state = state_at(root / "specs" / "state.json")
     assert state.usable
     assert state.tasks[259]["project_name"] == "prove_completeness"
@@ -321,8 +321,8 @@ def test_state_json_that_is_a_directory(tmp_path: Path) -> None:
 def test_state_cache_holds_one_parse_per_file_until_cleared(tmp_path: Path) -> None:
     """The cache starts empty in every test (conftest clears it) and ``clear`` forgets."""
     assert STATE_CACHE.size == 0
-    one = make_project(tmp_path / "one", [task_entry(1, "a")]) / "specs" / "state.json"
-    two = make_project(tmp_path / "two", [task_entry(2, "b")]) / "specs" / "state.json"
+    one = project(tmp_path / "one", [task_entry(1, "a")]) / "specs" / "state.json"
+    two = project(tmp_path / "two", [task_entry(2, "b")]) / "specs" / "state.json"
     first = state_at(one)
     assert state_at(one) is first
     state_at(two)
@@ -335,7 +335,7 @@ def test_state_cache_holds_one_parse_per_file_until_cleared(tmp_path: Path) -> N
 
 
 def test_an_unusable_state_json_is_not_cached(tmp_path: Path) -> None:
-    path = make_project(tmp_path).joinpath("specs", "state.json")
+    path = project(tmp_path).joinpath("specs", "state.json")
     path.write_text('{"active_projects": [', encoding="utf-8")
     assert not state_at(path).usable
     assert STATE_CACHE.size == 0
@@ -382,7 +382,7 @@ def test_empty_marker_names_no_session_without_a_problem(tmp_path: Path) -> None
 
 @pytest.mark.parametrize("content", ["{not json", "[1]", b"\xff", '"sess_1_abcdef"'])
 def test_invalid_marker_is_pf605_and_names_no_session(tmp_path: Path, content: str | bytes) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     task = _marker(root, content)
     ctx = task_context(task.name, state_at(root / "specs" / "state.json"), marker_at(task))
     assert [f.code for f in ctx.marker_findings] == ["PF605"]
@@ -392,7 +392,7 @@ def test_invalid_marker_is_pf605_and_names_no_session(tmp_path: Path, content: s
 
 
 def test_task_context_marker_session_wins(tmp_path: Path) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness", language="meta")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness", language="meta")])
     task = _marker(root, json.dumps({"session_id": "sess_2_bbbbbb"}))
     ctx = task_context(task.name, state_at(root / "specs" / "state.json"), marker_at(task))
     assert ctx.number == 259
@@ -403,7 +403,7 @@ def test_task_context_marker_session_wins(tmp_path: Path) -> None:
 
 
 def test_task_context_without_state_json(tmp_path: Path) -> None:
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     task = root / "specs" / "014_padded"
     task.mkdir()
     ctx = task_context(task.name, state_at(root / "specs" / "state.json"), marker_at(task))
@@ -483,7 +483,7 @@ def test_every_bad_input_in_one_tree_gives_findings_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Issue 2's list of bad inputs, scanned together: a finding each, exit 1, no crash."""
-    root = make_project(tmp_path / "root", [task_entry(n, "t") for n in range(1, 20)])
+    root = project(tmp_path / "root", [task_entry(n, "t") for n in range(1, 20)])
     write_meta(root, "1_t", '{"status": "researched", "artif')
     write_meta(root, "2_t", "")
     write_meta(root, "3_t", "[1, 2]")
@@ -539,7 +539,7 @@ def test_corrupt_state_json_is_pf604_on_every_file(
 ) -> None:
     from postflightd.cli import main
 
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     (root / "specs" / "state.json").write_text(content, encoding="utf-8")
     write_meta(root, "259_prove_completeness", researched_doc())
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
@@ -559,7 +559,7 @@ def test_corrupt_state_json_is_pf604_on_every_file(
 def test_missing_state_json_skips_project_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path)
+    root = project(tmp_path)
     write_meta(root, "259_prove_completeness", researched_doc())
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     code, report = _scan_json(root, capsys)
@@ -636,7 +636,7 @@ def run_unprivileged(argv: list[str], home: Path) -> subprocess.CompletedProcess
 
 def test_unreadable_metadata_file_is_pf105(shared_dir: Path) -> None:
     """chmod 000: a finding naming the permission problem, exit 1, no traceback."""
-    root = make_project(shared_dir / "root")
+    root = project(shared_dir / "root")
     for path in (root, root / "specs"):
         path.chmod(0o755)
     meta = write_meta(root, "259_prove_completeness", researched_doc())
@@ -653,7 +653,7 @@ def test_unreadable_metadata_file_is_pf105(shared_dir: Path) -> None:
 
 def test_unreadable_specs_dir_is_a_clear_error(shared_dir: Path) -> None:
     """A specs directory that cannot be listed: exit 2 and one line saying so."""
-    root = make_project(shared_dir / "root")
+    root = project(shared_dir / "root")
     root.chmod(0o755)
     write_meta(root, "259_prove_completeness", researched_doc())
     (root / "specs").chmod(0o000)
@@ -666,7 +666,7 @@ def test_unreadable_specs_dir_is_a_clear_error(shared_dir: Path) -> None:
 
 
 def test_untraversable_root_is_a_clear_error(shared_dir: Path) -> None:
-    root = make_project(shared_dir / "root")
+    root = project(shared_dir / "root")
     root.chmod(0o000)
     out = run_unprivileged(["scan", str(root)], shared_dir / "home")
     assert out.returncode == 2, out.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.commands.arguments import parse_interval, parse_since_arg
 from postflightd.journal.database import Journal, default_journal_path
@@ -27,7 +27,7 @@ HOSTILE_AGENT = "<script>alert(1)</script>\x1b[2J\u202eagent"
 
 def hostile_project(root: Path) -> Path:
     """One applied run whose agent type and unknown field name are markup and escapes."""
-    make_project(root, [task_entry(7, "x", session_id=SID)])
+    project(root, [task_entry(7, "x", session_id=SID)])
     rel = "specs/7_x/reports/r.md"
     write_artifact(root, rel)
     doc = {
@@ -385,7 +385,7 @@ def test_parse_since_and_interval() -> None:
 def test_status_watch_rejects_a_bad_interval(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    make_project(tmp_path, [])
+    project(tmp_path, [])
     assert main(["status", "--watch", "--interval", "soon", str(tmp_path)]) == 2
     assert "--interval" in capsys.readouterr().err
 

@@ -21,7 +21,7 @@ import pytest
 
 from helpers.documents import task_entry
 from helpers.paths import REPO
-from helpers.project import make_project
+from helpers.project import project
 from postflightd.reporters.live import HIGHLIGHT, HOME, LiveView, describe_change
 from postflightd.runs.status import RootStatus, RunStatus
 
@@ -78,7 +78,7 @@ class Screen:
 
 @pytest.mark.slow
 def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "p", [task_entry(5, "task5", session_id=None)])
+    root = project(tmp_path / "p", [task_entry(5, "task5", session_id=None)])
     master, slave = pty.openpty()
     # A wide terminal: lines are never cut, so the rows can be matched whole.
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
@@ -135,7 +135,7 @@ def test_status_watch_in_a_terminal_follows_a_simulated_agent(tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_status_watch_into_a_pipe_prints_changes_without_escapes(tmp_path: Path) -> None:
-    root = make_project(tmp_path / "p", [task_entry(5, "task5")])
+    root = project(tmp_path / "p", [task_entry(5, "task5")])
     with interruptible_children():
         proc = subprocess.Popen(
             [*STATUS_WATCH, str(root)],
@@ -220,7 +220,7 @@ def test_status_says_writing_for_a_file_that_does_not_parse_yet(
 
     from postflightd.cli import main
 
-    root = make_project(tmp_path / "p", [task_entry(5, "x")])
+    root = project(tmp_path / "p", [task_entry(5, "x")])
     meta = root / "specs" / "5_x" / ".return-meta.json"
     meta.parent.mkdir()
     meta.write_text('{"status": "in_prog', "utf-8")
@@ -258,6 +258,6 @@ def test_status_watch_with_json_is_a_usage_error(
 ) -> None:
     from postflightd.cli import main
 
-    make_project(tmp_path, [])
+    project(tmp_path, [])
     assert main(["status", "--watch", "--format", "json", str(tmp_path)]) == 2
     assert "--watch shows the text table" in capsys.readouterr().err

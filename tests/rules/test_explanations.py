@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.rules.explanations import EXPLANATIONS
 from postflightd.rules.findings import RULES
@@ -47,7 +47,7 @@ def test_pf405_from_state_json_names_the_likely_cause(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     task_dir = "259_prove_completeness"
-    root = make_project(
+    root = project(
         tmp_path / "p", [task_entry(259, "prove_completeness", session_id="sess_1_yyyyyy")]
     )
     write_artifact(root, f"specs/{task_dir}/reports/research-001.md")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, task_entry
-from helpers.project import make_project, write_meta
+from helpers.project import project, write_meta
 from postflightd.cli import main
 from postflightd.journal.database import default_journal_path
 from postflightd.pipeline.check import MAX_LIST_ITEMS, trim_long_lists
@@ -64,7 +64,7 @@ def test_cap_of_warnings_only_stays_a_warning() -> None:
 def test_hostile_arrays_are_cut_and_findings_capped_in_scan_output(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], doc: Any
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(259, "x")])
+    root = project(tmp_path / "p", [task_entry(259, "x")])
     write_meta(root, "259_x", doc)
     assert main(["scan", str(root), "--format", "json"]) == 1
     (file,) = json.loads(capsys.readouterr().out)["files"]
@@ -75,7 +75,7 @@ def test_hostile_arrays_are_cut_and_findings_capped_in_scan_output(
 def test_a_long_array_is_an_error_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(259, "x")])
+    root = project(tmp_path / "p", [task_entry(259, "x")])
     # Just under 1 MiB (max_file_bytes): the hostile file.
     write_meta(root, "259_x", json.dumps(partial_doc([{}] * 340_000), separators=(",", ":")))
     assert main(["scan", str(root), "--format", "json"]) == 1
@@ -90,7 +90,7 @@ def test_a_long_array_is_an_error_naming_it(
 def test_text_output_and_the_journal_hold_at_most_101_findings(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = make_project(tmp_path / "p", [task_entry(259, "x")])
+    root = project(tmp_path / "p", [task_entry(259, "x")])
     write_meta(root, "259_x", partial_doc([{}] * 900))
     assert main(["scan", str(root), "--apply"]) == 1
     out = capsys.readouterr().out

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.project import make_project, write_artifact, write_meta
+from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.durations import format_duration
 from postflightd.fs.directory import Directory
@@ -32,7 +32,7 @@ def in_progress(started: datetime, **progress: Any) -> dict[str, Any]:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     tasks = [task_entry(259, "prove_completeness"), task_entry(260, "lsp_setup")]
-    return make_project(tmp_path, tasks)
+    return project(tmp_path, tasks)
 
 
 def test_status_json_lists_a_running_and_a_stuck_run(

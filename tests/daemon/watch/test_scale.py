@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers.daemon_process import DaemonFactory, applied, final_text, in_progress_doc, meta_path
-from helpers.documents import researched_doc
-from helpers.project import project
+from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
+from helpers.documents import final_text, researched_doc
+from helpers.project import meta_path, project
 from helpers.waiting import wait_until
 from postflightd.cli import main
 from postflightd.daemon.notes import daemon_note, remove_daemon_notes, write_daemon_notes
