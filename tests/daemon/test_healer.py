@@ -120,7 +120,12 @@ def test_outcomes_reverted_by_a_non_locking_writer_are_all_healed(
             lambda: not any(meta_path(root, n).exists() for n in range(2, count + 1)),
             timeout=60,
         )
-        time.sleep(0.3)  # let the writer revert a few more after the last postflight
+        # Let the writer revert a few more after the last postflight.
+        rewrites = state(root).get("writer_count", 0)
+        wait_until(
+            "three more rewrites by the writer",
+            lambda: state(root).get("writer_count", 0) >= rewrites + 3,
+        )
     finally:
         stop.touch()
         _, err = writer.communicate(timeout=10)

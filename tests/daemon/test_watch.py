@@ -26,6 +26,7 @@ from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
 from helpers.documents import SESSION, final_text
 from helpers.project import META, error_records, meta_path, project, write_artifact
 from helpers.waiting import wait_until
+from postflightd.daemon.root import BATCH_MAX
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
 pytestmark = pytest.mark.slow
@@ -148,10 +149,10 @@ def test_a_truncated_file_that_stays_truncated_is_pf102_after_settling(
 ) -> None:
     root = project(tmp_path / "proj", 1)
     daemon = start_daemon(root)
-    written = time.monotonic()
+    # That a file completed within the settle window is never reported is the write-pattern
+    # test's (the file written in two gulps); this one stays truncated.
     meta_path(root, 1).write_text(final_text(1)[:40], encoding="utf-8")
     (event,) = daemon.wait_event("invalid")
-    assert time.monotonic() - written >= 0.2  # settle_ms: not before the file was quiet
     assert "PF102" in " ".join(event["findings"])
     assert meta_path(root, 1).exists(), "an invalid file is left in place"
     # The agent repairs it: applied at once.
@@ -343,12 +344,12 @@ def test_sigterm_during_a_burst_exits_0_quickly_and_loses_no_file(
         tmp.rename(meta_path(root, n))
         if n == count // 2:
             daemon.wait_event("applied")  # a commit is under way
-            sent = time.monotonic()
             daemon.signal(signal.SIGTERM)
-    assert daemon.proc.wait(30) == 0
-    # Well under the 30 s a lock wait could take: the daemon finishes the batch in flight
-    # (at most BATCH_MAX files) and leaves the rest of the burst for the next start.
-    assert time.monotonic() - sent < 15
+            applied_before = len(daemon.events("applied"))
+    assert daemon.proc.wait(30) == 0  # a deadline only
+    # The daemon finishes the batch in flight (at most BATCH_MAX files) and leaves the rest
+    # of the burst for the next start.
+    assert len(daemon.events("applied")) - applied_before <= BATCH_MAX
     state = json.loads((root / "specs" / "state.json").read_text(encoding="utf-8"))
     assert len(state["active_projects"]) == count
     for n in range(1, count + 1):

@@ -216,8 +216,9 @@ def test_unusable_state_json_is_a_system_message_not_a_block(tmp_path: Path) -> 
     assert meta.exists()
 
 
-def test_lock_held_by_another_process_is_a_system_message_within_seconds(tmp_path: Path) -> None:
-    """A real `flock` holder on specs/.state.lock: a few seconds, then systemMessage, exit 0."""
+def test_lock_held_by_another_process_is_a_system_message_while_it_is_held(tmp_path: Path) -> None:
+    """A real `flock` holder on specs/.state.lock: the hook gives up waiting, says so in a
+    systemMessage and exits 0, while the lock is still held."""
     root = project(tmp_path / "proj", TASKS, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     lock = root / "specs" / ".state.lock"
@@ -230,10 +231,10 @@ def test_lock_held_by_another_process_is_a_system_message_within_seconds(tmp_pat
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline() == b"locked\n"
-        started = time.monotonic()
-        # On the old code the hook waited 30 s and exited 2: the timeout fails the test.
+        # The hook must give up on the lock by itself: the holder keeps it until its stdin
+        # closes, so a hook that waited for the lock would run into this deadline and fail.
         out = hook({"cwd": str(root), "stop_hook_active": False}, timeout=25)
-        elapsed = time.monotonic() - started
+        held_throughout = holder.poll() is None
     finally:
         assert holder.stdin is not None and holder.stdout is not None
         holder.stdin.close()
@@ -243,7 +244,7 @@ def test_lock_held_by_another_process_is_a_system_message_within_seconds(tmp_pat
     assert out.returncode == 0
     assert "decision" not in answer
     assert ".state.lock" in answer["systemMessage"]
-    assert elapsed < 20
+    assert held_throughout  # the answer came while the lock was held, not after its release
     assert meta.exists()  # kept for the next run
     state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
     assert state["active_projects"][0]["status"] == "researching"

@@ -54,7 +54,7 @@ def test_status_json_lists_a_running_and_a_stuck_run(
     assert runs[259]["agent"] == "neovim-research-agent"
     assert runs[259]["operation"] == "research"
     assert runs[259]["timeout_s"] == 3600
-    assert 299 <= runs[259]["elapsed_s"] <= 330
+    assert 299 <= runs[259]["elapsed_s"] < runs[259]["timeout_s"]  # five minutes in, not stuck
     assert runs[260]["state"] == "stuck"
     assert (runs[260]["phases_completed"], runs[260]["phases_total"]) == (2, 5)
 
