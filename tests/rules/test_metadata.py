@@ -304,6 +304,13 @@ def test_pf204_unknown_artifact_type_is_a_warning(kind: str, note: str) -> None:
     assert note in finding.message
 
 
+@pytest.mark.parametrize("kind", ["report", "plan", "summary", "implementation"])
+def test_the_four_artifact_types_of_the_format_are_known(kind: str) -> None:
+    doc = researched_doc()
+    doc["artifacts"][0]["type"] = kind
+    assert "PF204" not in codes(run(doc))
+
+
 def test_pf205_unknown_fields_are_warnings_and_kept() -> None:
     doc = researched_doc()
     doc["reviewer"] = "x"
