@@ -21,7 +21,7 @@ NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
         (3600, "1h00m"),
         (7 * 3600 + 7 * 60, "7h07m"),
         (86400, "1d00h"),
-        (7647 * 3600 + 7 * 60, "318d15h"),  # what `status` used to print as 7647h07m
+        (7647 * 3600 + 7 * 60, "318d15h"),  # days past 24 hours, not thousands of hours
         (-5, "0s"),
     ],
 )

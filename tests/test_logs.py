@@ -1,5 +1,5 @@
 """Logging is configured at the first logger used: a command that never logs never imports
-structlog (issue 15: start-up), and one that does still logs on stderr, as before."""
+structlog (it costs start-up time), and one that does still logs on stderr."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CLI output conventions (issue 13): paths from the current directory, line/col, sarif,
+"""CLI output conventions: paths from the current directory, line/col, sarif,
 --statistics, --exit-zero, -q, -v, colour, --dry-run, numerical task order."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Options shared across commands (issue 13): scan FILE, filters on status/process, history
+"""Options shared across commands: scan FILE, filters on status/process, history
 filters, check-return's configuration and github format, a configured specs_dir that is missing."""
 
 from __future__ import annotations

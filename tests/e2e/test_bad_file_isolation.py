@@ -40,7 +40,7 @@ def run(*argv: str, stdin: str | None = None) -> subprocess.CompletedProcess[byt
 
 
 def text(out: bytes) -> str:
-    # A name that is not UTF-8 reaches the output as its own bytes (escaping is issue 9b's).
+    # A name that is not UTF-8 reaches the output as its own bytes (made inert elsewhere).
     return out.decode("utf-8", "surrogateescape")
 
 

@@ -327,7 +327,7 @@ def test_a_symlinked_specs_directory_is_refused(
         }
         out = hook(root) if entry == "hook" else cli(*args[entry])
         out_text = out.stdout + out.stderr
-        # The hook's exit code belongs to the runtime's protocol (issue 9b): never 70.
+        # The hook's exit code belongs to the runtime's protocol (2 blocks the agent): never 70.
         code_ok = out.returncode != 70 if entry == "hook" else out.returncode == 4
     assert code_ok, out_text
     assert "Traceback" not in out_text

@@ -369,7 +369,7 @@ def test_a_complete_document_with_stdin_left_open_returns_promptly(tmp_path: Pat
         time.sleep(0.05)  # the object arrives in two pieces
         proc.stdin.write(doc.encode()[20:] + b"\n")
         proc.stdin.flush()
-        # On the old code this waited for EOF forever: the timeout fails the test.
+        # A hook that waited for EOF would wait forever: the deadline fails the test.
         proc.wait(timeout=30)
     finally:
         proc.stdin.close()

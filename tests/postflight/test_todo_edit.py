@@ -265,7 +265,7 @@ def test_bytes_outside_the_section_never_change(
 
 
 def one_by_one(text: str, edits: list[TodoEdit]) -> tuple[str, list[int]]:
-    """The reference: each edit finds its section again in the current text (the old way)."""
+    """The reference: each edit finds its section again in the text the edits before it left."""
     return _apply_one_by_one(text, edits)
 
 

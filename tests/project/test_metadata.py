@@ -482,7 +482,8 @@ def _scan_json(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dic
 def test_every_bad_input_in_one_tree_gives_findings_and_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 2's list of bad inputs, scanned together: a finding each, exit 1, no crash."""
+    """Bad inputs agents write (cut short, wrong types, stray bytes...), scanned together: a
+    finding each, exit 1, no crash."""
     root = project(tmp_path / "root", [task_entry(n, "t") for n in range(1, 20)])
     write_meta(root, "1_t", '{"status": "researched", "artif')
     write_meta(root, "2_t", "")

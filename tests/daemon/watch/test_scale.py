@@ -177,7 +177,7 @@ def test_a_file_appended_to_nonstop_is_reported_once_when_it_settles(
 def test_slow_writers_holding_the_file_open_are_applied_once_with_every_byte(
     tmp_path: Path, start_daemon: DaemonFactory
 ) -> None:
-    """Issue 10 item 3: parse success at the closing brace is not completion; the close is."""
+    """Parse success at the closing brace is not completion; the close is."""
     count = 20
     root = project(tmp_path / "proj", count)
     daemon = start_daemon(root)
