@@ -45,9 +45,7 @@ def test_postflight_remembers_the_state_it_wrote(tmp_path: Path) -> None:
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     config = Config()
-    with Project.open(root, config) as project, Journal.open(default_journal_path()) as journal:
-    opened = Project.open(root, config)
-    with Journal.open(default_journal_path()) as journal:
+    with Project.open(root, config) as opened, Journal.open(default_journal_path()) as journal:
         (report,) = pipeline.apply_files(
             opened,
             list(find_metadata_files(opened.require_specs())),

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
+from helpers.documents import researched_doc, task_entry
+from helpers.project import project, write_artifact, write_meta
 from postflightd.commands.process import run_process
 from postflightd.commands.scan import ScanOutput, run_scan
 from postflightd.commands.status import collect_status
@@ -52,7 +53,7 @@ def leaves_no_descriptor(run: Callable[[], object]) -> None:
 
 
 def project_root(tmp_path: Path) -> Path:
-    root = make_project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     return root
 
@@ -82,7 +83,7 @@ def test_a_missing_a_refused_and_an_unusable_specs_directory_leave_no_descriptor
     linked = tmp_path / "linked"
     linked.mkdir()
     (linked / "specs").symlink_to(project_root(tmp_path) / "specs")
-    unusable = make_project(tmp_path / "unusable")
+    unusable = project(tmp_path / "unusable")
     (unusable / "specs" / "state.json").write_text("{not json", encoding="utf-8")
     config = Config()
 

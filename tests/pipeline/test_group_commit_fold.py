@@ -10,7 +10,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from conftest import make_project, researched_doc, task_entry, write_artifact, write_meta
+from helpers.documents import researched_doc, task_entry
+from helpers.project import project, write_artifact, write_meta
 from postflightd.config import Config, policy_from
 from postflightd.fs.atomic import read_snapshot
 from postflightd.pipeline.apply import Triaged, triage
@@ -24,18 +25,18 @@ NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
 
 
 def test_fold_state_names_applied_and_dropped_files_and_changes_no_report(tmp_path: Path) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     # Task 999 is not in state.json: its outcome cannot be written (PF600).
     write_meta(root, "999_missing", researched_doc("999_missing"))
     config = Config()
     before = (root / "specs" / "state.json").read_bytes()
-    with Project.open(root, config) as project:
-        specs = project.require_specs()
+    with Project.open(root, config) as opened:
+        specs = opened.require_specs()
         ready: list[Ready] = []
         for ref in sorted(find_metadata_files(specs), key=lambda r: r.task_dir):
-            report = check_file(project, ref, config, policy_from(config), NOW)
+            report = check_file(opened, ref, config, policy_from(config), NOW)
             report.outcome = Outcome.APPLIED
             item = report.ready()
             assert item is not None
@@ -61,14 +62,14 @@ def test_fold_state_names_applied_and_dropped_files_and_changes_no_report(tmp_pa
 
 
 def test_fold_state_of_files_already_applied_writes_nothing(tmp_path: Path) -> None:
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     config = Config()
-    with Project.open(root, config) as project:
-        specs = project.require_specs()
+    with Project.open(root, config) as opened:
+        specs = opened.require_specs()
         (ref,) = find_metadata_files(specs)
-        report = check_file(project, ref, config, policy_from(config), NOW)
+        report = check_file(opened, ref, config, policy_from(config), NOW)
         item = report.ready()
         assert item is not None
         first = fold_state(read_snapshot(specs, "state.json"), [item], config, NOW)
@@ -83,7 +84,7 @@ def test_fold_state_of_files_already_applied_writes_nothing(tmp_path: Path) -> N
 
 def test_triage_decides_each_file_as_a_value_and_changes_no_report(tmp_path: Path) -> None:
     """Ready, dropped (PF104 ignored, so valid but unnumbered), deferred (not parsed yet)."""
-    root = make_project(tmp_path, [task_entry(259, "prove_completeness")])
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_meta(root, "259_prove_completeness", researched_doc())
     write_artifact(root, "specs/notes/reports/research-001.md")
@@ -91,11 +92,9 @@ def test_triage_decides_each_file_as_a_value_and_changes_no_report(tmp_path: Pat
     write_meta(root, "260_half_written", '{"status": "resea')
     config = Config()
     policy = policy_from(config, ignore=["PF104"])
-    with Project.open(root, config) as project:
-        refs = {r.task_dir: r for r in find_metadata_files(project.require_specs())}
-        reports = {
-            name: check_file(project, ref, config, policy, NOW) for name, ref in refs.items()
-        }
+    with Project.open(root, config) as opened:
+        refs = {r.task_dir: r for r in find_metadata_files(opened.require_specs())}
+        reports = {name: check_file(opened, ref, config, policy, NOW) for name, ref in refs.items()}
     findings = {name: list(r.findings) for name, r in reports.items()}
 
     ready = triage(reports["259_prove_completeness"], policy)

@@ -37,7 +37,9 @@ from typing import Any
 
 import pytest
 
-from conftest import SESSION, make_project, researched_doc, task_entry, wait_until, write_meta
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.project import project, write_meta
+from helpers.waiting import wait_until
 from postflightd.cli import main
 from postflightd.inert import inert
 
@@ -75,7 +77,7 @@ def in_progress_doc(task_dir: str, stage: str = f"stage{HOSTILE}") -> dict[str, 
 
 def hostile_project(root: Path) -> Path:
     """Task 7 in a hostile directory with a hostile status word; task 8 running; task 9 done."""
-    make_project(root, [task_entry(n, f"t{n}") for n in (7, 8, 9)])
+    project(root, [task_entry(n, f"t{n}") for n in (7, 8, 9)])
     write_meta(root, HOSTILE_DIR, hostile_doc(HOSTILE_DIR, status=f"researched{HOSTILE}"))
     write_meta(root, "8_t8", in_progress_doc("8_t8"))
     write_meta(root, "9_t9", hostile_doc("9_t9"))
@@ -183,7 +185,7 @@ def test_report(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize("fmt", _registry("check_return"))
 def test_check_return(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
-    root = make_project(tmp_path / "p", [task_entry(7, "t7")])
+    root = project(tmp_path / "p", [task_entry(7, "t7")])
     doc = hostile_doc(HOSTILE_DIR, status=f"completed{HOSTILE}", summary=f"done {HOSTILE}")
     returned = tmp_path / f"return{HOSTILE}.json"
     returned.write_text(json.dumps(doc), encoding="utf-8")
@@ -241,7 +243,7 @@ def _read_until(proc: subprocess.Popen[bytes], seen: bytearray, what: bytes) -> 
 def test_status_watch_transition_lines(tmp_path: Path) -> None:
     """``status --watch`` into a pipe: a run appears, then changes session, stage and status,
     each time to a hostile value; every transition line is inert."""
-    root = make_project(tmp_path / "p", [task_entry(8, "t8")])
+    root = project(tmp_path / "p", [task_entry(8, "t8")])
     steps = [
         (in_progress_doc("8_t8", stage="reading"), b"task 8: appeared"),
         (_with_session(in_progress_doc("8_t8", stage="reading")), b"task 8: new session"),
