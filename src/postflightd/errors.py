@@ -64,7 +64,7 @@ class ProjectLockedError(PostflightError):
 
 
 class ProjectFileError(PostflightError):
-    """A project file could not be read or written (the store's errors)."""
+    """A project file could not be read or written (the file layer's errors, ``fs``)."""
 
     exit_code = ExitCode.STATE_UNUSABLE
 

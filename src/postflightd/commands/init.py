@@ -1,4 +1,4 @@
-"""``postflightd init``: set a project up (the planned changes are scaffold.py's, pure)."""
+"""``postflightd init``: set a project up (the planned changes are ``project.setup``'s, pure)."""
 
 from __future__ import annotations
 

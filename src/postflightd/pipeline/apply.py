@@ -14,7 +14,7 @@
 applies every ready file of one project, ``apply_files`` the files it is given (``process``,
 the hook, the daemon).
 
-It never prints and never exits: it returns reports (``results``), and their ``exit_code``
+It never prints and never exits: it returns reports (``pipeline.results``), and their ``exit_code``
 decides.
 """
 

@@ -42,7 +42,8 @@ def decode_error_position(raw: bytes) -> tuple[int, int] | None:
         return exc.lineno, exc.colno
     except (ValueError, RecursionError):
         return None
-    # NaN/Infinity parse here but not under the loader's rules: no better place than the top.
+    # NaN/Infinity parse here but not when a metadata file is read
+    # (``models.files.parse_json``): no better place than the top.
     return 1, 1
 
 
