@@ -1,14 +1,21 @@
 """Configuration: TOML, every key optional, unknown keys are errors.
 
-Lookup order: ``--config PATH``, ``$POSTFLIGHTD_CONFIG``, ``ROOT/.postflightd.toml``, the user
-config directory (platformdirs), else built-in defaults.
+Lookup order for one root: ``--config PATH``, ``$POSTFLIGHTD_CONFIG``, ``ROOT/.postflightd.toml``,
+the user config directory (platformdirs), else built-in defaults. Each root is governed by its
+own lookup: a project's file never configures another root.
+
+A project's own file is in the tree agents write, so it may set only what concerns that
+project's files (``USER_ONLY_KEYS`` are refused there): what acts beyond the project (the
+journal every project shares, the process's log, which roots are watched and how) comes from
+the user's configuration (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, the defaults).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +30,16 @@ ENV_CONFIG = "POSTFLIGHTD_CONFIG"
 ROOT_CONFIG_NAME = ".postflightd.toml"
 #: A project's own configuration is read bounded: it is in the tree agents write.
 MAX_CONFIG_BYTES = 1024 * 1024
+#: Keys a project's own ``.postflightd.toml`` may not set: they act beyond the project (the
+#: journal is every project's, the log and the observer are the daemon's, ``roots`` names other
+#: projects, the periodic rescan is one timer for every root). A table name stands for all its keys.
+USER_ONLY_KEYS = ("journal", "log", "watch.roots", "watch.observer", "watch.rescan_interval_s")
+#: A number a configuration value may hold, at most (larger is a mistake or an attack: it
+#: would overflow a float or a C integer wherever it is used).
+MAX_CONFIG_NUMBER = 2**53
+#: How much of a bad value a message quotes, and how many refused keys it names.
+QUOTE_CHARS = 80
+MAX_KEYS_NAMED = 5
 
 
 class _Section(BaseModel):
@@ -152,19 +169,113 @@ def user_config_path() -> Path:
     return _ucp(APP_NAME) / "config.toml"
 
 
+def load_config(explicit: str | None = None, roots: Sequence[Path] | None = None) -> Config:
+    """The configuration governing one root (``roots``: that root alone), or with no root the
+    user's own (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, the defaults), which is
+    where process-wide settings (journal, log, watch roots, observer) are read.
+
+    A bad file raises ConfigError naming the file and the key. When the root's own
+    ``.postflightd.toml`` is the file in use, setting any of ``USER_ONLY_KEYS`` there is an
+    error naming the key, and those settings come from the user's configuration instead.
+    """
+    if roots is not None and len(roots) > 1:
+        raise ValueError("load_config reads one root's configuration: call it once per root")
+    root = roots[0] if roots else None
+    chosen = explicit or os.environ.get(ENV_CONFIG)
+    if chosen:
+        return _read_config(Path(chosen))
+    if root is not None:
+        candidate = root / ROOT_CONFIG_NAME
+        if _is_file(candidate):
+            project = _read_config(candidate, in_project=True)
+            return _with_user_settings(project, _user_file_config())
+    return _user_file_config()
+
+
+def load_configs(explicit: str | None, roots: Iterable[Path]) -> dict[Path, Config]:
+    """Each root's own configuration (``load_config`` once per root)."""
+    return {root: load_config(explicit, [root]) for root in roots}
+
+
 def find_config_file(explicit: str | None, roots: list[Path]) -> Path | None:
-    """The first configuration file of the lookup order (the module docstring), or None."""
+    """The file ``load_config`` reads for the first of ``roots`` (None: built-in defaults)."""
     if explicit:
         return Path(explicit)
     env = os.environ.get(ENV_CONFIG)
     if env:
         return Path(env)
-    for root in roots:
-        candidate = root / ROOT_CONFIG_NAME
+    if roots:
+        candidate = roots[0] / ROOT_CONFIG_NAME
         if _is_file(candidate):
             return candidate
     user = user_config_path()
     return user if _is_file(user) else None
+
+
+def _user_file_config() -> Config:
+    user = user_config_path()
+    return _read_config(user) if _is_file(user) else Config()
+
+
+def _with_user_settings(config: Config, user: Config) -> Config:
+    """``config`` with every ``USER_ONLY_KEYS`` setting taken from ``user``."""
+    watch = config.watch.model_copy(
+        update={
+            "roots": user.watch.roots,
+            "observer": user.watch.observer,
+            "rescan_interval_s": user.watch.rescan_interval_s,
+        }
+    )
+    return config.model_copy(update={"journal": user.journal, "log": user.log, "watch": watch})
+
+
+def _refuse_user_only_keys(data: Mapping[str, Any], path: Path) -> None:
+    found: list[str] = []
+    for key in USER_ONLY_KEYS:
+        table, _, name = key.partition(".")
+        value = data.get(table)
+        if not name:
+            if isinstance(value, Mapping) and value:
+                found.extend(f"{table}.{k}" for k in value)
+            elif value is not None:
+                found.append(table)
+        elif isinstance(value, Mapping) and name in value:
+            found.append(key)
+    if found:
+        keys = ", ".join(_quote(repr(k)) for k in found[:MAX_KEYS_NAMED])
+        if len(found) > MAX_KEYS_NAMED:
+            keys += f" and {len(found) - MAX_KEYS_NAMED} more"
+        raise ConfigError(
+            f"{path}: bad configuration: key {keys}: not allowed in a project's own "
+            f"{ROOT_CONFIG_NAME} (anything in the project can rewrite it, and the setting acts "
+            f"beyond the project); set it in {user_config_path()}, with --config or with "
+            f"${ENV_CONFIG}"
+        )
+
+
+def _check_numbers(data: Mapping[str, Any], path: Path) -> None:
+    """Refuse numbers no setting can use (a huge integer, inf, nan), naming the key.
+
+    Iterative: a deeply nested file must not exhaust the stack here either.
+    """
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, Mapping):
+            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, bool):
+            continue
+        elif isinstance(value, int) and abs(value) > MAX_CONFIG_NUMBER:
+            raise ConfigError(
+                f"{path}: bad configuration: key {_quote(repr(key))}: a number too large "
+                f"(at most {MAX_CONFIG_NUMBER})"
+            )
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(
+                f"{path}: bad configuration: key {_quote(repr(key))}: must be a finite number"
+            )
 
 
 def _is_file(path: Path) -> bool:
@@ -175,36 +286,6 @@ def _is_file(path: Path) -> bool:
         raise ConfigError(
             f"{path}: cannot check for a configuration file: {exc.strerror}"
         ) from None
-
-
-def load_config(explicit: str | None = None, roots: list[Path] | None = None) -> Config:
-    """Load the configuration; a bad file raises ConfigError naming the file and the key.
-
-    A project's own ``ROOT/.postflightd.toml`` may not set ``[journal] path`` (agents can
-    write that file; the journal is the user's): it is an error naming the key, and the
-    journal path then comes from the user configuration file, else the default.
-    """
-    path = find_config_file(explicit, roots or [])
-    if path is None:
-        return Config()
-    chosen = explicit or os.environ.get(ENV_CONFIG)
-    if not chosen and path.name == ROOT_CONFIG_NAME and path.parent in (roots or []):
-        return _without_project_journal(_read_config(path, in_project=True), path)
-    return _read_config(path)
-
-
-def _without_project_journal(config: Config, path: Path) -> Config:
-    if config.journal.path:
-        raise ConfigError(
-            f"{path}: bad configuration: key 'journal.path': not allowed in a project's own "
-            f"{ROOT_CONFIG_NAME} (anything in the project can rewrite it); set it in "
-            f"{user_config_path()}, with --config or with ${ENV_CONFIG}"
-        )
-    user = user_config_path()
-    if _is_file(user):
-        journal = _read_config(user).journal
-        return config.model_copy(update={"journal": journal})
-    return config
 
 
 def _read_config(path: Path, *, in_project: bool = False) -> Config:
@@ -227,7 +308,22 @@ def _read_config(path: Path, *, in_project: bool = False) -> Config:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not valid TOML: the file is not UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
+    except ValueError as exc:
+        # tomllib's own errors are TOMLDecodeError (above): this is a value Python refuses,
+        # such as an integer of more digits than int() converts.
+        raise ConfigError(
+            f"{path}: bad configuration: a value Python cannot read ({_quote(str(exc))})"
+        ) from None
+    if in_project:
+        _refuse_user_only_keys(data, path)
+    _check_numbers(data, path)
     return parse_config(data, str(path))
+
+
+def _quote(text: str) -> str:
+    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
@@ -241,7 +337,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> Config:
                 problems.append(f"unknown key {key!r}")
             else:
                 msg = err["msg"].removeprefix("Value error, ")
-                problems.append(f"key {key!r}: {msg} (got {err.get('input')!r})")
+                problems.append(f"key {key!r}: {msg} (got {_quote(repr(err.get('input')))})")
         raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
     return config.model_copy(update={"source": source})
 

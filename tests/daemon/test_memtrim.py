@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from helpers.documents import final_text
-from helpers.inprocess_daemon import POLLING, FakeClock, events, open_daemon
+from helpers.inprocess_daemon import FakeClock, events, open_daemon
 from helpers.project import meta_path, project, task_status
 from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
 
@@ -44,11 +44,10 @@ def test_trimming_returns_freed_heap_pages_to_the_kernel() -> None:
 
 @glibc
 def test_the_daemon_trims_a_second_after_work_and_not_while_idle(tmp_path: Path) -> None:
-    root = project(tmp_path / "proj", 2, config=POLLING)
-    # inotify, not the helper's polling observer: a polling root works every second.
-    (root / ".postflightd.toml").write_text("", encoding="utf-8")
+    root = project(tmp_path / "proj", 2)
     clock = FakeClock()
-    with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
+    # inotify, not the helper's polling observer: a polling root works every second.
+    with capture_logs() as logs, open_daemon(root, clock=clock, polling=False) as daemon:
         assert daemon.roots[0].watch.kind == "inotify"
         daemon.iterate()  # the start's reconciliation was work: trimmed a second later
         assert events(logs, "heap_trimmed") == []

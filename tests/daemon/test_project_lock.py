@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import project, write_meta
+from helpers.project import project, user_config, write_meta
 from helpers.waiting import wait_until
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
@@ -106,8 +106,8 @@ def test_busy_lock_keeps_the_file_and_applies_it_once_released(
         tmp_path / "proj",
         [task_entry(259, "prove_completeness")],
         artifacts=True,
-        config="[watch]\nrescan_interval_s = 0.5\n",
     )
+    user_config("[watch]\nrescan_interval_s = 0.5\n")
     holder = hold_lock(root / "specs" / ".state.lock", procs)
     other = project(tmp_path / "other", 1)  # a second project, its lock free
     log = tmp_path / "daemon.log"

@@ -12,7 +12,6 @@ from structlog.testing import capture_logs
 
 from helpers.documents import final_text
 from helpers.inprocess_daemon import (
-    POLLING,
     FakeClock,
     events,
     holder,
@@ -20,13 +19,13 @@ from helpers.inprocess_daemon import (
     open_daemon,
     step,
 )
-from helpers.project import error_records, meta_path, project, task_status
+from helpers.project import error_records, meta_path, project, task_status, user_config
 from postflightd.daemon.sdnotify import SystemdNotifier
 
 
 def set_config(root: Path, text: str) -> None:
-    """A new configuration file: ``text`` (top-level keys first), polling as before."""
-    (root / ".postflightd.toml").write_text(text + POLLING, encoding="utf-8")
+    """A new project configuration file: ``text``."""
+    (root / ".postflightd.toml").write_text(text, encoding="utf-8")
 
 
 def messages(sock: socket.socket) -> list[str]:
@@ -45,7 +44,7 @@ def messages(sock: socket.socket) -> list[str]:
 def test_a_reloaded_timeout_applies_to_the_run_in_flight(
     tmp_path: Path, listener: socket.socket
 ) -> None:
-    root = project(tmp_path / "proj", 1, config=POLLING + "[timeouts]\nresearch = 3600\n")
+    root = project(tmp_path / "proj", 1, config="[timeouts]\nresearch = 3600\n")
     clock = FakeClock()
     notifier = SystemdNotifier({"NOTIFY_SOCKET": listener.getsockname()})
     with capture_logs() as logs, open_daemon(root, clock=clock, notifier=notifier) as daemon:
@@ -58,7 +57,7 @@ def test_a_reloaded_timeout_applies_to_the_run_in_flight(
         set_config(root, "[timeouts]\nresearch = 60\n")
         daemon.request_reload()
         daemon.iterate()
-        assert daemon.config.timeouts.research == 60
+        assert daemon.roots[0].config.timeouts.research == 60
         (reloaded,) = events(logs, "config_reloaded")
         assert reloaded["rewatch"] is False
         # sd_notify(3): RELOADING=1 while re-reading, READY=1 after; then the stuck timer,
@@ -74,17 +73,17 @@ def test_a_reloaded_timeout_applies_to_the_run_in_flight(
 
 
 def test_a_bad_configuration_is_refused_and_the_old_one_kept(tmp_path: Path) -> None:
-    root = project(tmp_path / "proj", 2, config=POLLING + "[timeouts]\nresearch = 3600\n")
+    root = project(tmp_path / "proj", 2, config="[timeouts]\nresearch = 3600\n")
     clock = FakeClock()
     with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
-        before = daemon.config
+        before = daemon.roots[0].config
         set_config(root, "[timeouts]\nresearh = 1\n")  # a typo: an unknown key
         daemon.request_reload()
         daemon.iterate()
         (failed,) = events(logs, "config_reload_failed")
         assert "researh" in failed["error"]
         assert failed["kept"] == str(root / ".postflightd.toml")
-        assert daemon.config is before
+        assert daemon.roots[0].config is before
         assert events(logs, "config_reloaded") == []
 
         meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
@@ -93,7 +92,7 @@ def test_a_bad_configuration_is_refused_and_the_old_one_kept(tmp_path: Path) -> 
 
 
 def test_a_reload_moving_the_specs_directory_moves_the_instance_lock(tmp_path: Path) -> None:
-    root = project(tmp_path / "proj", 1, config=POLLING)
+    root = project(tmp_path / "proj", 1)
     (root / "work").mkdir()
     (root / "specs" / "state.json").rename(root / "work" / "state.json")
     clock = FakeClock()
@@ -115,7 +114,7 @@ def test_a_reload_keeps_the_old_lock_when_the_new_specs_directory_is_held(
 ) -> None:
     from postflightd.fs.locks import InstanceLock
 
-    root = project(tmp_path / "proj", 1, config=POLLING)
+    root = project(tmp_path / "proj", 1)
     (root / "work").mkdir()
     other = InstanceLock(root / "work")
     other.acquire(root)  # another daemon already watches the new specs directory
@@ -134,11 +133,10 @@ def test_a_reload_keeps_the_old_lock_when_the_new_specs_directory_is_held(
 
 
 def test_roots_changed_in_the_configuration_are_ignored_until_restart(tmp_path: Path) -> None:
-    root = project(tmp_path / "proj", 1, config=POLLING)
+    root = project(tmp_path / "proj", 1)
     clock = FakeClock()
     with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
-        config = f'[watch]\nobserver = "polling"\nroots = ["{tmp_path}"]\n'
-        (root / ".postflightd.toml").write_text(config, encoding="utf-8")
+        user_config(f'[watch]\nroots = ["{tmp_path}"]\n')
         daemon.request_reload()
         daemon.iterate()
         assert [e["reason"] for e in events(logs, "config_roots_ignored")] == [

@@ -13,16 +13,15 @@ from structlog.testing import capture_logs
 
 from helpers.documents import final_text
 from helpers.inprocess_daemon import (
-    POLLING,
     FakeClock,
     config_loader,
     events,
     holder,
     open_daemon,
+    polling_config,
     step,
 )
 from helpers.project import meta_path, project, task_status
-from postflightd.config import load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.daemon.sdnotify import SystemdNotifier
 from postflightd.errors import UsageError
@@ -39,7 +38,7 @@ def replace_specs(root: Path) -> Path:
 
 
 def test_a_replaced_specs_directory_is_relocked_and_watched(tmp_path: Path) -> None:
-    root = project(tmp_path / "proj", 1, config=POLLING)
+    root = project(tmp_path / "proj", 1)
     clock = FakeClock()
     with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
         assert holder(root / "specs") == os.getpid()
@@ -60,7 +59,7 @@ def test_a_replaced_specs_directory_is_relocked_and_watched(tmp_path: Path) -> N
 def test_a_replaced_specs_directory_held_by_another_daemon_keeps_the_old_lock(
     tmp_path: Path,
 ) -> None:
-    root = project(tmp_path / "proj", 1, config=POLLING)
+    root = project(tmp_path / "proj", 1)
     clock = FakeClock()
     with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
         old = replace_specs(root)
@@ -78,7 +77,7 @@ def test_a_replaced_specs_directory_held_by_another_daemon_keeps_the_old_lock(
 
 
 def test_a_specs_directory_that_goes_missing_and_comes_back_is_relocked(tmp_path: Path) -> None:
-    root = project(tmp_path / "proj", 1, config=POLLING)
+    root = project(tmp_path / "proj", 1)
     clock = FakeClock()
     with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
         (root / "specs").rename(root / "away")
@@ -99,15 +98,15 @@ def test_a_specs_directory_that_goes_missing_and_comes_back_is_relocked(tmp_path
 
 def test_open_fails_holding_nothing_when_another_daemon_holds_one_root(tmp_path: Path) -> None:
     first, second = (
-        project(tmp_path / "a", 1, config=POLLING),
-        project(tmp_path / "b", 1, config=POLLING),
+        project(tmp_path / "a", 1),
+        project(tmp_path / "b", 1),
     )
     clock = FakeClock()
     with open_daemon(second, clock=clock):
         daemon = Daemon(
             [first, second],
-            load_config(None, [first]),
-            config_loader(first),
+            polling_config(),
+            config_loader(),
             notifier=SystemdNotifier({}),
             clock=clock.clock(),
         )
@@ -121,8 +120,8 @@ def test_open_refuses_a_root_without_a_specs_directory(tmp_path: Path) -> None:
     clock = FakeClock()
     daemon = Daemon(
         [tmp_path],
-        load_config(None, [tmp_path]),
-        config_loader(tmp_path),
+        polling_config(),
+        config_loader(),
         notifier=SystemdNotifier({}),
         clock=clock.clock(),
     )

@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from helpers.documents import final_text
-from helpers.inprocess_daemon import POLLING, FakeClock, events, in_progress, open_daemon, step
+from helpers.inprocess_daemon import FakeClock, events, in_progress, open_daemon, step
 from helpers.project import error_records, meta_path, project, task_status
 from postflightd.daemon.loop import Daemon
 
@@ -31,7 +31,7 @@ class Flight:
 
 @pytest.fixture
 def flight(tmp_path: Path) -> Iterator[Flight]:
-    root = project(tmp_path / "proj", 1, config=POLLING + "[timeouts]\nresearch = 60\n")
+    root = project(tmp_path / "proj", 1, config="[timeouts]\nresearch = 60\n")
     clock = FakeClock()
     with capture_logs() as logs, open_daemon(root, clock=clock) as daemon:
         meta_path(root, 1).write_text(in_progress(1, clock.now()), encoding="utf-8")

@@ -24,7 +24,7 @@ import pytest
 
 from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
 from helpers.documents import SESSION, final_text
-from helpers.project import META, error_records, meta_path, project, write_artifact
+from helpers.project import META, error_records, meta_path, project, user_config, write_artifact
 from helpers.waiting import wait_until
 from postflightd.daemon.root import BATCH_MAX
 
@@ -220,7 +220,8 @@ def test_an_event_queue_overflow_triggers_a_rescan(
     limit = int(limit_file.read_text())
     if limit > 200_000:
         pytest.skip(f"max_queued_events is {limit}: too large to overflow quickly")
-    root = project(tmp_path / "proj", 1, config="[watch]\nrescan_interval_s = 3600\n")
+    root = project(tmp_path / "proj", 1)
+    user_config("[watch]\nrescan_interval_s = 3600\n")
     daemon = start_daemon(root)
     # Freeze the daemon so the kernel queue fills: each new file is created+opened+closed.
     daemon.signal(signal.SIGSTOP)
@@ -258,7 +259,8 @@ raise SystemExit(main(sys.argv[1:]))
 def test_a_handler_exception_restarts_the_observer_and_a_rescan_finds_the_file(
     tmp_path: Path, start_daemon: DaemonFactory
 ) -> None:
-    root = project(tmp_path / "proj", 2, config="[watch]\nrescan_interval_s = 3600\n")
+    root = project(tmp_path / "proj", 2)
+    user_config("[watch]\nrescan_interval_s = 3600\n")
     daemon = start_daemon(root, argv_prefix=[sys.executable, "-c", FAULTY_DAEMON])
     daemon.signal(signal.SIGSTOP)
     try:
@@ -408,7 +410,8 @@ def test_one_daemon_watches_several_roots(tmp_path: Path, start_daemon: DaemonFa
 
 
 def test_polling_observer_applies_files(tmp_path: Path, start_daemon: DaemonFactory) -> None:
-    root = project(tmp_path / "proj", 1, config='[watch]\nobserver = "polling"\n')
+    root = project(tmp_path / "proj", 1)
+    user_config('[watch]\nobserver = "polling"\n')
     daemon = start_daemon(root)
     (watching,) = daemon.events("watching")
     assert watching["observer"] == "polling"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import project, write_artifact, write_meta
+from helpers.project import project, user_config, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
 
@@ -151,7 +151,7 @@ def test_hook_applies_the_good_files_and_blocks_on_the_bad_one(tmp_path: Path, k
 def test_daemon_applies_the_batch_around_the_bad_file(tmp_path: Path, kind: str) -> None:
     """Present at start (one batch), then rescanned: the good files go, the bad one stays."""
     root, good, bad = batch_with_a_bad_file(tmp_path / "p", kind)
-    (root / ".postflightd.toml").write_text("[watch]\nrescan_interval_s = 0.3\n", "utf-8")
+    user_config("[watch]\nrescan_interval_s = 0.3\n")
     log_path = tmp_path / "daemon.log"
     with log_path.open("wb") as log_file:
         daemon = subprocess.Popen(

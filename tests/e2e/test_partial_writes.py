@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
-from helpers.project import project, write_meta
+from helpers.project import project, user_config, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
 
@@ -177,7 +177,7 @@ def test_hook_keeps_the_file_and_tells_the_person_why(tmp_path: Path) -> None:
 def test_daemon_retries_a_half_written_outcome_until_it_completes(tmp_path: Path) -> None:
     """While TODO.md cannot be written the file stays; once it can, the daemon finishes."""
     root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
-    (root / ".postflightd.toml").write_text("[watch]\nrescan_interval_s = 0.3\n", "utf-8")
+    user_config("[watch]\nrescan_interval_s = 0.3\n")
     flag = tmp_path / "disk-full"
     flag.touch()
     log_path = tmp_path / "daemon.log"

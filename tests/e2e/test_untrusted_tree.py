@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc
-from helpers.project import project, write_artifact
+from helpers.project import project, user_config, write_artifact
 from helpers.waiting import wait_until
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
@@ -250,7 +250,7 @@ def test_the_race_a_task_directory_swapped_for_a_link_while_the_daemon_runs(
     for n in racing:
         (root / "specs" / f"{n}_task{n}" / "reports").mkdir(parents=True, exist_ok=True)
         (root / "specs" / f"{n}_task{n}" / "reports" / "research-001.md").write_text("r\n")
-    (root / ".postflightd.toml").write_text("[watch]\nrescan_interval_s = 0.5\n", "utf-8")
+    user_config("[watch]\nrescan_interval_s = 0.5\n")
     outside = tmp_path / "outside"
     targets = {n: outside_task(outside, n) for n in racing}
     before = tree_of(outside)

@@ -24,9 +24,6 @@ from postflightd.daemon.sdnotify import SystemdNotifier
 from postflightd.fs.directory import Directory
 from postflightd.fs.locks import lock_holder
 
-#: The polling observer: the test decides when the daemon looks (no event thread).
-POLLING = '[watch]\nobserver = "polling"\n'
-
 
 class FakeClock:
     """Monotonic and wall time that move only when the test says so."""
@@ -63,20 +60,35 @@ def holder(specs: Path) -> int | None:
         return lock_holder(directory)
 
 
-def config_loader(root: Path) -> Callable[[], Config]:
-    """What ``watch`` re-reads on SIGHUP: the root's configuration file."""
-    return lambda: load_config(None, [root])
+def polling_config(*, polling: bool = True) -> Config:
+    """The user's configuration, with the polling observer unless ``polling`` is False: the
+    test decides when the daemon looks (no event thread)."""
+    config = load_config()
+    if not polling:
+        return config
+    watch = config.watch.model_copy(update={"observer": "polling"})
+    return config.model_copy(update={"watch": watch})
+
+
+def config_loader(*, polling: bool = True) -> Callable[[Path | None], Config]:
+    """What ``watch`` reads at start and re-reads on SIGHUP: the user's configuration (None),
+    with the polling observer, and each root's own."""
+
+    def load(root: Path | None) -> Config:
+        return polling_config(polling=polling) if root is None else load_config(None, [root])
+
+    return load
 
 
 @contextmanager
 def open_daemon(
-    *roots: Path, clock: FakeClock, notifier: SystemdNotifier | None = None
+    *roots: Path, clock: FakeClock, notifier: SystemdNotifier | None = None, polling: bool = True
 ) -> Iterator[Daemon]:
-    """A daemon opened on ``roots`` (the first root's configuration), closed at the end."""
+    """A daemon opened on ``roots`` (each under its own configuration), closed at the end."""
     daemon = Daemon(
         list(roots),
-        load_config(None, [roots[0]]),
-        config_loader(roots[0]),
+        polling_config(polling=polling),
+        config_loader(polling=polling),
         notifier=notifier if notifier is not None else SystemdNotifier({}),
         clock=clock.clock(),
     )

@@ -59,6 +59,16 @@ def project(
     return root
 
 
+def user_config(text: str) -> Path:
+    """Write the user's own configuration file (in the test's isolated config directory)."""
+    from postflightd.config import user_config_path
+
+    path = user_config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def write_meta(root: Path, task_dir: str, doc: Any) -> Path:
     """Write ``specs/<task_dir>/.return-meta.json`` (a str is written verbatim)."""
     directory = root / "specs" / task_dir

@@ -117,7 +117,7 @@ def test_status_scan_and_process_close_every_project_they_open(
     now = datetime.now(UTC)
 
     def once() -> None:
-        collect_status([root], config, policy_from(config), now)
+        collect_status([root], {root: (config, policy_from(config))}, now)
         for apply, output in ((False, None), (True, ScanOutput(dry_run=True))):
             run_scan(
                 roots=[str(root)],

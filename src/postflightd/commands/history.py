@@ -29,7 +29,7 @@ def run_history(
     since_at = parse_since_arg(since, datetime.now(UTC)) if since is not None else None
     # The journal records resolved roots: `--root .` matches what the daemon wrote.
     root_s = str(Path(root).expanduser().resolve()) if root is not None else None
-    config = load_config(config_path, [Path.cwd()])
+    config = load_config(config_path)
     journal = open_journal(config)
     try:
         if not journal.enabled:

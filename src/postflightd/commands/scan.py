@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from pathlib import Path
 
 from postflightd.commands.arguments import open_journal, policy
-from postflightd.config import Config, load_config
+from postflightd.config import Config, load_config, load_configs
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.models.files import META_NAME
@@ -56,8 +57,11 @@ def run_scan(
     if out.statistics and fmt not in ("text", "json"):
         raise UsageError("--statistics prints counts per code: use --format text or json")
     resolved, only = scan_targets(roots or ["."], config_path)
-    config = load_config(config_path, resolved)
-    chosen = policy(config, select, ignore, strict)
+    # Each root is checked under its own configuration: one project's file never decides
+    # another's findings or outcomes.
+    configs = load_configs(config_path, resolved)
+    policies = {root: policy(configs[root], select, ignore, strict) for root in resolved}
+    strict_any = any(p.strict for p in policies.values())
     now = datetime.now(UTC)
     positions = fmt in ("github", "sarif")
 
@@ -75,40 +79,54 @@ def run_scan(
     files: Iterable[FileReport]
     if apply:
         # Postflight works on the batch as a whole (and --dry-run previews it): in memory.
-        if out.dry_run:
-            report = scan(resolved, config, chosen, now, only, positions=positions)
-        else:
-            report = apply_all(resolved, config, chosen, open_journal(config), now, only)
+        report = ScanReport(roots=list(resolved), strict=strict_any)
+        journal = None if out.dry_run else open_journal(load_config(config_path))
+        for root in resolved:
+            config, chosen = configs[root], policies[root]
+            if journal is None:
+                one = scan([root], config, chosen, now, only, positions=positions)
+            else:
+                one = apply_all([root], config, chosen, journal, now, only)
+            report.files.extend(one.files)
+            report.notes.extend(one.notes)
+            report.refused |= one.refused
         for text in report.notes:
             note(text)
         tally = report.tally()
         scanned, files = report.roots, iter(report.files)
     else:
         # A plain scan streams: each file is checked, reported and forgotten (flat memory).
-        stream = scan_files(resolved, config, chosen, now, only, positions=positions)
-        tally = Tally(strict=chosen.strict)
-        scanned, files = stream.roots, map(tally.add, stream.reports(note))
+        # Every root's specs_dir is checked before anything is printed (scan_files raises).
+        streams = [
+            scan_files([root], configs[root], policies[root], now, only, positions=positions)
+            for root in resolved
+        ]
+        tally = Tally(strict=strict_any)
+        reports = chain.from_iterable(stream.reports(note) for stream in streams)
+        scanned, files = list(resolved), map(tally.add, reports)
     if out.statistics:
         report_statistics(files, sys.stdout, fmt, options)
     else:
         REPORTERS[fmt](Scanned(scanned, files, tally), sys.stdout, options)
     if report is not None and out.dry_run:
-        report_scan_dry_run(_planned_writes(report, config, now), sys.stdout, options.cwd)
+        report_scan_dry_run(_planned_writes(report, configs, now), sys.stdout, options.cwd)
     code = tally.exit_code
     if out.exit_zero and code is ExitCode.FINDINGS:
         return int(ExitCode.OK)
     return int(code)
 
 
-def _planned_writes(report: ScanReport, config: Config, now: datetime) -> list[PlannedWrite]:
+def _planned_writes(
+    report: ScanReport, configs: Mapping[Path, Config], now: datetime
+) -> list[PlannedWrite]:
     """What ``scan --apply`` would write, root by root; nothing is written."""
     by_root: dict[Path, list[FileReport]] = {}
     for file in report.files:
         by_root.setdefault(file.root, []).append(file)
     writes: list[PlannedWrite] = []
     for root, files in by_root.items():
-        with Project.open(root, config) as project:
-            writes.extend(preview(project, files, config, now))
+        with Project.open(root, configs[root]) as project:
+            writes.extend(preview(project, files, configs[root], now))
     return writes
 
 

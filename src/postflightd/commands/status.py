@@ -13,12 +13,12 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from postflightd.commands.arguments import parse_interval, policy
-from postflightd.config import Config, load_config
+from postflightd.config import Config, load_config, load_configs
 from postflightd.daemon.notes import daemon_note
 from postflightd.errors import ExitCode, UsageError
 from postflightd.fs.locks import lock_holder
@@ -48,11 +48,13 @@ def _state(status: str | None, valid: bool, stuck: bool) -> str:
 
 
 def collect_status(
-    roots: Iterable[Path], config: Config, policy: Policy, now: datetime
+    roots: Iterable[Path], configs: Mapping[Path, tuple[Config, Policy]], now: datetime
 ) -> list[RootStatus]:
-    """Every metadata file under each root, with what its run is doing."""
+    """Every metadata file under each root, with what its run is doing, each root judged by
+    its own configuration and policy (``configs``)."""
     out: list[RootStatus] = []
     for root in roots:
+        config, policy = configs[root]
         with Project.open(root, config) as project:
             entry = RootStatus(root, lock_holder(project.specs))
             entry.note = daemon_note(root, entry.daemon_pid)
@@ -115,16 +117,14 @@ def add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -
 
 def status_target(
     roots: Sequence[str], config_path: str | None, select: Sequence[str], ignore: Sequence[str]
-) -> tuple[list[Path], Config, Policy]:
-    """The roots ``status`` looks at (the arguments, else ``[watch] roots``, else the current
-    directory), their configuration and the code filter."""
-    if roots:
-        resolved = [resolve_root(r) for r in roots]
-        config = load_config(config_path, resolved)
-    else:
-        config = load_config(config_path, [Path.cwd()])
-        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
-    return resolved, config, policy(config, select, ignore)
+) -> tuple[list[Path], Config, dict[Path, tuple[Config, Policy]]]:
+    """The roots ``status`` looks at (the arguments, else the user's ``[watch] roots``, else the
+    current directory), the user's configuration (the journal), and each root's own
+    configuration with its code filter."""
+    user = load_config(config_path)
+    resolved = [resolve_root(r) for r in roots or user.watch.roots or ["."]]
+    configs = load_configs(config_path, resolved)
+    return resolved, user, {r: (c, policy(c, select, ignore)) for r, c in configs.items()}
 
 
 def run_status(
@@ -137,10 +137,10 @@ def run_status(
     color: str = "auto",
 ) -> int:
     """Exit 1 when a run is stuck (as ``scan`` does), 4 when a specs directory is refused."""
-    resolved, config, chosen = status_target(roots, config_path, select, ignore)
+    resolved, user, configs = status_target(roots, config_path, select, ignore)
     now = datetime.now(UTC)
-    statuses = collect_status(resolved, config, chosen, now)
-    add_healing(statuses, config, now)
+    statuses = collect_status(resolved, configs, now)
+    add_healing(statuses, user, now)
     REPORTERS[fmt](statuses, sys.stdout, Options(color=use_color(color, sys.stdout, os.environ)))
     return int(status_exit_code(statuses))
 
@@ -158,7 +158,7 @@ def run_status_watch(
     if fmt != "text":
         raise UsageError("--watch shows the text table; for JSON, run `status --format json`")
     interval = parse_interval(interval_text)
-    resolved, config, chosen = status_target(roots, config_path, select, ignore)
+    resolved, _, configs = status_target(roots, config_path, select, ignore)
     out = sys.stdout
     ansi = out.isatty()
     view = LiveView(hold_s=max(2 * interval, 3.0))
@@ -167,7 +167,7 @@ def run_status_watch(
             out.write(HIDE_CURSOR)
         while True:
             now = datetime.now(UTC)
-            statuses = collect_status(resolved, config, chosen, now)
+            statuses = collect_status(resolved, configs, now)
             clock = now.astimezone().strftime("%H:%M:%S")
             changed = view.update(statuses, time.monotonic(), clock)
             header = f"postflightd status --watch  every {interval:g}s  {clock}  (Ctrl-C quits)"

@@ -27,14 +27,15 @@ def run_verify(
     """Exit 0 all shown, 1 lost/reverted/TODO, 4 state.json unusable."""
     start = parse_since_arg(since_text, datetime.now(UTC))
     resolved = list(dict.fromkeys(resolve_root(r) for r in roots or ["."]))
-    config = load_config(config_path, resolved)
+    # The journal is the user's; each root is judged by its own configuration.
+    config = load_config(config_path)
     since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))
     with open_journal(config) as journal:
         if not journal.enabled:
             raise UsageError(f"the journal cannot be opened: {journal.error}")
         checked = []
         for root in resolved:
-            root_config = load_config(config_path, [root]) if config_path is None else config
+            root_config = load_config(config_path, [root])
             result = inspect_root(root, root_config, journal, since)
             if repair and any(c.judgement.verdict is Verdict.LOST for c in result.checks):
                 result = repair_root(root, root_config, journal, since)

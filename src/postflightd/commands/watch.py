@@ -11,8 +11,9 @@ from postflightd.logs import configure_logging
 from postflightd.project.root import resolve_root
 
 
-def serve(roots: Sequence[Path], config: Config, reload: Callable[[], Config]) -> int:
-    """Run the daemon in this process until SIGTERM/SIGINT; ``reload`` re-reads on SIGHUP."""
+def serve(roots: Sequence[Path], config: Config, reload: Callable[[Path | None], Config]) -> int:
+    """Run the daemon in this process until SIGTERM/SIGINT; ``reload(None)`` re-reads the
+    user's configuration on SIGHUP, ``reload(root)`` each root's own."""
     return Daemon(roots, config, reload).run()
 
 
@@ -23,23 +24,21 @@ def run_watch(
     log_format: str | None,
     log_level: str | None,
 ) -> int:
-    """``postflightd watch [ROOT ...]``: roots from the arguments, else ``[watch] roots``, else ."""
+    """``postflightd watch [ROOT ...]``: roots from the arguments, else the user's ``[watch]
+    roots``, else the current directory. Each root is governed by its own configuration; the
+    process-wide settings (log, journal, observer) are the user's."""
 
-    def load(paths: list[Path]) -> Config:
-        config = load_config(config_path, paths)
+    def load(root: Path | None) -> Config:
+        config = load_config(config_path, [root] if root is not None else [])
         overrides = {k: v for k, v in (("format", log_format), ("level", log_level)) if v}
         if overrides:
             log_config = LogConfig.model_validate({**config.log.model_dump(), **overrides})
             config = config.model_copy(update={"log": log_config})
         return config
 
-    if roots:
-        resolved = [resolve_root(r) for r in roots]
-        config = load(resolved)
-    else:
-        config = load([Path.cwd()])
-        resolved = [resolve_root(r) for r in config.watch.roots or ["."]]
+    config = load(None)
+    resolved = [resolve_root(r) for r in roots or config.watch.roots or ["."]]
     # Two spellings of one root would take the instance lock twice and deadlock on it.
     resolved = list(dict.fromkeys(resolved))
     configure_logging(config.log.format, config.log.level)
-    return serve(resolved, config, lambda: load(resolved))
+    return serve(resolved, config, load)

@@ -125,14 +125,16 @@ class Daemon:
         self,
         roots: Sequence[Path],
         config: Config,
-        load_config: Callable[[], Config],
+        load_config: Callable[[Path | None], Config],
         *,
         notifier: SystemdNotifier | None = None,
         clock: Clock | None = None,
     ) -> None:
         self._root_paths = list(dict.fromkeys(roots))
+        #: the user's configuration (None: ``load_config(None)``), whose process-wide settings
+        #: (journal, log, observer, rescan interval) the daemon uses; each root's own
+        #: configuration is ``load_config(root)``, read in ``open`` and on SIGHUP.
         self._start_config = config
-        self._start_policy = policy_from(config)
         self._load_config = load_config
         self._clock = clock if clock is not None else Clock()
         self.runs = RunTable()
@@ -159,7 +161,8 @@ class Daemon:
 
     @property
     def config(self) -> Config:
-        """The configuration in force (the one a SIGHUP loaded, once it succeeded)."""
+        """The user's configuration in force (the one a SIGHUP loaded, once it succeeded);
+        each root's own is ``roots[i].config``."""
         return self._shared.config if self._shared is not None else self._start_config
 
     @property
@@ -238,12 +241,15 @@ class Daemon:
         daemon holds a root; ``close`` is due either way.
         """
         config = self._start_config
+        # Each root's own configuration, all read before anything is locked or watched: a bad
+        # one stops the start with its message (exit 2).
+        configs = {root: self._load_config(root) for root in self._root_paths}
         for root in self._root_paths:
-            _check_specs(root, config)
+            _check_specs(root, configs[root])
         locks: dict[Path, InstanceLock] = {}
         try:
             for root in self._root_paths:
-                lock = InstanceLock(root / config.specs_dir)
+                lock = InstanceLock(root / configs[root].specs_dir)
                 lock.acquire(root)
                 locks[root] = lock
         except BaseException:
@@ -256,7 +262,6 @@ class Daemon:
         journal = Journal.open(journal_path(config.journal.path))
         shared = Shared(
             config,
-            self._start_policy,
             journal,
             self.runs,
             self.dirty,
@@ -265,7 +270,8 @@ class Daemon:
         )
         self._shared = shared
         self._roots = {
-            root: WatchedRoot(root, shared, lock, self._fell_back) for root, lock in locks.items()
+            root: WatchedRoot(root, configs[root], shared, lock, self._fell_back)
+            for root, lock in locks.items()
         }
         try:
             self._start_pruner()
@@ -286,6 +292,7 @@ class Daemon:
                 pid=os.getpid(),
                 roots=[str(r) for r in self._roots],
                 config=config.source or None,
+                root_configs={str(r): wr.config.source or None for r, wr in self._roots.items()},
             )
         except BaseException:
             self.close()
@@ -493,17 +500,19 @@ class Daemon:
     # --- SIGHUP ---------------------------------------------------------------------------
 
     def _reload_config(self) -> None:
+        """Re-read the user's configuration, then each root's own; whatever fails to load is
+        logged and its old configuration kept (the other roots carry on with their new one)."""
         shared = self._running()
         try:
-            new = self._load_config()
-            policy = policy_from(new)
+            new = self._load_config(None)
         except (PostflightError, ValueError) as exc:
+            # Every root's configuration takes the user's process-wide settings: keep them all.
             log.error(  # noqa: TRY400 - expected; no traceback
                 "config_reload_failed", error=str(exc), kept=shared.config.source or None
             )
             return
         old = shared.config
-        shared.config, shared.policy = new, policy
+        shared.config = new
         if new.log != old.log:
             configure_logging(new.log.format, new.log.level)
         if new.journal != old.journal:
@@ -515,23 +524,46 @@ class Daemon:
         if fell_back:
             self._notes.clear()
             write_daemon_notes(self._notes)
-        rewatch = (
-            fell_back
-            or new.specs_dir != old.specs_dir
-            or new.watch.observer != old.watch.observer
-            or new.postflight.state_file != old.postflight.state_file
-        )
         if new.watch.roots != old.watch.roots:
             log.warning("config_roots_ignored", reason="roots are fixed until the daemon restarts")
-        log.info("config_reloaded", config=new.source or None, rewatch=rewatch)
+        retry = fell_back or new.watch.observer != old.watch.observer
         for root, wr in list(self._roots.items()):
+            try:
+                config = self._load_config(root)
+                policy = policy_from(config)
+            except (PostflightError, ValueError) as exc:
+                # This root keeps its old configuration; the others take their new one.
+                log.error(  # noqa: TRY400 - expected; no traceback
+                    "config_reload_failed",
+                    root=str(root),
+                    error=str(exc),
+                    kept=wr.config.source or None,
+                )
+                config, policy = wr.config, wr.policy
+                rewatch = retry
+            else:
+                rewatch = retry or self._moved(wr, config)
+                log.info(
+                    "config_reloaded", root=str(root), config=config.source or None, rewatch=rewatch
+                )
             if rewatch:
                 wr.watch.stop()
-                fresh = WatchedRoot(root, shared, wr.lock, self._fell_back)
+                fresh = WatchedRoot(root, config, shared, wr.lock, self._fell_back)
                 if fresh.specs_dir != wr.specs_dir:
                     fresh.relock()
                 self._roots[root] = fresh
                 fresh.start_watch()
+            else:
+                wr.config, wr.policy = config, policy
             # Timeouts or rules may have changed: re-read everything once.
             self._roots[root].rescan("configuration reloaded", force=True)
         self._next_rescan = self._clock.monotonic() + new.watch.rescan_interval_s
+
+    @staticmethod
+    def _moved(wr: WatchedRoot, config: Config) -> bool:
+        """Whether ``config`` watches other paths than ``wr``'s: another specs directory or
+        state file."""
+        return (
+            config.specs_dir != wr.config.specs_dir
+            or config.postflight.state_file != wr.config.postflight.state_file
+        )

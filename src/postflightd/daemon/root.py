@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.config import Config
+from postflightd.config import Config, policy_from
 from postflightd.daemon.healer import Healer
 from postflightd.daemon.watch.dirty import DirtySet, RescanReason
 from postflightd.daemon.watch.observer import POLL_INTERVAL_S, RootWatch
@@ -42,7 +42,7 @@ from postflightd.project.artifacts import artifact_probe
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import Project
 from postflightd.project.state import StateView
-from postflightd.rules.findings import STATE_UNUSABLE, Policy, Severity
+from postflightd.rules.findings import STATE_UNUSABLE, Severity
 from postflightd.runs.events import emit, transition_event
 from postflightd.runs.lifecycle import Run, RunTable, Sighting, Transition
 
@@ -74,11 +74,12 @@ class Clock:
 
 @dataclass(slots=True)
 class Shared:
-    """What the daemon's roots share: the configuration (replaced on SIGHUP), the journal, the
-    runs in flight, the hand-over from the watchers, the clock, and whether to stop."""
+    """What the daemon's roots share: the user's configuration (its process-wide settings:
+    journal, log, observer, rescan interval; replaced on SIGHUP), the journal, the runs in
+    flight, the hand-over from the watchers, the clock, and whether to stop. Each root's own
+    configuration is its ``WatchedRoot``'s."""
 
     config: Config
-    policy: Policy
     journal: Journal
     runs: RunTable
     dirty: DirtySet
@@ -134,17 +135,25 @@ def _chunks(items: Sequence[MetaFileRef], size: int) -> Iterable[Sequence[MetaFi
 
 
 class WatchedRoot:
-    """One root the daemon watches: its watch, its instance lock, and the work on its files."""
+    """One root the daemon watches: its configuration, its watch, its instance lock, and the
+    work on its files.
+
+    ``config`` is this root's own (its project file, else the user's): nothing another root
+    wrote governs it. The observer kind is the process's (``shared.config``).
+    """
 
     def __init__(
         self,
         root: Path,
+        config: Config,
         shared: Shared,
         lock: InstanceLock,
         on_fallback: Callable[[Path, str], None],
     ) -> None:
-        config = shared.config
         self.root = root
+        #: this root's configuration and validation policy (replaced together on SIGHUP).
+        self.config = config
+        self.policy = policy_from(config)
         self.specs_dir = root / config.specs_dir
         self.shared = shared
         self.lock = lock
@@ -152,7 +161,7 @@ class WatchedRoot:
             root,
             self.specs_dir,
             config.postflight.state_file,
-            config.watch.observer,
+            shared.config.watch.observer,
             shared.dirty,
             on_fallback=lambda why: on_fallback(root, why),
         )
@@ -186,7 +195,7 @@ class WatchedRoot:
 
     @property
     def _config(self) -> Config:
-        return self.shared.config
+        return self.config
 
     @property
     def _settle_s(self) -> float:
@@ -301,7 +310,7 @@ class WatchedRoot:
             return
         shared = self.shared
         try:
-            shared.healer.check(self.root, shared.config, shared.journal, now=shared.clock.now())
+            shared.healer.check(self.root, self.config, shared.journal, now=shared.clock.now())
         except Exception as exc:  # healing is an aid: it must never stop the daemon
             log.exception("heal_failed", root=str(self.root), error=str(exc))
 
@@ -364,7 +373,7 @@ class WatchedRoot:
             # At start and after a restart of the watch, first what a killed run left behind
             # (an interrupted deletion may put a metadata file back).
             with self._project() as project:
-                for note in clean_litter(project, shared.config, shared.journal):
+                for note in clean_litter(project, self.config, shared.journal):
                     log.warning("crash_leftover", root=str(self.root), note=note)
         found: set[str] = set()
         dirty: list[str] = []
@@ -436,8 +445,8 @@ class WatchedRoot:
                     reports = apply_files(
                         project,
                         chunk,
-                        shared.config,
-                        shared.policy,
+                        self.config,
+                        self.policy,
                         shared.journal,
                         now,
                         report_unparsed=report_unparsed,
@@ -599,7 +608,7 @@ class WatchedRoot:
         path = self.specs_dir / run.sighting.task_dir / META_NAME
         with self._project() as project:
             report = check_file(
-                project, MetaFileRef(path, run.sighting.task_dir), shared.config, shared.policy, now
+                project, MetaFileRef(path, run.sighting.task_dir), self.config, self.policy, now
             )
             if not report.path.exists():
                 self.gone(str(path))
@@ -619,7 +628,7 @@ class WatchedRoot:
                 return
             self._log_transition(flagged)
             try:
-                record_stuck(project, report, shared.config, shared.journal, now, LOCK_WAIT_S)
+                record_stuck(project, report, self.config, shared.journal, now, LOCK_WAIT_S)
             except (OSError, PostflightError) as exc:
                 log.error(  # noqa: TRY400 - expected; no traceback
                     "stuck_record_failed", **self._context(report), error=str(exc)

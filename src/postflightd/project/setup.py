@@ -145,9 +145,9 @@ CONFIG_TEMPLATE: Final = """\
 # default = 3600                 # any operation not recognised
 
 [watch]
-# observer = "auto"              # auto | inotify | polling (polling for network filesystems)
 # settle_ms = 200                # a file that does not parse is retried until quiet this long
-# rescan_interval_s = 30         # the periodic reconciliation: the safety net under events
+# Not here: [journal], [log], and [watch] roots, observer and rescan_interval_s act beyond this
+# project; they are set in the user's ~/.config/postflightd/config.toml (an error in this file).
 
 [postflight]
 # sync_todo = true               # also update TODO.md

@@ -223,7 +223,7 @@ def make_report(
 
     wanted = [_root_arg(r) for r in roots]
     # The journal's path comes from the user's configuration, as for `history`.
-    config = load_config(config_path, [Path.cwd()])
+    config = load_config(config_path)
     path = journal_path(config.journal.path)
     conn = open_read_only(path)
     try:
