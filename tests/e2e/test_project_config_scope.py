@@ -105,9 +105,15 @@ def test_the_same_keys_in_the_user_file_are_honoured_beside_a_project_file(
     assert mine.exists()
 
 
-def test_a_project_file_cannot_prune_another_projects_journal_rows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("user_file", [False, True])
+def test_a_project_file_cannot_prune_another_projects_journal_rows(
+    tmp_path: Path, user_file: bool
+) -> None:
     """``watch A`` with A's file asking for a near-zero retention: refused before it starts,
-    so B's journal rows stay (the pruning has no root filter: it would take every project's)."""
+    so B's journal rows stay (the pruning has no root filter: it would take every project's).
+    The same whether or not the user has a configuration file of their own."""
+    if user_file:
+        user_config("[journal]\nkeep_days = 90\n")
     other = project(tmp_path / "b", 3)
     for n in (1, 2, 3):
         write_meta(other, f"{n}_task{n}", final_text(n))
