@@ -23,7 +23,7 @@ import pytest
 
 from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
 from helpers.documents import final_text, researched_doc
-from helpers.project import meta_path, project
+from helpers.project import meta_path, project, user_config
 from helpers.waiting import wait_until
 from postflightd.cli import main
 from postflightd.daemon.notes import daemon_note, remove_daemon_notes, write_daemon_notes
@@ -104,7 +104,8 @@ def test_an_overflow_storm_settles_after_one_rescan(
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     if limit > 100_000:
         pytest.skip(f"max_queued_events is {limit}: too large to overflow quickly")
-    root = project(tmp_path / "proj", 3, config="[watch]\nrescan_interval_s = 3600\n")
+    root = project(tmp_path / "proj", 3)
+    user_config("[watch]\nrescan_interval_s = 3600\n")
     make_tree(root / "specs" / "1_task1" / "node_modules", 3000)
     daemon = start_daemon(root)
     daemon.signal(signal.SIGSTOP)
@@ -156,7 +157,8 @@ def test_a_file_appended_to_nonstop_is_reported_once_when_it_settles(
     tmp_path: Path, start_daemon: DaemonFactory
 ) -> None:
     """Reported once, and not again when a later rescan finds the same bytes."""
-    root = project(tmp_path / "proj", 1, config="[watch]\nrescan_interval_s = 0.5\n")
+    root = project(tmp_path / "proj", 1)
+    user_config("[watch]\nrescan_interval_s = 0.5\n")
     daemon = start_daemon(root)
     path = meta_path(root, 1)
     path.write_text(final_text(1)[:-1], encoding="utf-8")  # not JSON until ... never
