@@ -21,7 +21,7 @@ import structlog
 from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.inert import inert, json_text
+from postflightd.inert import MAX_VALUE_CHARS, clip, inert, json_text
 from postflightd.logs import configure_logging
 
 #: An OSC title change, a colour, a line break, then a forged workflow command.
@@ -205,3 +205,10 @@ def test_json_output_is_valid_utf8_with_a_lone_surrogate(
     assert out.returncode in (0, 1), out.stderr
     doc: Any = json.loads(out.stdout.decode("utf-8"))  # strict: raises on invalid UTF-8
     assert "\ud800" in json.dumps(doc, ensure_ascii=False)
+
+
+def test_clip_keeps_a_short_value_and_cuts_a_long_one_saying_how_much() -> None:
+    assert clip("x" * MAX_VALUE_CHARS) == "x" * MAX_VALUE_CHARS
+    cut = clip("y" * 1_000_000)
+    assert cut == "y" * MAX_VALUE_CHARS + f"\u2026[+{1_000_000 - MAX_VALUE_CHARS} chars]"
+    assert clip("abcdef", 3) == "abc\u2026[+3 chars]"

@@ -10,7 +10,8 @@ escape and UTF-8 cannot encode):
 * ``json_text`` for JSON: the same characters as ``\\uXXXX`` escapes, so always valid UTF-8.
 
 ``utf8_safe`` is for a value kept rather than printed (a journal column, a report figure):
-it only makes it encodable.
+it only makes it encodable. ``clip`` bounds a value's length wherever it is kept, quoted or
+logged, so that a megabyte-long field costs a line, not a megabyte, each time it is seen.
 """
 
 from __future__ import annotations
@@ -74,3 +75,16 @@ def _json_escape(match: re.Match[str]) -> str:
 def utf8_safe(text: str) -> str:
     """Lone surrogates (a JSON ``\\ud800`` escape) become ``?``: the text encodes as UTF-8."""
     return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
+#: The most characters of one value from the tree quoted in a message, stored in a journal
+#: column or written in a log field; past it the value is cut and the cut marked.
+MAX_VALUE_CHARS: Final = 200
+
+
+def clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` when at most ``limit`` characters, else its first ``limit`` characters and a
+    marker saying how many were left out: ``abc…[+12345 chars]``."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\u2026[+{len(text) - limit} chars]"

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any, Final, Literal, TextIO
 
-from postflightd.inert import inert, json_text
+from postflightd.inert import clip, inert, json_text
 
 LogFormat = Literal["auto", "json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
@@ -90,6 +90,24 @@ class _WithPriority:
         return "\n".join(prefix + line for line in text.split("\n"))
 
 
+#: The most characters of one field of a log line (a path, a session id, a message): the values
+#: come from files agents write, and a line per rewrite of a file must stay a line.
+MAX_LOG_FIELD_CHARS: Final = 1000
+
+
+def _bounded_values(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    for key, value in event.items():
+        if key == "exception":
+            continue  # our own traceback, whole
+        if isinstance(value, str):
+            event[key] = clip(value, MAX_LOG_FIELD_CHARS)
+        elif isinstance(value, list | tuple):
+            event[key] = [clip(v, MAX_LOG_FIELD_CHARS) if isinstance(v, str) else v for v in value]
+    return event
+
+
 def _inert_values(
     _logger: object, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
@@ -134,6 +152,7 @@ def configure_logging(
             _with_context_keys,
             *([_drop_none] if console else []),
             structlog.processors.format_exc_info,
+            _bounded_values,
             *([_inert_values] if console else []),
             renderer,
         ],

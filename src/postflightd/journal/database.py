@@ -32,6 +32,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Self, get_args
 
+from postflightd.inert import clip
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
 
@@ -212,23 +213,25 @@ class Journal:
         """
         if kind not in KINDS:
             raise ValueError(f"unknown journal kind {kind!r}; one of {sorted(KINDS)}")
+        # The values a file states are stored bounded: a file rewritten many times (an
+        # in-progress run) adds a row each time, and its fields may be any length.
         row = (
             format_ts(ts or datetime.now(UTC)),
             kind,
             root,
             file,
             task,
-            session,
-            status,
+            _bounded(session),
+            _bounded(status),
             (
-                json.dumps([dict(f) for f in findings], ensure_ascii=False)
+                json.dumps([_bounded_finding(f) for f in findings], ensure_ascii=False)
                 if findings is not None
                 else None
             ),
             content,
             *_change_columns(change),
             ref,
-            agent,
+            _bounded(agent),
         )
         with self._lock:
             conn = self._conn
@@ -609,6 +612,20 @@ class Journal:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _bounded(value: str | None) -> str | None:
+    return None if value is None else clip(value)
+
+
+#: A finding's message quotes values already cut short (``inert.clip``); this bounds the rest.
+MAX_MESSAGE_CHARS: Final = 2000
+
+
+def _bounded_finding(finding: Mapping[str, str]) -> dict[str, str]:
+    return {
+        k: clip(v) if k == "location" else clip(v, MAX_MESSAGE_CHARS) for k, v in finding.items()
+    }
 
 
 def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, str | None]:

@@ -14,7 +14,7 @@ from postflightd.config import Config
 from postflightd.fs.atomic import Snapshot, replace_if_unchanged
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
-from postflightd.inert import utf8_safe
+from postflightd.inert import clip, utf8_safe
 from postflightd.journal.database import Journal, JournalKind, TaskChange
 from postflightd.models.files import parse_json
 from postflightd.pipeline.results import FileReport
@@ -72,6 +72,10 @@ def _agent_type(report: FileReport) -> str | None:
     return utf8_safe(agent) if isinstance(agent, str) else None
 
 
+#: The most delegation_path entries an errors.json record copies.
+MAX_PATH_ENTRIES = 32
+
+
 def _record_for(
     report: FileReport,
     kind: str,
@@ -87,11 +91,14 @@ def _record_for(
     return error_record(
         kind,
         message,
-        session=report.session,
+        session=clip(report.session) if report.session is not None else None,
         task=report.task,
-        agent_type=agent if isinstance(agent, str) else None,
+        # Bounded: errors.json keeps a record per failed run, whatever length its values are.
+        agent_type=clip(agent) if isinstance(agent, str) else None,
         file=report.rel_path,
-        delegation_path=[p for p in path if isinstance(p, str)] if isinstance(path, list) else None,
+        delegation_path=[clip(p) for p in path[:MAX_PATH_ENTRIES] if isinstance(p, str)]
+        if isinstance(path, list)
+        else None,
         now=now,
         n=n,
         recoverable=recoverable,

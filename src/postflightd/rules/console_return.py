@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from postflightd.inert import clip
 from postflightd.models.console_return import (
     KNOWN_FIELDS,
     OUTPUT_ARTIFACT_TYPES,
@@ -147,7 +148,9 @@ def _output_rules(
 def _outside_problem(path: str) -> str | None:
     # Absolute paths are the probe's to judge: seed 003 checks them with [ -f "$path" ].
     if outside_root(path, absolute_allowed=True):
-        return f"artifact path {path!r} must be relative to the project root and stay inside it"
+        return (
+            f"artifact path {clip(path)!r} must be relative to the project root and stay inside it"
+        )
     return None
 
 

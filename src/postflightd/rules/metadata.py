@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, NamedTuple
 
 from postflightd.durations import format_duration
-from postflightd.inert import CONTROL_OR_LINE_SEPARATOR
+from postflightd.inert import CONTROL_OR_LINE_SEPARATOR, clip
 from postflightd.models.metadata import (
     ARTIFACT_TYPES,
     KNOWN_FIELDS,
@@ -249,7 +249,7 @@ def _run_start(doc: dict[str, Any], status: Status, now: datetime) -> RunStart:
                 finding(
                     "PF301",
                     "started_at",
-                    f"started_at {started_raw!r} is not ISO 8601; "
+                    f"started_at {clip(started_raw)!r} is not ISO 8601; "
                     'write e.g. "2026-01-28T10:30:00Z"',
                 )
             )
@@ -365,7 +365,7 @@ def _plain_path(loc: str, art: str) -> Finding:
     return finding(
         "PF208",
         loc,
-        f'artifact {art!r} is a plain path string: read as {{"path": ...}}'
+        f'artifact {clip(art)!r} is a plain path string: read as {{"path": ...}}'
         + (f' of type "{kind}" (from its folder)' if kind else " with no type (not linked)")
         + '; write {"type": ..., "path": ..., "summary": ...}',
     )
@@ -414,7 +414,7 @@ def unsafe_path(path: str) -> str | None:
 
 def _shown(path: str) -> str:
     """``path`` quoted for a message, cut short when long (control characters escaped)."""
-    return repr(path if len(path) <= 200 else path[:200] + "...")
+    return repr(clip(path))
 
 
 # --- the project (PF6xx) --------------------------------------------------------------------
@@ -435,7 +435,8 @@ def _task_rules(ctx: TaskContext) -> Iterator[Finding]:
                 yield finding(
                     "PF601",
                     "",
-                    f"directory slug {ctx.slug!r} differs from the task's project_name {name!r}",
+                    f"directory slug {clip(ctx.slug)!r} differs from the task's project_name "
+                    f"{clip(name)!r}",
                 )
 
 

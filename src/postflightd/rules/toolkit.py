@@ -24,6 +24,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from postflightd.inert import clip
 from postflightd.models.metadata import MAX_DELEGATION_DEPTH
 from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
@@ -159,17 +160,17 @@ def structure(
         kind = err["type"]
         value = err.get("input")
         if kind == "missing":
-            missing.append(finding("PF200", loc, f"missing required field {loc!r}: add it"))
+            missing.append(finding("PF200", loc, f"missing required field {clip(loc)!r}: add it"))
         elif on_status is not None and loc == "status" and isinstance(value, str):
             wrong.append(on_status(value))
         else:
             expected = EXPECTED.get(kind)
             if expected is None:
-                msg = f"{loc or whole}: {err['msg']}"
+                msg = f"{clip(loc) or whole}: {err['msg']}"
             else:
-                msg = f"{loc} must be {expected}, not {json_type(value)}"
+                msg = f"{clip(loc)} must be {expected}, not {json_type(value)}"
                 if quote_hint and isinstance(value, str) and expected in _UNQUOTED:
-                    msg += f" (write {value.strip()} without quotes)"
+                    msg += f" (write {clip(value.strip())} without quotes)"
             wrong.append(finding("PF201", loc, msg))
     return missing + wrong, None
 
@@ -189,7 +190,7 @@ def unknown_fields(
             for key in obj:
                 if key not in names:
                     where = _field(loc, key)
-                    yield finding("PF205", where, f"unknown field {where!r} ({kept})")
+                    yield finding("PF205", where, f"unknown field {clip(where)!r} ({kept})")
 
 
 def blank_fields(doc: dict[str, Any], needed: Sequence[tuple[str, str]]) -> Iterator[Finding]:
@@ -259,7 +260,9 @@ def status_finding(
 ) -> Finding:
     """PF202: ``raw`` is not one of ``statuses``; ``note`` follows the list, then the guess."""
     hint = f'; did you mean "{guess}"?' if guess else ""
-    return finding("PF202", loc, f"{loc} {raw!r} is not one of {', '.join(statuses)}{note}{hint}")
+    return finding(
+        "PF202", loc, f"{loc} {clip(raw)!r} is not one of {', '.join(statuses)}{note}{hint}"
+    )
 
 
 # --- session and delegation (PF4xx) ---------------------------------------------------------
@@ -271,15 +274,16 @@ def _session_message(sid: str, expected: str, source: str) -> str:
     if source == "state.json":
         # The usual cause is not a foreign agent but a pre-flight that did not record the run.
         return (
-            f"session_id {sid!r} is not {expected!r}, the session state.json records for this "
-            "task: state.json's session is the one the task was last delegated with, so a run "
+            f"session_id {clip(sid)!r} is not {clip(expected)!r}, the session state.json "
+            "records for this task: state.json's session is the one the task was last "
+            "delegated with, so a run "
             "whose pre-flight did not record its session (no .postflight-pending marker, "
             "state.json not updated) looks foreign; return the session_id you were given, or "
             "have the workflow write the marker before delegating"
         )
     return (
-        f"session_id {sid!r} is not the delegated session {expected!r} (from {source}): "
-        "return the session_id you were given"
+        f"session_id {clip(sid)!r} is not the delegated session {clip(expected)!r} "
+        f"(from {source}): return the session_id you were given"
     )
 
 
@@ -292,7 +296,7 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
         yield finding(
             "PF400",
             "metadata.session_id",
-            f"session_id {sid!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
+            f"session_id {clip(sid)!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
             "letters or digits}, e.g. sess_1736700000_abc123",
         )
     if sid and expected is not None and sid != expected[0]:
@@ -313,7 +317,7 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
             yield finding(
                 "PF402",
                 "metadata.delegation_path",
-                f"delegation_path names {name!r} twice: a delegation cycle",
+                f"delegation_path names {clip(name)!r} twice: a delegation cycle",
             )
             break
         seen.add(name)
@@ -329,7 +333,8 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
         yield finding(
             "PF404",
             "metadata.agent_type",
-            f"agent_type {agent!r} is not the last entry of delegation_path ({names[-1]!r})",
+            f"agent_type {clip(agent)!r} is not the last entry of delegation_path "
+            f"({clip(names[-1])!r})",
         )
     duration = get_number(meta, "duration_seconds")
     if duration is not None and duration < 0:
@@ -424,7 +429,7 @@ def artifact_rules(
                 yield finding(
                     "PF204",
                     f"{loc}.type",
-                    f"artifact type {kind!r} is not one of {', '.join(contract.types)}"
+                    f"artifact type {clip(kind)!r} is not one of {', '.join(contract.types)}"
                     + contract.type_note(kind),
                 )
             path = get_str(art, "path")
@@ -434,7 +439,7 @@ def artifact_rules(
         if not path or not path.strip():
             continue
         if path in seen:
-            yield finding("PF504", loc, f"artifact {path!r} is listed twice")
+            yield finding("PF504", loc, f"artifact {clip(path)!r} is listed twice")
         seen.add(path)
         problem = contract.path_problem(path)
         if problem is not None:
@@ -447,19 +452,22 @@ def artifact_rules(
             yield finding(
                 "PF501",
                 loc,
-                f"artifact path {path!r} resolves outside the project root {contract.outside}",
+                f"artifact path {clip(path)!r} resolves outside the project root "
+                f"{contract.outside}",
             )
         elif state is ArtifactState.MISSING:
             yield finding(
                 "PF502",
                 loc,
-                f"artifact {path!r} does not exist: {contract.write_it}, or fix the path "
+                f"artifact {clip(path)!r} does not exist: {contract.write_it}, or fix the path "
                 "(relative to the project root)",
                 disk_severity,
             )
         elif state is ArtifactState.NOT_A_FILE:
-            yield finding("PF502", loc, f"artifact {path!r} is not a regular file", disk_severity)
+            yield finding(
+                "PF502", loc, f"artifact {clip(path)!r} is not a regular file", disk_severity
+            )
         elif state is ArtifactState.EMPTY:
             yield finding(
-                "PF503", loc, f"artifact {path!r} is empty: write its content", disk_severity
+                "PF503", loc, f"artifact {clip(path)!r} is empty: write its content", disk_severity
             )
