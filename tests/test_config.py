@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -219,3 +221,111 @@ def test_flags_override_the_config_file(tmp_path: Path, capsys: pytest.CaptureFi
     main(["scan", "--format", "json", "--select", "PF502", str(root)])
     report = json.loads(capsys.readouterr().out)
     assert [f["code"] for f in report["files"][0]["findings"]] == ["PF502"]
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "postflightd", *map(str, args)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+#: Each numeric key just past its bound, and infinity and NaN: the project's own configuration
+#: is a file agents can write, and these values broke the healer's and the pruner's arithmetic.
+OVER_BOUND = [
+    ("timeouts", "research", "2592001"),
+    ("timeouts", "planning", "1e15"),
+    ("timeouts", "implementation", "inf"),
+    ("timeouts", "simple", "nan"),
+    ("timeouts", "default", "2592000.5"),
+    ("watch", "settle_ms", "60001"),
+    ("watch", "rescan_interval_s", "86401"),
+    ("watch", "rescan_interval_s", "0.01"),
+    ("watch", "rescan_interval_s", "inf"),
+    ("watch", "heal_window_s", "1e15"),
+    ("watch", "heal_window_s", "nan"),
+    ("validation", "max_file_bytes", str(64 * 1024 * 1024 + 1)),
+    ("journal", "keep_days", "1e12"),
+    ("journal", "keep_days", "36501"),
+    ("journal", "max_content_mb", "1000001"),
+    ("journal", "max_content_mb", "inf"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("table", "key", "value"), OVER_BOUND)
+def test_a_number_past_its_bound_in_the_projects_config_is_exit_2(
+    tmp_path: Path, table: str, key: str, value: str
+) -> None:
+    """`scan` of a project whose own .postflightd.toml holds it: exit 2 naming the key."""
+    # keep_days and max_content_mb are the user's (the journal is theirs): --config for those.
+    root = project(tmp_path / "root", 1)
+    text = f"[{table}]\n{key} = {value}\n"
+    if table == "journal":
+        out = _cli("scan", "--config", _write(tmp_path / "user.toml", text), root)
+    else:
+        (root / ".postflightd.toml").write_text(text, encoding="utf-8")
+        out = _cli("scan", root)
+    assert out.returncode == 2, out.stderr
+    assert f"key '{table}.{key}'" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+@pytest.mark.slow
+def test_every_number_at_its_bound_is_allowed(tmp_path: Path) -> None:
+    root = project(tmp_path / "root", 1)
+    path = _write(
+        tmp_path / "user.toml",
+        "[timeouts]\nresearch = 2592000\n[watch]\nsettle_ms = 60000\nrescan_interval_s = 86400\n"
+        "heal_window_s = 86400\n[validation]\nmax_file_bytes = 67108864\n"
+        "[journal]\nkeep_days = 36500\nmax_content_mb = 1000000\n",
+    )
+    out = _cli("scan", "--config", path, root)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "specs_dir",
+    [
+        "specs\n!.env\nspecs",
+        "specs\r!.env",
+        "!specs",
+        "specs/*",
+        "spe?cs",
+        "[s]pecs",
+        "#specs",
+        "specs\\x",
+        " specs",
+        "specs ",
+        "a/ b",
+        "sp\x1b]0;x\x07ecs",
+        "sp\u2028ecs",
+    ],
+)
+def test_a_specs_dir_that_is_not_a_plain_path_is_exit_2_and_init_writes_nothing(
+    tmp_path: Path, specs_dir: str
+) -> None:
+    """init writes .gitignore lines from specs_dir: a line break in it added `!.env`."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / ".gitignore").write_text("node_modules/\n", encoding="utf-8")
+    (root / ".postflightd.toml").write_text(
+        f"specs_dir = {json.dumps(specs_dir)}\n", encoding="utf-8"
+    )
+    out = _cli("init", root, "--yes")
+    assert out.returncode == 2, out.stderr
+    assert "key 'specs_dir'" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert (root / ".gitignore").read_text(encoding="utf-8") == "node_modules/\n"
+    assert not (root / ".claude").exists()
+
+
+def test_a_plain_nested_specs_dir_with_a_space_inside_is_allowed(tmp_path: Path) -> None:
+    config = Config.model_validate({"specs_dir": ".claude/my specs"})
+    assert config.specs_dir == ".claude/my specs"

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
+from postflightd.inert import inert
 from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
 
 APP_NAME = "postflightd"
@@ -41,6 +43,32 @@ MAX_CONFIG_NUMBER = 2**53
 QUOTE_CHARS = 80
 MAX_KEYS_NAMED = 5
 
+#: What makes a .gitignore line more than a path: a pattern or escape character anywhere,
+#: whitespace at either end of the value or of one of its components.
+_GITIGNORE_SPECIAL = re.compile(r"[*?\[\]!#\\]|^\s|\s$|\s/|/\s")
+
+
+# Every number is bounded: the configuration may be the project's own, which agents can write,
+# and a value past these (1e15 seconds, 1e12 days) overflows the date arithmetic of the
+# healer and the pruner or turns a wait into forever. Infinity and NaN are refused too.
+DAY_S: Final = 86_400.0
+#: a run's timeout: 30 days
+MAX_TIMEOUT_S: Final = 30 * DAY_S
+#: journal retention: a century
+MAX_KEEP_DAYS: Final = 36_500
+#: the journal's budget for applied files' content: a terabyte
+MAX_CONTENT_MB_LIMIT: Final = 1_000_000
+#: the largest metadata file anyone may allow: 64 MiB
+MAX_FILE_BYTES_LIMIT: Final = 64 * 1024 * 1024
+#: how long a file that does not parse is waited on: a minute
+MAX_SETTLE_MS: Final = 60_000
+#: a status word of ``[postflight.status_map]``
+MAX_STATUS_CHARS: Final = 64
+
+
+def _seconds(default: float, most: float) -> Any:
+    return Field(default=default, gt=0, le=most, allow_inf_nan=False)
+
 
 class _Section(BaseModel):
     # forbid: a typo in a key must be an error, not silently ignored.
@@ -58,7 +86,7 @@ class ValidationConfig(_Section):
     select: list[str] = Field(default_factory=list)
     ignore: list[str] = Field(default_factory=list)
     strict: bool = False
-    max_file_bytes: int = Field(default=1024 * 1024, gt=0)
+    max_file_bytes: int = Field(default=1024 * 1024, gt=0, le=MAX_FILE_BYTES_LIMIT)
     check_artifacts: bool = True
     severity: dict[str, Severity] = Field(default_factory=dict)
 
@@ -77,11 +105,11 @@ class ValidationConfig(_Section):
 
 
 class TimeoutsConfig(_Section):
-    research: float = Field(default=3600, gt=0)
-    planning: float = Field(default=1800, gt=0)
-    implementation: float = Field(default=7200, gt=0)
-    simple: float = Field(default=300, gt=0)
-    default: float = Field(default=3600, gt=0)
+    research: float = _seconds(3600, MAX_TIMEOUT_S)
+    planning: float = _seconds(1800, MAX_TIMEOUT_S)
+    implementation: float = _seconds(7200, MAX_TIMEOUT_S)
+    simple: float = _seconds(300, MAX_TIMEOUT_S)
+    default: float = _seconds(3600, MAX_TIMEOUT_S)
 
     def as_mapping(self) -> dict[str, float]:
         return self.model_dump()
@@ -90,11 +118,12 @@ class TimeoutsConfig(_Section):
 class WatchConfig(_Section):
     roots: list[str] = Field(default_factory=list)
     observer: Literal["auto", "inotify", "polling"] = "auto"
-    settle_ms: int = Field(default=200, ge=0)
-    rescan_interval_s: float = Field(default=30, gt=0)
+    settle_ms: int = Field(default=200, ge=0, le=MAX_SETTLE_MS)
+    #: at least a tenth of a second: a rescan reads every file, and a tiny interval would spin.
+    rescan_interval_s: float = Field(default=30, ge=0.1, le=DAY_S, allow_inf_nan=False)
     #: after a state.json write, outcomes applied this recently are re-applied if it lost them
     #: (a writer that ignores the lock wrote an older copy over it); 0 turns the healing off.
-    heal_window_s: float = Field(default=600, ge=0)
+    heal_window_s: float = Field(default=600, ge=0, le=DAY_S, allow_inf_nan=False)
 
 
 class StatusMap(_Section):
@@ -102,6 +131,17 @@ class StatusMap(_Section):
     planned: str = "planned"
     implemented: str = "completed"
     blocked: str = "blocked"
+
+    @field_validator("researched", "planned", "implemented", "blocked")
+    @classmethod
+    def _status_word(cls, value: str) -> str:
+        # Written into state.json and shown in every report: a word, not a document.
+        if not value.strip() or len(value) > MAX_STATUS_CHARS or inert(value) != value:
+            raise ValueError(
+                f"must be a status word of at most {MAX_STATUS_CHARS} characters, without "
+                "control characters, e.g. 'completed'"
+            )
+        return value
 
 
 class PostflightConfig(_Section):
@@ -116,9 +156,10 @@ class PostflightConfig(_Section):
     def _plain_name(cls, value: str) -> str:
         # These are written: a path would let a project's own configuration (which agents
         # can write) send the writes out of the specs directory.
-        if not value.strip() or value in {".", ".."} or "/" in value or "\0" in value:
+        if not value.strip() or value in {".", ".."} or "/" in value or inert(value) != value:
             raise ValueError(
-                "must be a plain file name inside the specs directory (no '/', not '..'), "
+                "must be a plain file name inside the specs directory (no '/', not '..', no "
+                "control characters), "
                 "e.g. 'state.json'"
             )
         return value
@@ -127,9 +168,9 @@ class PostflightConfig(_Section):
 class JournalConfig(_Section):
     path: str = ""
     #: rows older than this are pruned by the daemon (in the background).
-    keep_days: float = Field(default=90, gt=0)
+    keep_days: float = Field(default=90, gt=0, le=MAX_KEEP_DAYS, allow_inf_nan=False)
     #: applied files' content kept in the journal, at most (the oldest goes first).
-    max_content_mb: float = Field(default=200, gt=0)
+    max_content_mb: float = Field(default=200, gt=0, le=MAX_CONTENT_MB_LIMIT, allow_inf_nan=False)
 
 
 class LogConfig(_Section):
@@ -160,6 +201,14 @@ class Config(_Section):
             or not parts
         ):
             raise ValueError("must be a relative path inside the project root, e.g. 'specs'")
+        # `init` writes .gitignore lines from it, and it is printed and logged: a line break
+        # would add a line of the agent's choosing (`!.env`), a pattern character would
+        # change what the line matches, and a control character would reach a terminal.
+        if inert(value) != value or _GITIGNORE_SPECIAL.search(value):
+            raise ValueError(
+                "must be a plain relative path: no control characters, no space at either end "
+                "of it or of a folder name, none of * ? [ ] ! # \\, e.g. 'specs'"
+            )
         return value
 
 
@@ -323,7 +372,7 @@ def _read_config(path: Path, *, in_project: bool = False) -> Config:
 
 
 def _quote(text: str) -> str:
-    return text if len(text) <= QUOTE_CHARS else text[:QUOTE_CHARS] + "..."
+    return clip(text, QUOTE_CHARS)
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
