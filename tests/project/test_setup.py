@@ -385,3 +385,20 @@ def test_a_command_that_merely_contains_the_hook_is_not_the_hook(
         commands = [h["command"] for g in written["hooks"][event] for h in g["hooks"]]
         assert commands == [command, HOOK_COMMAND]
     assert "already set up" in _init(root).stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_a_settings_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "proj"
+    (root / ".claude").mkdir(parents=True)
+    settings = root / ".claude" / "settings.json"
+    if kind == "fifo":
+        os.mkfifo(settings)
+    else:
+        settings.mkdir()
+    out = _init(root)
+    assert out.returncode == 2, out.stderr
+    assert "not a regular file" in out.stderr
+    assert "init leaves it alone" in out.stderr
+    assert not (root / ".postflightd.toml").exists()

@@ -312,7 +312,8 @@ def read_project_text(root: Path, rel: str) -> str | None:
     except RefusedError as exc:
         # Writing would replace the link with a file (a dotfile manager's link, say), or
         # write out of the project: the user edits the target by hand instead.
-        raise UsageError(f"{exc}; init does not write through links") from None
+        why = "init does not write through links" if exc.kind == "a symbolic link" else ""
+        raise UsageError(f"{exc}; {why or 'init leaves it alone'}") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if st.st_size > MAX_INIT_FILE_BYTES or len(raw) > MAX_INIT_FILE_BYTES:
