@@ -4,14 +4,19 @@ structlog (it costs start-up time), and one that does still logs on stderr."""
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import structlog
+
 from helpers.documents import researched_doc, task_entry
 from helpers.project import project, write_artifact, write_meta
+from postflightd.logs import MAX_LOG_FIELD_CHARS, LogFormat, configure_logging
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "postflightd"
 
@@ -79,3 +84,21 @@ def test_a_warning_in_a_fresh_process_is_a_json_line_on_stderr(tmp_path: Path) -
     assert warning["level"] == "warning"
     assert warning["task"] is None  # the context keys are there: configured as before
     assert "structlog" in {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_megabyte_long_field_is_a_line_of_bounded_length(fmt: LogFormat) -> None:
+    """A value from a file an agent rewrites is logged each time: cut short, marked."""
+    stream = io.StringIO()
+    previous = structlog.get_config()
+    configure_logging(fmt, "info", stream)
+    try:
+        structlog.get_logger().info(
+            "run_progress", agent="a" * 1_000_000, findings=["PF404 " + "b" * 1_000_000]
+        )
+    finally:
+        structlog.configure(**previous)
+    out = stream.getvalue()
+    assert out.count("\n") == 1
+    assert len(out) < 4 * MAX_LOG_FIELD_CHARS
+    assert f"a\u2026[+{1_000_000 - MAX_LOG_FIELD_CHARS} chars]" in out
