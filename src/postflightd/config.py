@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
-from postflightd.inert import inert
+from postflightd.inert import clip, inert
 from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
 
 APP_NAME = "postflightd"
