@@ -53,8 +53,8 @@ def test_two_roots_print_distinct_paths_relative_to_the_current_directory(
     monkeypatch.chdir(tmp_path)
     assert main(["scan", "a", "b"]) == 1
     out = capsys.readouterr().out
-    assert f"a/specs/{B}/.return-meta.json:PF303 error:" in out
-    assert f"b/specs/{B}/.return-meta.json:PF303 error:" in out
+    assert f"a/specs/{B}/.return-meta.json:1:1: PF303 error:" in out
+    assert f"b/specs/{B}/.return-meta.json:1:1: PF303 error:" in out
     assert main(["scan", "a", "b", "--format", "github"]) == 1
     out = capsys.readouterr().out
     assert f"::error file=a/specs/{B}/.return-meta.json," in out
@@ -75,7 +75,7 @@ def test_paths_outside_the_current_directory_are_absolute(
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     assert main(["scan", str(root)]) == 1
-    expected = f"{root.resolve()}/specs/{B}/.return-meta.json:PF303 error:"
+    expected = f"{root.resolve()}/specs/{B}/.return-meta.json:1:1: PF303 error:"
     assert expected in capsys.readouterr().out
 
 
@@ -101,6 +101,39 @@ def test_github_annotations_carry_the_line_and_column_where_known(
     line_no = next(i for i, t in enumerate(text, 1) if '"delegation_depth"' in t)
     col = text[line_no - 1].index('"delegation_depth"') + 1
     assert f"file=specs/2_typed/.return-meta.json,line={line_no},col={col}," in typed
+
+
+def test_text_findings_carry_the_same_line_and_column_as_github(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``path:line:col: CODE severity: message``, the form terminals and editors open at the
+    position; a finding about the file as a whole (PF104: the directory's name) points at 1:1."""
+    root = project(tmp_path / "p")
+    write_meta(root, "1_truncated", '{\n  "status": "researched",\n  "artifacts": [\n')
+    doc = researched_doc("2_typed")
+    doc["metadata"]["delegation_depth"] = "1"
+    write_artifact(root, "specs/2_typed/reports/research-001.md")
+    write_meta(root, "2_typed", doc)
+    write_meta(root, "unnumbered", researched_doc("3_x"))
+    monkeypatch.chdir(root)
+    assert main(["scan"]) == 1
+    text = capsys.readouterr().out.splitlines()[:-1]
+    assert main(["scan", "--format", "github"]) == 1
+    github = capsys.readouterr().out.splitlines()
+    annotation = re.compile(r"^::(\w+) file=([^,]+)(?:,line=(\d+))?(?:,col=(\d+))?,title=(PF\d+)::")
+    expected = []
+    for line in github:
+        m = annotation.match(line)
+        assert m is not None, line
+        level, path, row, col, code = m.groups()
+        expected.append(f"{path}:{row or 1}:{col or 1}: {code} {level}: ")
+    assert len(text) == len(expected) >= 3
+    for line, start in zip(text, expected, strict=True):
+        assert line.startswith(start), (line, start)
+    assert any(
+        line.startswith("specs/unnumbered/.return-meta.json:1:1: PF104 error: ") for line in text
+    )
+    assert "specs/1_truncated/.return-meta.json:4:1: PF102 error: " in "\n".join(text)
 
 
 # --- sarif ------------------------------------------------------------------------------------
@@ -181,7 +214,7 @@ def test_exit_zero_quiet_and_verbose(
     assert main(["scan", "-q"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1
-    assert out[0].startswith(f"specs/{B}/.return-meta.json:PF303")
+    assert out[0].startswith(f"specs/{B}/.return-meta.json:1:1: PF303")
     assert main(["scan", "--apply", "-v"]) == 1
     out = capsys.readouterr().out
     assert f"applied specs/{A}/.return-meta.json (task 259)" in out

@@ -155,10 +155,13 @@ def test_text_format_is_one_line_per_finding_then_a_summary(
 ) -> None:
     main(["scan", str(four_tasks)])
     lines = capsys.readouterr().out.splitlines()
-    pattern = re.compile(r"^specs/\d+_\w+/\.return-meta\.json:PF\d{3} (error|warning): .+")
+    pattern = re.compile(r"^specs/\d+_\w+/\.return-meta\.json:\d+:\d+: PF\d{3} (error|warning): .+")
     assert all(pattern.match(line) for line in lines[:-1]), lines
-    assert f"{meta_path(BROKEN)}:PF303 error: " in "\n".join(lines)
-    assert f"{meta_path(WARNED)}:PF205 warning: " in "\n".join(lines)
+    # A missing top-level field points at the file's start; an unknown key at its own line.
+    assert f"{meta_path(BROKEN)}:1:1: PF303 error: " in "\n".join(lines)
+    assert re.search(
+        rf"{re.escape(meta_path(WARNED))}:[2-9]\d*:\d+: PF205 warning: ", "\n".join(lines)
+    )
     assert lines[-1] == "4 file(s): 2 valid, 2 invalid; 2 error(s), 1 warning(s), 1 stuck"
 
 

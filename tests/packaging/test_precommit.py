@@ -111,5 +111,5 @@ def test_pre_commit_try_repo_fails_an_invalid_file_and_passes_a_stuck_one(tmp_pa
     )
     failed = try_repo(*files, f"specs/{bad}/.return-meta.json")
     assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert f"specs/{bad}/.return-meta.json:PF203 error" in failed.stdout
+    assert f"specs/{bad}/.return-meta.json:1:2: PF203 error" in failed.stdout  # the key
     assert "PF602" not in failed.stdout

@@ -63,7 +63,7 @@ def run_scan(
     policies = {root: policy(configs[root], select, ignore, strict) for root in resolved}
     strict_any = any(p.strict for p in policies.values())
     now = datetime.now(UTC)
-    positions = fmt in ("github", "sarif")
+    positions = not out.statistics  # every format shows where each finding points
 
     def note(text: str) -> None:
         if not out.quiet:

@@ -58,7 +58,7 @@ def scan(
 ) -> ScanReport:
     """Validate every metadata file under each root (``scan``), all in memory.
 
-    ``positions``: the output needs findings' lines and columns (github, sarif). Reporters
+    ``positions``: the output needs findings' lines and columns. Reporters
     find them from the bytes each report keeps; only the files checked in a forked process
     (whose bytes are not sent back) get them here.
     """

@@ -34,11 +34,10 @@ def report_process_dry_run(
     cwd: str,
 ) -> None:
     """The file's findings, then why nothing would be applied (``refusal``) or the diffs."""
-    for f in report.findings:
-        out.write(
-            f"{inert(display_path(report.path, cwd))}:{f.code} {f.severity.value}: "
-            f"{inert(f.message)}\n"
-        )
+    from postflightd.reporters.scan import finding_line, positioned
+
+    for f in positioned(report):
+        out.write(f"{inert(display_path(report.path, cwd))}:{finding_line(f)}\n")
     if refusal is not None:
         out.write(f"dry run: {refusal}: nothing would be applied\n")
         return

@@ -37,7 +37,9 @@ class Scanned:
 
 
 def write_text(scanned: Scanned, out: TextIO, options: Options | None = None) -> None:
-    """``path:CODE severity: message`` per finding, then a summary line (not with -q).
+    """``path:line:col: CODE severity: message`` per finding (as compilers and ruff print
+    them, so that a terminal or an editor opens the file there; a finding about the file as a
+    whole points at 1:1), then a summary line (not with -q).
 
     Written as the files come; ``tally`` is complete once they are consumed.
     """
@@ -47,12 +49,8 @@ def write_text(scanned: Scanned, out: TextIO, options: Options | None = None) ->
     for file in files:
         if file.findings:
             path = paint(inert(display_path(file.path, o.cwd)), "bold", o.color)
-            for f in file.findings:
-                sev = f.severity.value
-                out.write(
-                    f"{path}:{paint(f.code, sev, o.color)} {paint(sev, sev, o.color)}: "
-                    f"{inert(f.message)}\n"
-                )
+            for f in positioned(file):
+                out.write(f"{path}:{finding_line(f, o.color)}\n")
         if o.verbose and file.outcome is not None and file.outcome.value == "applied":
             applied.append((display_path(file.path, o.cwd), file.task))
     if o.quiet:
@@ -67,6 +65,15 @@ def write_text(scanned: Scanned, out: TextIO, options: Options | None = None) ->
     )
     if tally.postflighted:
         out.write(f"{tally.applied} file(s) applied\n")
+
+
+def finding_line(f: Finding, color: bool = False) -> str:
+    """``line:col: CODE severity: message``, what follows the path in text output."""
+    sev = f.severity.value
+    return (
+        f"{f.line or 1}:{f.col or 1}: {paint(f.code, sev, color)} {paint(sev, sev, color)}: "
+        f"{inert(f.message)}"
+    )
 
 
 # --- json -------------------------------------------------------------------------------------
