@@ -204,8 +204,9 @@ def test_select_keeps_only_those_codes(
         meta_path(WARNED): ["PF205"],
         meta_path(STUCK): [],
     }
-    # The stuck agent still fails the run: being stuck is not a finding one can filter.
-    assert code == 1
+    # Stuck is PF602 shown: not selected, the stuck agent is neither counted nor failing.
+    assert report["summary"]["stuck"] == 0
+    assert code == 0
 
 
 def test_select_accepts_prefixes_and_commas(

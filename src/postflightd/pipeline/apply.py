@@ -21,7 +21,7 @@ decides.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -44,7 +44,14 @@ from postflightd.pipeline.unrecordable import unrecordable
 from postflightd.postflight.errors_json import ErrorRecord
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
-from postflightd.rules.findings import STATE_UNUSABLE, Finding, Policy, finding, state_unusable
+from postflightd.rules.findings import (
+    STATE_UNUSABLE,
+    Finding,
+    Policy,
+    Severity,
+    finding,
+    state_unusable,
+)
 
 
 def scan(
@@ -190,9 +197,13 @@ def triage(report: FileReport, policy: Policy, *, report_unparsed: bool = True) 
     if outcome is not Outcome.APPLIED:
         return Triaged(outcome)
     item = report.ready()
-    if item is None:
+    if item is None and report.task is None:
         # Valid only because PF104 is ignored: an outcome needs the task's number.
         return Triaged(outcome, _unnumbered(report))
+    if item is None:
+        # Valid only because the errors that leave it without a usable document are not
+        # selected: nothing can be applied from it.
+        return Triaged(outcome, _unusable(report))
     return Triaged(outcome, ready=item)
 
 
@@ -307,6 +318,18 @@ def _valid_but_for_state(report: FileReport, policy: Policy) -> bool:
         return False
     others = [f for f in report.findings if f.code != STATE_UNUSABLE]
     return len(others) < len(report.findings) and not policy.fails(others)
+
+
+def _unusable(report: FileReport) -> Finding:
+    hidden = [report.loaded.failure] if report.loaded.failure is not None else []
+    if report.validation is not None:
+        hidden += [f for f in report.validation.findings if f.severity is Severity.ERROR]
+    first = hidden[0] if hidden else finding("PF103", "", "not a metadata document")
+    return replace(
+        first,
+        message=f"{first.message} (not applied: {first.code} is filtered out by --select or "
+        "--ignore, but postflight needs a valid document)",
+    )
 
 
 def _unnumbered(report: FileReport) -> Finding:

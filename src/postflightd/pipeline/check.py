@@ -78,21 +78,22 @@ def check_file(
             )
         )
     kept = policy.apply(findings)
-    usable = validation is not None and validation.model is not None
     doc = loaded.doc if isinstance(loaded.doc, dict) else {}
     return FileReport(
         root=project.root,
         path=ref.path,
         task=number,
         findings=cap_findings(kept),
-        valid=usable and not policy.fails(kept),
+        # Judged by what is shown: a file is invalid exactly when a kept finding fails it, so
+        # the summary, the exit code and each file's findings agree under --select/--ignore.
+        valid=not policy.fails(kept),
         loaded=loaded,
         validation=validation,
         raw_status=get_str(doc, "status"),
         session=get_str(get_object(doc, "metadata"), "session_id"),
-        # Being stuck is not filtered by --select (it fails the run whatever is selected), but
-        # an explicit `--ignore PF602` (the pre-commit hook's) means "do not judge by the clock".
-        stuck=bool(validation and validation.stuck) and "PF602" not in policy.ignore,
+        # Stuck is PF602 shown: counted (and failing the run) only when PF602 is kept, so
+        # `--select PF5` or the pre-commit hook's `--ignore PF602` do not judge by the clock.
+        stuck=bool(validation and validation.stuck) and policy.shows("PF602"),
     )
 
 

@@ -178,12 +178,14 @@ class Policy:
     severity: Mapping[str, Severity] | None = None
     strict: bool = False
 
+    def shows(self, code: str) -> bool:
+        """True when findings of ``code`` are kept (selected, or no selection; not ignored)."""
+        return (not self.select or code in self.select) and code not in self.ignore
+
     def apply(self, findings: Iterable[Finding]) -> list[Finding]:
         kept: list[Finding] = []
         for f in findings:
-            if self.select and f.code not in self.select:
-                continue
-            if f.code in self.ignore:
+            if not self.shows(f.code):
                 continue
             if self.severity and f.code in self.severity:
                 f = replace(f, severity=self.severity[f.code])  # noqa: PLW2901 - rebinding is the point
