@@ -253,3 +253,83 @@ def test_history_numbers_past_the_journal_range_are_usage_errors(
 def test_history_limit_at_the_journal_range_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["history", "--limit", str(2**63 - 1), "--task", str(-(2**63))]) == 0
     assert "no observations recorded for that filter" in capsys.readouterr().out
+
+
+# --- options: spelled in full, near misses named, no option without effect ------------------
+
+
+def _usage_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == ExitCode.USAGE
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "meant"),
+    [
+        (["scan", "--fromat", "json"], "--format"),
+        (["scan", "--statistic"], "--statistics"),
+        (["status", "--intervall", "1s", "--watch"], "--interval"),
+        (["report", "--outptu=x.html"], "--output"),
+        (["--verson"], "--version"),
+    ],
+)
+def test_a_near_miss_names_the_option_meant_under_the_command_s_own_usage(
+    argv: list[str], meant: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(argv, capsys)
+    assert f"unrecognized arguments: {argv[1] if len(argv) > 1 else argv[0]}" in err
+    assert f"(did you mean `{meant}`?)" in err
+    command = argv[0] if not argv[0].startswith("-") else ""
+    assert err.startswith(f"usage: postflightd {command}".rstrip())
+    assert err.count("usage:") == 1
+
+
+def test_an_abbreviation_is_not_an_option(capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse would take --stat as --statistics, and --sel as --select: one new option
+    # starting the same way and the same command line would mean something else.
+    for argv in (["scan", "--stat"], ["scan", "--sel", "PF5"], ["history", "--lim", "3"]):
+        assert "unrecognized arguments" in _usage_error(argv, capsys)
+
+
+def test_an_unknown_option_far_from_any_is_named_without_a_guess(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    err = _usage_error(["verify", "--zzz"], capsys)
+    assert err.startswith("usage: postflightd verify")
+    assert "unrecognized arguments: --zzz" in err
+    assert "did you mean" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["status", "--interval", "1s"], "--interval sets how often --watch redraws"),
+        (["scan", "-v"], "--verbose names each file --apply applied"),
+        (["history", "--show", "--format", "json"], "--format json always carries it"),
+    ],
+)
+def test_an_option_that_would_change_nothing_is_a_usage_error(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = _usage_error(argv, capsys)
+    assert err.startswith(f"usage: postflightd {argv[0]}")
+    assert said in err
+
+
+def test_the_real_console_script_gives_the_command_s_usage(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("postflightd")
+    done = subprocess.run(
+        [script, "scan", "--fromat", "json"],
+        check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("usage: postflightd scan")
+    assert "did you mean `--format`?" in done.stderr

@@ -12,12 +12,12 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from postflightd import __version__
 
 if TYPE_CHECKING:
-    _SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
+    _SubParsers = argparse._SubParsersAction["_Parser"]
 
 COLOR_CHOICES = ("auto", "always", "never")
 #: fs.faults.FAULT_ENV, named here so that start-up does not import the file layer to look it up.
@@ -26,8 +26,18 @@ FAULT_ENV = "POSTFLIGHTD_FAULT_AT"
 COMPLETING_ENV = "_ARGCOMPLETE"
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser (and, as ``add_subparsers``' class, each command's) that takes an option only
+    as spelled in full: an abbreviation accepted today would change meaning the day another
+    option starts the same way (``--statistic``), and a CI job would not notice."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="postflightd",
         description="Validate AI agents' .return-meta.json files and apply their outcome to "
         "specs/state.json and TODO.md.",
@@ -220,7 +230,9 @@ def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> No
     status.add_argument(
         "--watch", action="store_true", help="live view, redrawn in place; Ctrl-C to quit"
     )
-    status.add_argument("--interval", default="1s", metavar="SECONDS", help="e.g. 1s, 500ms")
+    status.add_argument(
+        "--interval", metavar="SECONDS", help="with --watch: e.g. 1s (default), 500ms"
+    )
     report = sub.add_parser(
         "report", help="analytics from the journal: outcomes, durations, timeouts, findings"
     )
@@ -241,7 +253,11 @@ def _run(argv: Sequence[str] | None) -> int:
         from postflightd.commands.completion import complete_and_exit
 
         complete_and_exit(parser)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra or (problem := _without_effect(args)) is not None:
+        # The command's own usage, not the top-level one argparse gives an unknown option.
+        command = _subcommands(parser).get(args.command, parser)
+        command.error(_unrecognized(command, extra) if extra else str(problem))
     from postflightd.logs import command_logging
 
     # Once, for every command, on stderr: structlog's default prints to stdout, where a
@@ -253,6 +269,41 @@ def _run(argv: Sequence[str] | None) -> int:
 
             fault_point("command")
         return _dispatch(args)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _unrecognized(command: argparse.ArgumentParser, extra: Sequence[str]) -> str:
+    """argparse's message for arguments nobody took, with the option meant by a near miss."""
+    from difflib import get_close_matches
+
+    message = f"unrecognized arguments: {' '.join(extra)}"
+    options = [o for o in command._option_string_actions if o.startswith("--")]
+    for arg in extra:
+        if arg.startswith("--"):
+            near = get_close_matches(arg.split("=", 1)[0], options, n=1, cutoff=0.7)
+            if near:
+                return f"{message} (did you mean `{near[0]}`?)"
+    return message
+
+
+def _without_effect(args: argparse.Namespace) -> str | None:
+    """An option given where it changes nothing: said, rather than silently ignored."""
+    if args.command == "status" and args.interval is not None and not args.watch:
+        return "--interval sets how often --watch redraws: give --watch, or drop --interval"
+    if args.command == "scan" and args.verbose and not args.apply:
+        return "--verbose names each file --apply applied: give --apply, or drop --verbose"
+    if args.command == "history" and args.show and args.format != "text":
+        return (
+            f"--show adds the recorded content to the text form; --format {args.format} "
+            "always carries it: drop --show"
+        )
+    return None
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -334,7 +385,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
             return run_status_watch(
                 roots=args.roots,
-                interval_text=args.interval,
+                interval_text=args.interval or "1s",
                 config_path=args.config,
                 fmt=args.format,
                 select=args.select,
