@@ -254,9 +254,10 @@ def test_missing_root_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
     assert "not a directory" in capsys.readouterr().err
 
 
-def test_root_without_specs_dir_is_noted_and_passes(
+def test_a_project_without_its_specs_dir_yet_is_noted_and_passes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (tmp_path / ".postflightd.toml").write_text("")  # a project, but no tasks yet
     code = main(["scan", "--format", "json", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 0

@@ -104,13 +104,15 @@ def test_configured_specs_dir_that_does_not_exist_is_a_configuration_error(
     assert main(["scan", str(root), "--apply"]) == 2
 
 
-def test_default_specs_dir_missing_is_only_a_note(
+def test_default_specs_dir_missing_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # A mistyped ROOT must not scan nothing and pass: a directory that holds neither the
+    # specs directory nor .postflightd.toml is not a project root.
     root = tmp_path / "empty"
     root.mkdir()
-    assert main(["scan", str(root)]) == 0
-    assert "no specs/ directory" in capsys.readouterr().err
+    assert main(["scan", str(root)]) == 2
+    assert "not a project root: it holds neither specs/ nor" in capsys.readouterr().err
 
 
 # --- status and process take --select/--ignore -------------------------------------------------

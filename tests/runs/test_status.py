@@ -112,6 +112,7 @@ def test_status_names_the_daemon_holding_the_root(
 def test_status_of_a_root_without_specs_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    (tmp_path / ".postflightd.toml").write_text("")  # a project, without agents yet
     assert main(["status", str(tmp_path)]) == 0
     assert "no specs/ directory" in capsys.readouterr().out
 

@@ -14,6 +14,19 @@ from postflightd.reporters.history import REPORTERS, History
 from postflightd.reporters.style import Options
 
 
+def _known_root(raw: str, root: Path, config_path: str | None) -> None:
+    """``--root`` with no rows: fine for a project (nothing recorded yet), a usage error for a
+    directory that is none, so that a mistyped path is not an empty, green answer."""
+    from postflightd.project.root import project_marker
+
+    if root.is_dir() and project_marker(root, lambda rs: load_config(config_path, rs)):
+        return
+    raise UsageError(
+        f"--root {raw}: not a project root (a directory holding the specs directory or "
+        ".postflightd.toml), and no journal row matches it"
+    )
+
+
 def run_history(
     *,
     task: int | None,
@@ -38,6 +51,8 @@ def run_history(
         pruned = journal.pruned_before()
     finally:
         journal.close()
+    if root is not None and root_s is not None and not rows:
+        _known_root(root, Path(root_s), config_path)
     # Showing everything that is left (fewer rows than the limit) of a journal whose older
     # rows were pruned: say so, or a missing run would look like it never happened.
     note = None

@@ -19,7 +19,7 @@ from postflightd.pipeline.apply import apply_all, scan
 from postflightd.pipeline.check import scan_files
 from postflightd.pipeline.dry_run import PlannedWrite, preview
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
-from postflightd.project.root import Project, resolve_root, root_of
+from postflightd.project.root import Project, find_project, require_project, root_of
 from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
@@ -56,7 +56,7 @@ def run_scan(
         raise UsageError("--dry-run prints a unified diff: use it with --format text")
     if out.statistics and fmt not in ("text", "json"):
         raise UsageError("--statistics prints counts per code: use --format text or json")
-    resolved, only = scan_targets(roots or ["."], config_path)
+    resolved, only = scan_targets(roots, config_path)
     # Each root is checked under its own configuration: one project's file never decides
     # another's findings or outcomes.
     configs = load_configs(config_path, resolved)
@@ -135,9 +135,17 @@ def scan_targets(
 ) -> tuple[list[Path], dict[Path, frozenset[str]] | None]:
     """Roots to scan, and for roots reached through metadata file arguments, those files.
 
+    No argument: the project the current directory is in (``find_project``).
+
     pre-commit passes the staged ``specs/*/.return-meta.json`` files; each is mapped to its
     project root as ``process`` does (``ROOT/<specs_dir>/<task>/FILE``).
     """
+
+    def load(paths: list[Path]) -> Config:
+        return load_config(config_path, paths)
+
+    if not args:
+        return [find_project(load)], None
     roots: list[Path] = []
     files: dict[Path, set[str]] = {}
     whole: set[Path] = set()
@@ -147,7 +155,7 @@ def scan_targets(
             if not (path.exists() or path.is_symlink()):
                 raise UsageError(f"{arg}: no such file")
             absolute = path if path.is_absolute() else Path.cwd() / path
-            root, config = root_of(absolute, lambda rs: load_config(config_path, rs))
+            root, config = root_of(absolute, load)
             # Named through the root as the scan finds it: a symlinked file stays a symlink.
             name = root / config.specs_dir / absolute.parent.name / META_NAME
             files.setdefault(root, set()).add(str(name))
@@ -158,7 +166,7 @@ def scan_targets(
             raise UsageError(
                 f"{arg}: not a project root (a directory) nor a {META_NAME} metadata file"
             )
-        root = resolve_root(arg)
+        root = require_project(arg, load)
         whole.add(root)
         if root not in roots:
             roots.append(root)

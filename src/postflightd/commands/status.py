@@ -25,7 +25,7 @@ from postflightd.fs.locks import lock_holder
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metafiles import find_metadata_files
-from postflightd.project.root import Project, resolve_root
+from postflightd.project.root import Project, find_project, require_project, resolve_root
 from postflightd.reporters.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import Options, use_color
@@ -119,10 +119,19 @@ def status_target(
     roots: Sequence[str], config_path: str | None, select: Sequence[str], ignore: Sequence[str]
 ) -> tuple[list[Path], Config, dict[Path, tuple[Config, Policy]]]:
     """The roots ``status`` looks at (the arguments, else the user's ``[watch] roots``, else the
-    current directory), the user's configuration (the journal), and each root's own
-    configuration with its code filter."""
+    project the current directory is in), the user's configuration (the journal), and each
+    root's own configuration with its code filter."""
+
+    def load(paths: list[Path]) -> Config:
+        return load_config(config_path, paths)
+
     user = load_config(config_path)
-    resolved = [resolve_root(r) for r in roots or user.watch.roots or ["."]]
+    if roots:
+        resolved = [require_project(r, load) for r in roots]
+    elif user.watch.roots:
+        resolved = [resolve_root(r) for r in user.watch.roots]
+    else:
+        resolved = [find_project(load)]
     configs = load_configs(config_path, resolved)
     return resolved, user, {r: (c, policy(c, select, ignore)) for r, c in configs.items()}
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from postflightd.commands.arguments import open_journal, parse_since_arg
-from postflightd.config import load_config
+from postflightd.config import Config, load_config
 from postflightd.errors import UsageError
 from postflightd.journal.database import format_ts
 from postflightd.pipeline.verify import Verdict, VerifyReport, inspect_root, repair_root
-from postflightd.project.root import resolve_root
+from postflightd.project.root import find_project, require_project
 from postflightd.reporters.style import Options
 from postflightd.reporters.verify import REPORTERS
 
@@ -26,7 +27,14 @@ def run_verify(
 ) -> int:
     """Exit 0 all shown, 1 lost/reverted/TODO, 4 state.json unusable."""
     start = parse_since_arg(since_text, datetime.now(UTC))
-    resolved = list(dict.fromkeys(resolve_root(r) for r in roots or ["."]))
+
+    def load(paths: list[Path]) -> Config:
+        return load_config(config_path, paths)
+
+    if roots:
+        resolved = list(dict.fromkeys(require_project(r, load) for r in roots))
+    else:
+        resolved = [find_project(load)]
     # The journal is the user's; each root is judged by its own configuration.
     config = load_config(config_path)
     since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))

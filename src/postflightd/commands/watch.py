@@ -8,7 +8,7 @@ from pathlib import Path
 from postflightd.config import Config, LogConfig, load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.logs import configure_logging
-from postflightd.project.root import resolve_root
+from postflightd.project.root import find_project, resolve_root
 
 
 def serve(roots: Sequence[Path], config: Config, reload: Callable[[Path | None], Config]) -> int:
@@ -25,8 +25,8 @@ def run_watch(
     log_level: str | None,
 ) -> int:
     """``postflightd watch [ROOT ...]``: roots from the arguments, else the user's ``[watch]
-    roots``, else the current directory. Each root is governed by its own configuration; the
-    process-wide settings (log, journal, observer) are the user's."""
+    roots``, else the project the current directory is in. Each root is governed by its own
+    configuration; the process-wide settings (log, journal, observer) are the user's."""
 
     def load(root: Path | None) -> Config:
         config = load_config(config_path, [root] if root is not None else [])
@@ -37,7 +37,10 @@ def run_watch(
         return config
 
     config = load(None)
-    resolved = [resolve_root(r) for r in roots or config.watch.roots or ["."]]
+    if roots or config.watch.roots:
+        resolved = [resolve_root(r) for r in roots or config.watch.roots]
+    else:
+        resolved = [find_project(lambda paths: load_config(config_path, paths))]
     # Two spellings of one root would take the instance lock twice and deadlock on it.
     resolved = list(dict.fromkeys(resolved))
     configure_logging(config.log.format, config.log.level)

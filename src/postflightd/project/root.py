@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from postflightd.config import Config
+from postflightd.config import ROOT_CONFIG_NAME, Config
 from postflightd.errors import StateUnusableError, UsageError
 from postflightd.fs.directory import Directory, DirIdentity, RefusedError, StoreError, open_specs
 from postflightd.fs.locks import LOCK_NAME
@@ -115,6 +115,47 @@ def resolve_root(raw: str | Path) -> Path:
     if not os.access(root, os.R_OK | os.X_OK):
         raise UsageError(f"{raw}: permission denied: cannot read this directory")
     return root.resolve()
+
+
+def project_marker(root: Path, load: Callable[[list[Path]], Config]) -> str | None:
+    """What makes ``root`` a project root (its ``.postflightd.toml``, else its configured specs
+    directory), or None when it holds neither."""
+    if (root / ROOT_CONFIG_NAME).is_file():
+        return ROOT_CONFIG_NAME
+    specs_dir = load([root]).specs_dir
+    return f"{specs_dir}/" if (root / specs_dir).is_dir() else None
+
+
+def require_project(raw: str | Path, load: Callable[[list[Path]], Config]) -> Path:
+    """An explicit ROOT, resolved; one that is not a project root is a usage error (exit 2):
+    scanning nothing there would turn a mistyped path into a green run."""
+    root = resolve_root(raw)
+    if project_marker(root, load) is None:
+        raise UsageError(
+            f"{raw}: not a project root: it holds neither {load([root]).specs_dir}/ nor "
+            f"{ROOT_CONFIG_NAME}; give the directory that holds them"
+        )
+    return root
+
+
+def find_project(load: Callable[[list[Path]], Config], start: Path | None = None) -> Path:
+    """The root of the project the current directory (``start``) is in, found as git finds a
+    repository: the nearest of it and its ancestors holding ``.postflightd.toml`` or the
+    configured specs directory. None found is a usage error (exit 2) naming what was sought."""
+    here = (start or Path.cwd()).resolve()
+    # Without a .postflightd.toml of its own, a directory's configuration is the user's (or
+    # --config's, or $POSTFLIGHTD_CONFIG's): read once, not once per ancestor.
+    specs_dir = load([]).specs_dir
+    for candidate in (here, *here.parents):
+        try:
+            if (candidate / ROOT_CONFIG_NAME).is_file() or (candidate / specs_dir).is_dir():
+                return candidate
+        except OSError:
+            continue  # an ancestor that cannot be looked into holds nothing we can use
+    raise UsageError(
+        f"not inside a project: neither {here} nor any directory above it holds {specs_dir}/ "
+        f"or {ROOT_CONFIG_NAME}; cd into the project, or give its ROOT"
+    )
 
 
 def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Config]:

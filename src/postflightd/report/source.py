@@ -214,6 +214,24 @@ def _root_arg(raw: str) -> str:
     return str(Path(raw).expanduser().resolve())
 
 
+def _known_root(raw: str, root: Path, conn: sqlite3.Connection, config_path: str | None) -> None:
+    """A ROOT asked for is a project, or one the journal has runs of (a project since moved
+    or removed); anything else is a usage error: a mistyped path must not report nothing."""
+    from postflightd.config import load_config
+    from postflightd.project.root import project_marker
+
+    if root.is_dir() and project_marker(root, lambda rs: load_config(config_path, rs)):
+        return
+    # Not indexed by root: a full scan, but only for a ROOT that is no project.
+    query = "SELECT 1 FROM observations WHERE root = ? LIMIT 1"
+    if conn.execute(query, (str(root),)).fetchone() is not None:
+        return
+    raise UsageError(
+        f"{raw}: neither a project root (a directory holding the specs directory or "
+        ".postflightd.toml) nor a root the journal has runs of"
+    )
+
+
 def make_report(
     roots: Sequence[str], since: datetime | None, config_path: str | None, now: datetime
 ) -> tuple[Report, list[str]]:
@@ -227,6 +245,8 @@ def make_report(
     path = journal_path(config.journal.path)
     conn = open_read_only(path)
     try:
+        for raw, root in zip(roots, wanted, strict=True):
+            _known_root(raw, Path(root), conn, config_path)
         counted = tally_journal(path, conn, wanted, since)
     finally:
         conn.close()
