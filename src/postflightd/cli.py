@@ -50,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
         "roots",
         nargs="*",
         metavar="ROOT|FILE",
-        help="project roots, or metadata files (pre-commit passes these); default: .",
+        help="project roots, or metadata files (pre-commit passes these); default: the "
+        "project the current directory is in",
     )
     _add_format(scan, "postflightd.reporters.scan", "--output-format")
     scan.add_argument(
@@ -128,13 +129,17 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument("code", nargs="?", metavar="CODE", help="explain this rule")
 
     watch = sub.add_parser("watch", help="the daemon: watch roots, post-flight as agents finish")
-    watch.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
+    watch.add_argument(
+        "roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else the project here"
+    )
     watch.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     watch.add_argument("--log-format", choices=("auto", "json", "console"), default=None)
     watch.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
 
     status = sub.add_parser("status", help="the runs in flight: stage, phases, elapsed, STUCK")
-    status.add_argument("roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else .")
+    status.add_argument(
+        "roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else the project here"
+    )
     _add_format(status, "postflightd.reporters.status")
     status.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     status.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
@@ -143,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     verify = sub.add_parser(
         "verify", help="outcomes the journal recorded that state.json or TODO.md no longer shows"
     )
-    verify.add_argument("roots", nargs="*", metavar="ROOT", help="project roots (default: .)")
+    verify.add_argument("roots", nargs="*", metavar="ROOT", help="default: the project here")
     verify.add_argument(
         "--since", default="24h", metavar="DURATION", help="90s, 10m, 24h, 7d, all (default 24h)"
     )
