@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from helpers.documents import task_entry
 from postflightd.postflight import state_text as statetext
+from postflightd.postflight.json_layout import LAYOUT_FACTOR, LAYOUT_SLACK
 from postflightd.postflight.state_text import render_state
 
 
@@ -211,3 +212,88 @@ def test_render_fast_task_splice_equals_the_full_walk(
     ]
     # Two tasks changed: a handful of lines, nothing else of the 300 tasks.
     assert 0 < len(changed) < 20
+
+
+# --- output in proportion to input -------------------------------------------------------------
+
+
+def _deep_list(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@st.composite
+def _hostile_files(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(text, the document it holds, a new document) as an agent can lay the text out: a wide
+    indent unit, lines indented further still, values nested deep, before and after."""
+    doc = draw(_state_docs)
+    if draw(st.booleans()):
+        doc["deep"] = _deep_list(draw(st.integers(1, 60)))
+    unit = draw(st.sampled_from(["  ", "\t", " " * 8, " " * 9, " " * 3000, "\t" * 50]))
+    lines = json.dumps(doc, indent=unit, ensure_ascii=draw(st.booleans())).split("\n")
+    # Whitespace at the start of a line is still JSON: an agent can indent any line more.
+    for i, width in draw(st.lists(st.tuples(st.integers(0), st.integers(0, 5000)), max_size=3)):
+        lines[i % len(lines)] = " " * width + lines[i % len(lines)]
+    text = "\n".join(lines) + draw(st.sampled_from(["", "\n"]))
+    new = copy.deepcopy(doc)
+    value = draw(_json | st.integers(1, 60).map(_deep_list))
+    if new["active_projects"] and draw(st.booleans()):
+        new["active_projects"][-1][draw(_text)] = value
+    else:
+        new[draw(_text)] = value
+    return text, doc, new
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=_hostile_files())
+def test_render_output_stays_in_proportion_to_input(
+    case: tuple[str, dict[str, Any], dict[str, Any]],
+) -> None:
+    """However the file is laid out and however deep the values, the rendering is at most
+    the text, its layout limit, and twice the new document's compact size (its separators
+    with a space): never the indent unit times the depth squared."""
+    text, doc, new = case
+    out = render_state(text, doc, new)
+    compact = len(json.dumps(new, separators=(",", ":")))
+    assert len(out) <= (1 + LAYOUT_FACTOR) * len(text) + LAYOUT_SLACK + 2 * compact + 2
+    assert json.loads(out) == new
+
+
+def test_render_of_a_wide_deep_file_is_not_quadratic() -> None:
+    """2,000 spaces as the indent unit and a list 100 deep added: json.dumps in that layout
+    is ~20 MB for a file of a few KB; the rendering stays within the layout limit."""
+    doc = {"active_projects": [task_entry(1, "t1")]}
+    text = json.dumps(doc, indent=2)
+    text = text.replace('\n  "active_projects"', "\n" + " " * 2000 + '"active_projects"', 1)
+    new = _changed_copy(doc, 1)
+    new["deep"] = _deep_list(100)
+    out = render_state(text, doc, new)
+    assert json.loads(out) == new
+    assert len(out) <= (1 + LAYOUT_FACTOR) * len(text) + LAYOUT_SLACK + 2 * len(json.dumps(new))
+
+
+def test_render_nested_beyond_the_stack_falls_back_without_recursion_error() -> None:
+    """A change at the bottom of a list 600 deep: the splice, which follows the nesting, runs
+    out of stack; the document is then written whole, without recursion."""
+    old: list[Any] = []
+    new_value: list[Any] = [1]
+    for _ in range(599):
+        old, new_value = [old], [new_value]
+    text = json.dumps({"active_projects": [], "deep": old}, indent=2) + "\n"
+    doc = json.loads(text)
+    new = {**doc, "deep": new_value}
+    out = render_state(text, doc, new)
+    assert json.loads(out) == new
+    assert len(out) <= (1 + LAYOUT_FACTOR) * len(text) + LAYOUT_SLACK + 2 * len(json.dumps(new))
+
+
+def test_render_of_a_value_50000_deep_is_one_line() -> None:
+    """json.dumps raises RecursionError on it; its indentation would be ~2.5 GB."""
+    depth = 50_000
+    text = '{"active_projects": [], "deep": [[]]}\n'
+    doc = json.loads(text)
+    new = {**doc, "deep": _deep_list(depth)}
+    out = render_state(text, doc, new)
+    assert out == '{"active_projects": [], "deep": ' + "[" * depth + "]" * depth + "}\n"

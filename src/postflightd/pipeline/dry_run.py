@@ -6,7 +6,6 @@ as they are now; nothing is locked, journaled, written or deleted.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from postflightd.config import Config
 from postflightd.fs.atomic import read_snapshot
+from postflightd.models.files import parse_json
 from postflightd.pipeline.group_commit import advanced, outcome_of
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE, unrecordable
@@ -53,13 +53,10 @@ def preview(
     snapshot = read_snapshot(specs, config.postflight.state_file)
     if snapshot.raw is None:
         return []
-    try:
-        text = snapshot.raw.decode("utf-8")
-        doc = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    doc, problem = parse_json(snapshot.raw)
+    if problem is not None or state_shape_problem(doc) is not None:
         return []
-    if state_shape_problem(doc) is not None:
-        return []
+    text = snapshot.raw.decode("utf-8")
     new = doc
     index = task_index(doc)
     status_map = config.postflight.status_map.model_dump()

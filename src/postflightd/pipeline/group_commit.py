@@ -22,7 +22,7 @@ from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace
 from postflightd.fs.directory import FileIdentity, StoreError
 from postflightd.fs.faults import crash_point
 from postflightd.journal.database import Journal, TaskChange
-from postflightd.models.files import META_NAME
+from postflightd.models.files import META_NAME, parse_json
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
@@ -158,8 +158,10 @@ def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: 
     if cached is not None and cached.doc is not None:
         doc = cached.doc
     else:
-        doc = json.loads(text)
-        problem = state_shape_problem(doc)
+        # parse_json, not json.loads: a document nested too deeply is unusable, not a crash.
+        doc, problem = parse_json(snapshot.raw)
+        if problem is None:
+            problem = state_shape_problem(doc)
         if problem is not None:
             raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     # Built once from the document read under the lock: outcomes never add or move tasks.

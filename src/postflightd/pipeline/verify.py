@@ -34,6 +34,7 @@ from postflightd.fs.directory import Directory, StoreError, open_specs
 from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal, RecordedChange, TaskChange
 from postflightd.logs import get_logger
+from postflightd.models.files import parse_json
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import TodoEdit, find_task, task_index
@@ -323,8 +324,10 @@ def _parse_state(snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
     cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
     if cached is not None and cached.doc is not None:
         return text, cached.doc
-    doc = json.loads(text)
-    problem = state_shape_problem(doc)
+    # parse_json, not json.loads: a document nested too deeply is unusable, not a crash.
+    doc, problem = parse_json(snapshot.raw)
+    if problem is None:
+        problem = state_shape_problem(doc)
     if problem is not None:
         raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     return text, doc

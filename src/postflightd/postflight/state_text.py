@@ -1,8 +1,14 @@
-"""state.json text with its formatting kept (SPEC 3.1): ``render_state`` and its splices.
+"""state.json text with its formatting kept: ``render_state`` and its splices.
 
 Pure: the file's text, the document it was read from and the new document in, the new text
 out. Only the values that changed are rewritten; key order, indentation, non-ASCII text and
 line endings stay as the file had them, so a postflight diff touches only the task it changed.
+
+The text is written by an agent as often as by a tool, so the layout copied from it is
+bounded (``json_layout``): output stays in proportion to input. An indent unit wider than
+``MAX_INDENT`` becomes two spaces, and the layout a rendering writes (line breaks and
+indentation) may total at most ``layout_limit`` of the text's size; past it, the document is
+written in json.dumps' plain two-space layout, or on one line when even that would pass it.
 """
 
 from __future__ import annotations
@@ -10,8 +16,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Final, NamedTuple
+
+from postflightd.postflight.json_layout import (
+    PLAIN_INDENT,
+    LayoutBudget,
+    LayoutTooLargeError,
+    bounded_indent,
+    dump_json,
+    layout_limit,
+)
 
 _WS: Final = " \t\n\r"
 _DECODER: Final = json.JSONDecoder()
@@ -26,18 +41,22 @@ class _Style:
     key_sep: str
     ensure_ascii: bool
     newline: str
+    #: the layout the rendering using this style may still write (shared by derived styles)
+    budget: LayoutBudget = field(compare=False)
 
     def dump(self, value: Any, base: str = "") -> str:
         """``value`` as JSON in this style, continuation lines prefixed with ``base``."""
-        text = json.dumps(
+        return dump_json(
             value,
-            indent=self.indent,
-            separators=(self.item_sep if self.indent is None else ",", self.key_sep),
+            self.indent,
+            # Between lines a comma alone, as json.dumps writes a file with an indent.
+            item_sep=self.item_sep if self.indent is None else ",",
+            key_sep=self.key_sep,
             ensure_ascii=self.ensure_ascii,
+            newline=self.newline,
+            base=base,
+            budget=self.budget,
         )
-        if self.indent is None:
-            return text
-        return text.replace("\n", self.newline + base)
 
     def compact(self, span: str) -> _Style:
         """This style on one line, with the separators ``span`` uses."""
@@ -49,6 +68,7 @@ class _Style:
             ":" + key.group(1) if key else self.key_sep,
             self.ensure_ascii,
             self.newline,
+            self.budget,
         )
 
 
@@ -56,15 +76,15 @@ class _IrregularError(Exception):
     """The text cannot be spliced safely: fall back to a full dump."""
 
 
-def _detect_style(text: str, body: str) -> _Style:
+def _detect_style(text: str, body: str, budget: LayoutBudget) -> _Style:
     newline = "\r\n" if "\r\n" in text else "\n"
     # Keep \u escapes only when the file was written that way (Python's default dump).
     escaped = body.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", body) is not None
     if len(body) <= 2:
         # Empty, `{}` or `[]`: no layout to keep, so json.dumps' usual 2-space one.
-        return _Style("  ", ", ", ": ", escaped, newline)
+        return _Style(PLAIN_INDENT, ", ", ": ", escaped, newline, budget)
     if "\n" not in body:
-        return _Style(None, ", ", ": ", escaped, newline).compact(body)
+        return _Style(None, ", ", ": ", escaped, newline, budget).compact(body)
     indent = ""
     for line in body.split("\n")[1:]:
         stripped = line.lstrip(" \t")
@@ -72,13 +92,20 @@ def _detect_style(text: str, body: str) -> _Style:
             indent = line[: len(line) - len(stripped)]
             break
     key = _KEY_SEP_RE.search(body)
-    return _Style(indent, ", ", ":" + (key.group(1) if key else " "), escaped, newline)
+    return _Style(
+        bounded_indent(indent) if indent else indent,
+        ", ",
+        ":" + (key.group(1) if key else " "),
+        escaped,
+        newline,
+        budget,
+    )
 
 
 def _decode(text: str, start: int) -> tuple[Any, int]:
     try:
         return _DECODER.raw_decode(text, start)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise _IrregularError from exc
 
 
@@ -183,6 +210,7 @@ def _appended(text: str, last: _Span, dumped: Sequence[str], style: _Style) -> s
         lead = "," + style.newline + _line_indent(text, last.head)
     else:
         lead = style.item_sep
+    style.budget.spend(len(lead) * len(dumped))
     return "".join(lead + part for part in dumped)
 
 
@@ -266,25 +294,54 @@ def render_state(original_text: str, original: Mapping[str, Any], new: Mapping[s
 
     Key order, indentation (spaces or tabs), non-ASCII text and the trailing newline are kept,
     and only the values that changed are rewritten, so a postflight diff touches only the
-    task it changed (SPEC 3.1). The splice compares ``new`` with the text itself, so an
-    ``original`` that does not match the text cannot corrupt the result.
+    task it changed. The splice compares ``new`` with the text itself, so an ``original``
+    that does not match the text cannot corrupt the result.
+
+    Output stays in proportion to input: the layout written is at most
+    ``layout_limit(len(original_text))`` characters in the file's own layout or in the plain
+    two-space one; past that, ``new`` is written on one line.
     """
     start = _skip_ws(original_text, 0)
     end = len(original_text.rstrip(_WS))
     body = original_text[start:end]
-    style = _detect_style(original_text, body)
+    limit = layout_limit(len(original_text))
+    style = _detect_style(original_text, body, LayoutBudget(limit))
     trailing = style.newline if end < len(original_text) or not body else ""
     new_doc = dict(new)
     try:
-        spliced = _splice_changed_tasks(original_text, original, new_doc, style)
+        return _render(original_text, start, end, original, new_doc, style, trailing)
+    except LayoutTooLargeError:
+        pass
+    # The file's layout would grow out of proportion (an indented line that deep, values
+    # nested that deep): json.dumps' plain layout, else one line, which has no layout at all.
+    plain = _Style(PLAIN_INDENT, ", ", ": ", style.ensure_ascii, style.newline, LayoutBudget(limit))
+    try:
+        return plain.dump(new_doc) + trailing
+    except LayoutTooLargeError:
+        return replace(plain, indent=None).dump(new_doc) + trailing
+
+
+def _render(
+    text: str,
+    start: int,
+    end: int,
+    original: Mapping[str, Any],
+    new: dict[str, Any],
+    style: _Style,
+    trailing: str,
+) -> str:
+    try:
+        spliced = _splice_changed_tasks(text, original, new, style)
         if spliced is not None:
             return spliced
-        spliced = _splice_document(original_text, start, end, new_doc, style)
-    except _IrregularError:
+        spliced = _splice_document(text, start, end, new, style)
+    except (_IrregularError, RecursionError):
+        # RecursionError: the splice follows the nesting of what changed, and comparing or
+        # decoding values nested deeply enough runs out of stack; the dump below does not.
         spliced = None
     if spliced is None:
-        return style.dump(new_doc) + trailing
-    return original_text[:start] + spliced + original_text[end:]
+        return style.dump(new) + trailing
+    return text[:start] + spliced + text[end:]
 
 
 #: Above this many changed tasks the full walk of the document is as cheap as searching.

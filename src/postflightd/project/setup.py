@@ -17,6 +17,14 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.inert import clip
+from postflightd.postflight.json_layout import (
+    PLAIN_INDENT,
+    LayoutBudget,
+    LayoutTooLargeError,
+    bounded_indent,
+    dump_json,
+    layout_limit,
+)
 
 if TYPE_CHECKING:
     from postflightd.fs.directory import Directory
@@ -88,10 +96,12 @@ def _has_our_hook(groups: list[Any]) -> bool:
     return False
 
 
-def _indent_of(text: str) -> int:
+def _indent_of(text: str) -> str:
     # Keep the file's own indentation: a rewrite that reindents every line hides the change.
+    # Up to a sane width: the unit is written once per level on every line, so 2,000 spaces
+    # on the first indented line would grow the file with the unit times the depth squared.
     match = re.search(r"\n( +)\S", text)
-    return len(match.group(1)) if match else 2
+    return bounded_indent(match.group(1)) if match else PLAIN_INDENT
 
 
 #: Deeper settings are refused: the runtime's own are a few levels deep, and a rewrite of a
@@ -174,7 +184,7 @@ def settings_with_hook(text: str | None) -> str:
     """The settings with ``postflightd hook claude`` on Stop and SubagentStop, others kept."""
     if text is None or not text.strip():
         doc: dict[str, Any] = {}
-        indent = 2
+        indent = PLAIN_INDENT
     else:
         parsed = _load_settings(text)
         if not isinstance(parsed, dict):
@@ -194,7 +204,16 @@ def settings_with_hook(text: str | None) -> str:
             changed = True
     if not changed and text is not None:
         return text
-    return json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+    # Written in proportion to what was read: a document nested so deeply that its
+    # indentation alone would pass the limit is refused, not written.
+    limit = layout_limit(len(text or ""))
+    try:
+        return dump_json(doc, indent, ensure_ascii=False, budget=LayoutBudget(limit)) + "\n"
+    except LayoutTooLargeError:
+        raise SettingsShapeError(
+            f"nested too deeply to rewrite: its indentation alone would pass {limit:,} "
+            "characters; flatten it, or add the hook by hand"
+        ) from None
 
 
 CONFIG_TEMPLATE: Final = """\
