@@ -21,7 +21,7 @@ import structlog
 from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
-from postflightd.inert import MAX_VALUE_CHARS, clip, inert, json_text
+from postflightd.inert import MAX_VALUE_CHARS, clip, inert, inert_diff, json_text
 from postflightd.logs import configure_logging
 
 #: An OSC title change, a colour, a line break, then a forged workflow command.
@@ -212,3 +212,45 @@ def test_clip_keeps_a_short_value_and_cuts_a_long_one_saying_how_much() -> None:
     cut = clip("y" * 1_000_000)
     assert cut == "y" * MAX_VALUE_CHARS + f"\u2026[+{1_000_000 - MAX_VALUE_CHARS} chars]"
     assert clip("abcdef", 3) == "abc\u2026[+3 chars]"
+
+
+# --- inert_diff --------------------------------------------------------------------------------
+
+
+def test_inert_diff_escapes_every_line_and_keeps_the_change_visible() -> None:
+    old = "a\n\x1b[1A\x1b[2K hidden?\nStatus: OLD\n\u202eb\x9b\n"
+    new = old.replace("OLD", "NEW")
+    diff = inert_diff(old, new, "a/f", "b/f")
+    assert diff.split("\n") == [
+        "--- a/f",
+        "+++ b/f",
+        "@@ -1,4 +1,4 @@",
+        " a",
+        " \\x1b[1A\\x1b[2K hidden?",
+        "-Status: OLD",
+        "+Status: NEW",
+        " \\u202eb\\x9b",
+        "",
+    ]
+
+
+def test_inert_diff_splits_at_newlines_only() -> None:
+    """U+2028, \\x1c and \\x85 break a line for str.splitlines, not for a file: content."""
+    old = "one\u2028two\x1cthree\x85\nx\n"
+    diff = inert_diff(old, old.replace("x", "y"), "a", "b")
+    assert " one\\u2028two\\x1cthree\\x85" in diff.split("\n")
+    assert "@@ -1,2 +1,2 @@" in diff
+
+
+def test_inert_diff_keeps_tabs_and_crlf_line_breaks() -> None:
+    """A tab only moves right; a CRLF file's line breaks are not shown as \\r on every line."""
+    old = '{\r\n\t"a": 1\r\n}\r\n'
+    diff = inert_diff(old, old.replace("1", "2"), "a", "b")
+    assert '-\t"a": 1' in diff.split("\n")
+    assert '+\t"a": 2' in diff.split("\n")
+    assert "\r" not in diff and "\\r" not in diff
+
+
+def test_inert_diff_marks_a_last_line_without_newline() -> None:
+    diff = inert_diff("a", "b", "/dev/null", "b/f")
+    assert diff.endswith("-a\n\\ No newline at end of file\n+b\n\\ No newline at end of file\n")

@@ -12,10 +12,13 @@ escape and UTF-8 cannot encode):
 ``utf8_safe`` is for a value kept rather than printed (a journal column, a report figure):
 it only makes it encodable. ``clip`` bounds a value's length wherever it is kept, quoted or
 logged, so that a megabyte-long field costs a line, not a megabyte, each time it is seen.
+``inert_diff`` is a unified diff of two texts (``--dry-run``, ``init``) with every line
+written by ``inert``.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any, Final
@@ -88,3 +91,32 @@ def clip(text: str, limit: int = MAX_VALUE_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}\u2026[+{len(text) - limit} chars]"
+
+
+def inert_diff(old: str, new: str, before: str, after: str) -> str:
+    """``old`` to ``new`` as a unified diff labelled ``before`` and ``after``, every line inert.
+
+    The texts are project files an agent can write (TODO.md, state.json, .gitignore): an
+    ESC sequence in a context line (cursor up, erase line) would hide the ``-``/``+`` lines
+    under review, and a line separator or a bidirectional override would reorder them. Each
+    line is written by ``inert``, its line break (``\\n`` or ``\\r\\n``) apart; a tab stays a
+    tab (it only moves right, over nothing), so a tab-indented file reads as written. Lines
+    are split at ``\\n`` only, not at every break ``str.splitlines`` knows (U+2028, ``\\x1c``):
+    those are content here, and shown as escapes.
+    """
+    out: list[str] = []
+    for line in difflib.unified_diff(_lines(old), _lines(new), before, after):
+        body = line[:-1] if line.endswith("\n") else line
+        if body.endswith("\r") and line.endswith("\n"):
+            body = body[:-1]
+        out.append("\t".join(inert(part) for part in body.split("\t")) + "\n")
+        if not line.endswith("\n"):
+            # A last line without a newline would run into the next line of output.
+            out.append("\\ No newline at end of file\n")
+    return "".join(out)
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from postflightd.config import Config
 from postflightd.fs.atomic import read_snapshot
+from postflightd.inert import inert_diff
 from postflightd.models.files import parse_json
 from postflightd.pipeline.group_commit import advanced, outcome_of
 from postflightd.pipeline.results import FileReport
@@ -88,13 +89,5 @@ def preview(
 
 
 def unified_diff(write: PlannedWrite, shown_as: str) -> str:
-    """``write`` as a unified diff, labelled with the path the user sees."""
-    import difflib
-
-    lines = difflib.unified_diff(
-        write.old.splitlines(keepends=True),
-        write.new.splitlines(keepends=True),
-        f"a/{shown_as}",
-        f"b/{shown_as}",
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    """``write`` as a unified diff, labelled with the path the user sees, every line inert."""
+    return inert_diff(write.old, write.new, f"a/{shown_as}", f"b/{shown_as}")

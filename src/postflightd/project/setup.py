@@ -7,7 +7,6 @@ unified diff before anything is written. Running it again on the result changes 
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final
 
-from postflightd.inert import clip
+from postflightd.inert import clip, inert_diff
 from postflightd.postflight.json_layout import (
     PLAIN_INDENT,
     LayoutBudget,
@@ -52,18 +51,9 @@ class FileChange:
     new: str
 
     def diff(self) -> str:
-        old_lines = [] if self.old is None else self.old.splitlines(keepends=True)
-        new_lines = self.new.splitlines(keepends=True)
+        """The change as a unified diff, every line inert (the texts are the project's)."""
         before = "/dev/null" if self.old is None else f"a/{self.path}"
-        return "".join(
-            _terminated(line)
-            for line in difflib.unified_diff(old_lines, new_lines, before, f"b/{self.path}")
-        )
-
-
-def _terminated(line: str) -> str:
-    # A last line without a newline would run into the next diff header.
-    return line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        return inert_diff(self.old or "", self.new, before, f"b/{self.path}")
 
 
 def ignored_paths(specs_dir: str) -> tuple[str, ...]:
