@@ -253,7 +253,7 @@ def test_status_watch_transition_lines(tmp_path: Path) -> None:
         (_with_session(in_progress_doc("8_t8")), b"task 8: stage"),
         (
             {**_with_session(in_progress_doc("8_t8")), "status": f"in_progress{HOSTILE}"},
-            b"running ->",
+            b"in_progress invalid ->",
         ),
     ]
     seen = bytearray()

@@ -71,7 +71,7 @@ def test_status_text_shows_stage_phases_elapsed_and_stuck(
     for text in ("in_progress", "neovim-research-agent", "Analyzing APIs", "2/5", "STUCK"):
         assert text in row
     assert "2h01m / 1h00m" in row
-    assert out.rstrip().endswith("0 running, 1 stuck, 0 other")
+    assert out.rstrip().endswith("0 running, 1 stuck")
 
 
 def test_status_shows_final_files_waiting_and_invalid_ones(
@@ -87,6 +87,36 @@ def test_status_shows_final_files_waiting_and_invalid_ones(
     runs = {r["task"]: r for r in json.loads(capsys.readouterr().out)["roots"][0]["runs"]}
     assert runs[259]["state"] == "waiting"
     assert runs[260]["state"] == "invalid"
+
+
+def test_status_flags_an_invalid_in_progress_file_and_says_what_the_others_are(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An in_progress file that breaks the format is not shown as a normal running row; a
+    finished file has no elapsed time; the last column has a header; the summary names each
+    state it counts."""
+    now = datetime.now(UTC)
+    broken = in_progress(now - timedelta(minutes=5))
+    del broken["partial_progress"]["details"]  # PF200: a required field is missing
+    write_meta(root, "259_prove_completeness", broken)
+    write_meta(root, "260_lsp_setup", researched_doc("260_lsp_setup"))
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    assert main(["scan", "--format", "json", str(root)]) == 1
+    scanned = {f["task"]: f for f in json.loads(capsys.readouterr().out)["files"]}
+    assert scanned[259]["valid"] is False
+    assert main(["status", "--format", "json", str(root)]) == 0
+    runs = {r["task"]: r for r in json.loads(capsys.readouterr().out)["roots"][0]["runs"]}
+    assert (runs[259]["status"], runs[259]["state"]) == ("in_progress", "invalid")
+    assert main(["status", str(root)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.strip().startswith("TASK"))
+    assert header.split()[-1] == "STATE"
+    row_259 = next(line for line in lines if line.strip().startswith("259"))
+    assert row_259.split()[-1] == "INVALID"
+    assert "5m" in row_259  # still going: elapsed against its timeout
+    row_260 = next(line for line in lines if line.strip().startswith("260"))
+    assert "/" not in row_260.split("researched", 1)[1]  # a finished file: no elapsed time
+    assert lines[-1] == "0 running, 0 stuck, 2 invalid"
 
 
 def test_status_names_the_daemon_holding_the_root(

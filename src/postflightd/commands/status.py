@@ -42,9 +42,13 @@ def _being_written(report: FileReport, now: datetime, settle_s: float) -> bool:
 
 
 def _state(status: str | None, valid: bool, stuck: bool) -> str:
-    if status == IN_PROGRESS:
-        return "stuck" if stuck else "running"
-    return "waiting" if valid else "invalid"
+    """stuck before invalid: a stuck run needs a person whatever its file says; an in_progress
+    file that breaks the format is flagged, not shown as a normal running row."""
+    if status == IN_PROGRESS and stuck:
+        return "stuck"
+    if not valid:
+        return "invalid"
+    return "running" if status == IN_PROGRESS else "waiting"
 
 
 def collect_status(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, TextIO
 
@@ -9,6 +10,8 @@ from postflightd.durations import format_duration
 from postflightd.inert import inert, json_text
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, paint
+from postflightd.runs.lifecycle import IN_PROGRESS
+from postflightd.runs.status import WRITING
 
 if TYPE_CHECKING:
     from postflightd.runs.status import RootStatus, RunStatus
@@ -54,7 +57,7 @@ def report_status_text(
         if not entry.runs:
             out.write("  no runs in flight\n")
             continue
-        rows = [["TASK", "STATUS", "AGENT", "STAGE", "PHASES", "ELAPSED / TIMEOUT", ""]]
+        rows = [["TASK", "STATUS", "AGENT", "STAGE", "PHASES", "ELAPSED / TIMEOUT", "STATE"]]
         for run in entry.runs:
             rows.append(
                 [
@@ -63,10 +66,8 @@ def report_status_text(
                     run.agent or "-",
                     run.stage or "-",
                     _phases(run),
-                    f"{format_duration(run.elapsed_s)} / {format_duration(run.timeout_s)}",
-                    {"stuck": "STUCK", "invalid": "INVALID", "waiting": "WAITING"}.get(
-                        run.state, ""
-                    ),
+                    _elapsed(run),
+                    _STATE_SHOWN.get(run.state, run.state),
                 ]
             )
         for line in _table(rows):
@@ -75,10 +76,32 @@ def report_status_text(
                 # Coloured after padding: escape codes would throw the column widths off.
                 line = line[: -len(mark)] + paint(mark, _MARK_STYLE[mark], on=True)  # noqa: PLW2901
             out.write(f"  {line}\n")
-    runs = [r for e in statuses for r in e.runs]
-    stuck = sum(1 for r in runs if r.stuck)
-    running = sum(1 for r in runs if r.state == "running")
-    out.write(f"{running} running, {stuck} stuck, {len(runs) - running - stuck} other\n")
+    out.write(summary([r for e in statuses for r in e.runs]) + "\n")
+
+
+#: How each state reads in the table: the ones that need a look in capitals.
+_STATE_SHOWN: Final = {"stuck": "STUCK", "invalid": "INVALID", "waiting": "WAITING"}
+#: The summary's words for the states beside running and stuck, in the order shown.
+_OTHER_STATES: Final = (
+    ("invalid", "invalid"),
+    ("waiting", "waiting for postflight"),
+    (WRITING, "being written"),
+)
+
+
+def _elapsed(run: RunStatus) -> str:
+    """Elapsed against the timeout while the run is going; a finished file's run is over."""
+    if run.status != IN_PROGRESS:
+        return "-"
+    return f"{format_duration(run.elapsed_s)} / {format_duration(run.timeout_s)}"
+
+
+def summary(runs: Sequence[RunStatus]) -> str:
+    """``2 running, 1 stuck``, then each other state present: ``3 invalid, 1 waiting ...``."""
+    counts = Counter(r.state for r in runs)
+    parts = [f"{counts['running']} running", f"{counts['stuck']} stuck"]
+    parts += [f"{counts[state]} {words}" for state, words in _OTHER_STATES if counts[state]]
+    return ", ".join(parts)
 
 
 def report_status_json(
