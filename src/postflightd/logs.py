@@ -108,6 +108,27 @@ def _bounded_values(
     return event
 
 
+def _human_values(
+    _logger: object, _method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    # On a terminal a person reads the line: a duration in seconds (``elapsed_s=27762005.6``)
+    # reads as the rest of the product writes it (``elapsed=321d07h``), and a list (findings)
+    # as its items, not a Python repr. JSON keeps the numbers and the list, for machines.
+    from postflightd.durations import format_duration
+
+    for key in list(event):
+        value = event[key]
+        if key.endswith("_s") and isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = float(value)
+            # Under a minute the fraction matters (a lock waited on for 0.25 s).
+            shown = f"{seconds:.3g}s" if abs(seconds) < 60 else format_duration(seconds)
+            event[key.removesuffix("_s")] = shown
+            del event[key]
+        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            event[key] = "; ".join(value)
+    return event
+
+
 def _inert_values(
     _logger: object, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
@@ -153,7 +174,7 @@ def configure_logging(
             *([_drop_none] if console else []),
             structlog.processors.format_exc_info,
             _bounded_values,
-            *([_inert_values] if console else []),
+            *([_human_values, _inert_values] if console else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),

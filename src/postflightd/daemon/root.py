@@ -42,7 +42,7 @@ from postflightd.project.artifacts import artifact_probe
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import Project
 from postflightd.project.state import StateView
-from postflightd.rules.findings import STATE_UNUSABLE, Severity
+from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 from postflightd.runs.events import emit, transition_event
 from postflightd.runs.lifecycle import Run, RunTable, Sighting, Transition
 
@@ -585,7 +585,7 @@ class WatchedRoot:
                 "invalid",
                 **self._context(report),
                 status=report.raw_status,
-                findings=[f"{f.code} {f.location}: {f.message}" for f in report.findings],
+                findings=[_finding_line(f) for f in report.findings],
             )
 
     def _context(self, report: FileReport) -> dict[str, Any]:
@@ -633,3 +633,9 @@ class WatchedRoot:
                 log.error(  # noqa: TRY400 - expected; no traceback
                     "stuck_record_failed", **self._context(report), error=str(exc)
                 )
+
+
+def _finding_line(finding: Finding) -> str:
+    """``PF303 completion_data: message``, or ``PF102: message`` for a finding on the file."""
+    where = f" {finding.location}" if finding.location else ""
+    return f"{finding.code}{where}: {finding.message}"

@@ -1,0 +1,78 @@
+"""The daemon's log as a person reads it on a terminal, and as journald keeps it: the same
+fields, durations and lists written for people on the console, numbers and lists in JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from helpers.daemon_process import in_progress_doc
+from helpers.project import project, write_meta
+from helpers.waiting import wait_until
+
+
+def _stuck_and_truncated(root: Path) -> None:
+    project(root, 2)
+    stuck = in_progress_doc(1)
+    stuck["started_at"] = (datetime.now(UTC) - timedelta(days=3, hours=4)).isoformat()
+    write_meta(root, "1_task1", stuck)
+    truncated = write_meta(root, "2_task2", '{"status": "researched"')
+    old = truncated.stat().st_mtime - 120  # long past the settle window: a dead writer's file
+    os.utime(truncated, (old, old))
+
+
+def _daemon_log(root: Path, tmp_path: Path, fmt: str, until: str) -> str:
+    log = tmp_path / f"daemon-{fmt}.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "postflightd", "watch", str(root), "--log-format", fmt],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        wait_until(
+            f"{until!r} in the {fmt} log",
+            lambda: until in log.read_text("utf-8", errors="replace") or proc.poll() is not None,
+        )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return log.read_text("utf-8", errors="replace")
+
+
+@pytest.mark.slow
+def test_console_log_writes_durations_and_findings_for_people(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _stuck_and_truncated(root)
+    text = _daemon_log(root, tmp_path, "console", "run_stuck")
+    text = text + _daemon_log(root, tmp_path, "console", "PF102")
+    stuck = next(line for line in text.splitlines() if "run_stuck" in line)
+    assert "elapsed_s" not in stuck
+    assert re.search(r"elapsed=3d0[34]h", stuck), stuck  # as durations read everywhere else
+    assert re.search(r"timeout=1h00m", stuck), stuck
+    invalid = next(line for line in text.splitlines() if "PF102" in line)
+    assert "['" not in invalid  # not a Python list's repr
+    assert "PF102 :" not in invalid
+    assert "PF102: " in invalid
+
+
+@pytest.mark.slow
+def test_json_log_keeps_seconds_and_lists_for_machines(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _stuck_and_truncated(root)
+    text = _daemon_log(root, tmp_path, "json", '"run_stuck"')
+    text += _daemon_log(root, tmp_path, "json", "PF102")
+    events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    stuck = next(e for e in events if e["event"] == "run_stuck")
+    assert stuck["elapsed_s"] > 3 * 86400
+    assert stuck["timeout_s"] == 3600
+    invalid = next(e for e in events if e["event"] == "invalid")
+    assert isinstance(invalid["findings"], list)
+    assert any(f.startswith("PF102: ") for f in invalid["findings"])
