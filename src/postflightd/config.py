@@ -173,6 +173,13 @@ class JournalConfig(_Section):
     max_content_mb: float = Field(default=200, gt=0, le=MAX_CONTENT_MB_LIMIT, allow_inf_nan=False)
 
 
+class HookConfig(_Section):
+    #: false: the stop hook validates and blocks the agent until its own file is right, but
+    #: applies and deletes nothing (a workflow that reads the file in a later stage, then runs
+    #: ``postflightd process``, keeps it).
+    apply: bool = True
+
+
 class LogConfig(_Section):
     format: Literal["auto", "json", "console"] = "auto"
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -186,6 +193,7 @@ class Config(_Section):
     postflight: PostflightConfig = Field(default_factory=PostflightConfig)
     journal: JournalConfig = Field(default_factory=JournalConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    hook: HookConfig = Field(default_factory=HookConfig)
     #: where the configuration came from ("" for built-in defaults); not a TOML key.
     source: str = Field(default="", exclude=True)
 

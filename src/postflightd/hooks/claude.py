@@ -27,14 +27,19 @@ from typing import Any, Final
 from postflightd.config import Config, policy_from
 from postflightd.errors import MalformedInputError
 from postflightd.fs.locks import LockTimeoutError
+from postflightd.hooks.ownership import ownership, transcripts_of
+from postflightd.hooks.reported import Reported, content_key
+from postflightd.hooks.reported import default_path as default_reported_path
 from postflightd.inert import inert
 from postflightd.journal.database import Journal
 from postflightd.pipeline.apply import apply_files
+from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project
 from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
+from postflightd.runs.lifecycle import operation_of, timeout_for
 
 MAX_HOOK_INPUT: Final = 1024 * 1024
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
@@ -46,6 +51,8 @@ HOOK_LOCK_WAIT_S: Final = 3.0
 STDIN_IDLE_S: Final = 5.0
 #: The longest the hook waits for a just-written metadata file to settle.
 MAX_SETTLE_WAIT_S: Final = 1.0
+#: Other runs' invalid files named in a systemMessage; the rest are counted.
+MAX_OTHERS_NAMED: Final = 3
 _READ_CHUNK: Final = 64 * 1024
 _TOKENS: Final = re.compile(rb'["\\{}]')
 _QUOTE, _BACKSLASH, _OPEN = ord('"'), ord("\\"), ord("{")
@@ -61,6 +68,9 @@ class HookInput:
     stop_hook_active: bool
     agent_type: str | None
     event: str | None
+    session_id: str | None = None
+    transcript_path: str | None = None
+    agent_transcript_path: str | None = None
 
 
 class _ObjectEnd:
@@ -166,14 +176,22 @@ def parse_hook_input(raw: bytes) -> HookInput:
     active = doc.get("stop_hook_active", False)
     if not isinstance(active, bool):
         raise HookInputError('hook input "stop_hook_active" must be true or false')
-    agent = doc.get("agent_type")
-    event = doc.get("hook_event_name")
     return HookInput(
         cwd=Path(cwd),
         stop_hook_active=active,
-        agent_type=agent if isinstance(agent, str) else None,
-        event=event if isinstance(event, str) else None,
+        agent_type=_text(doc, "agent_type"),
+        event=_text(doc, "hook_event_name"),
+        session_id=_text(doc, "session_id"),
+        transcript_path=_text(doc, "transcript_path"),
+        agent_transcript_path=_text(doc, "agent_transcript_path"),
     )
+
+
+def _text(doc: Mapping[str, Any], key: str) -> str | None:
+    """An optional string field; anything else (absent, not a string, empty, with a NUL) is
+    None: the runtime's optional fields change between versions, so they are read leniently."""
+    value = doc.get(key)
+    return value if isinstance(value, str) and value and "\0" not in value else None
 
 
 def find_root(start: Path, specs_dir: str) -> Path | None:
@@ -223,6 +241,12 @@ def _blocking_errors(report: FileReport) -> list[Finding]:
     return [f for f in report.findings if f.code != STATE_UNUSABLE]
 
 
+def _to_repair(report: FileReport, skip: set[Path]) -> bool:
+    """Invalid (applied or only checked), settled, and with findings an agent can fix."""
+    invalid = report.outcome is Outcome.INVALID or (report.outcome is None and not report.valid)
+    return invalid and report.path not in skip and bool(_blocking_errors(report))
+
+
 def decision(
     reports: Sequence[FileReport],
     stop_hook_active: bool,
@@ -230,11 +254,7 @@ def decision(
 ) -> dict[str, Any]:
     """``{}`` or a block naming each invalid, settled file and exactly what to fix."""
     skip = set(unsettled)
-    invalid = [
-        r
-        for r in reports
-        if r.outcome is Outcome.INVALID and r.path not in skip and _blocking_errors(r)
-    ]
+    invalid = [r for r in reports if _to_repair(r, skip)]
     if not invalid or stop_hook_active:
         return {}
     lines = ["postflightd: metadata to repair before stopping:"]
@@ -313,12 +333,74 @@ def _postflight(
     hook_input: HookInput,
     open_journal: Callable[[Config], Journal],
 ) -> dict[str, Any]:
-    """``answer`` for the open project: its final files applied, the runtime's answer."""
-    settled, young = settled_split(
-        list(find_metadata_files(project.require_specs())), config.watch.settle_ms / 1000
+    """``answer`` for the open project: its final files applied (or, with ``[hook] apply =
+    false``, only checked), and the runtime's answer: a block over the agent's own invalid
+    files, a ``systemMessage`` naming other runs' invalid files once."""
+    refs = list(find_metadata_files(project.require_specs()))
+    now_s = time.time()
+    operation = operation_of(None, hook_input.agent_type)
+    rule = ownership(
+        transcripts_of(
+            hook_input.event,
+            hook_input.transcript_path,
+            hook_input.agent_transcript_path,
+            hook_input.session_id,
+        ),
+        timeout_for(operation, config.timeouts.as_mapping()),
+        now_s,
     )
-    policy = policy_from(config)
+    own = {r.path for r in refs if rule.owns(r.task_dir, _mtime(r.path), now_s)}
+    settled, young = settled_split(refs, config.watch.settle_ms / 1000)
     problems: list[str] = []
+    if config.hook.apply:
+        applied = _apply(project, config, settled, young, open_journal, problems)
+        if applied is None:
+            return system_message(problems)
+        reports = applied
+    else:
+        # Validator mode: the file stays for the workflow's own stages (and its `process`).
+        now = datetime.now(UTC)
+        policy = policy_from(config)
+        reports = [check_file(project, ref, config, policy, now) for ref in refs]
+    for report in reports:
+        for note in report.notes:
+            # For the record, not for the runtime: stdout holds the answer alone.
+            print(f"postflightd: {inert(report.rel_path)}: {inert(note)}", file=sys.stderr)
+    state = _state_problem(reports)
+    if state is not None:
+        problems.append(state)
+    incomplete = _incomplete_problem(reports)
+    if incomplete is not None:
+        problems.append(incomplete)
+    unsettled = {r.path for r in young}
+    theirs = [r for r in reports if r.path not in own]
+    others = _others_problem(project.root, theirs, unsettled, Reported(default_reported_path()))
+    if others is not None:
+        problems.append(others)
+    out = decision([r for r in reports if r.path in own], hook_input.stop_hook_active, unsettled)
+    if problems:
+        out.update(system_message(problems))
+    return out
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _apply(
+    project: Project,
+    config: Config,
+    settled: list[MetaFileRef],
+    young: list[MetaFileRef],
+    open_journal: Callable[[Config], Journal],
+    problems: list[str],
+) -> list[FileReport] | None:
+    """Every valid final file applied; None when the project lock stayed busy (said in
+    ``problems``: the files are kept for the next run)."""
+    policy = policy_from(config)
     reports: list[FileReport] = []
     with closing(open_journal(config)) as journal:
         if not journal.enabled:
@@ -348,18 +430,32 @@ def _postflight(
                 )
         except LockTimeoutError as exc:
             problems.append(f"{exc}; the metadata files are kept for the next run")
-            return system_message(problems)
+            return None
+    return reports
+
+
+def _others_problem(
+    root: Path, reports: Sequence[FileReport], unsettled: set[Path], reported: Reported
+) -> str | None:
+    """Other runs' invalid files, for the person: each content said once, never again."""
+    fresh: list[tuple[str, FileReport]] = []
     for report in reports:
-        for note in report.notes:
-            # For the record, not for the runtime: stdout holds the answer alone.
-            print(f"postflightd: {inert(report.rel_path)}: {inert(note)}", file=sys.stderr)
-    state = _state_problem(reports)
-    if state is not None:
-        problems.append(state)
-    incomplete = _incomplete_problem(reports)
-    if incomplete is not None:
-        problems.append(incomplete)
-    out = decision(reports, hook_input.stop_hook_active, (r.path for r in young))
-    if problems:
-        out.update(system_message(problems))
-    return out
+        if not _to_repair(report, unsettled):
+            continue
+        first = _blocking_errors(report)[0]
+        key = content_key(root, report.rel_path, report.loaded.raw, first.message)
+        if key not in reported:
+            fresh.append((key, report))
+    if not fresh:
+        return None
+    reported.remember(key for key, _ in fresh)
+    named = []
+    for _, report in fresh[:MAX_OTHERS_NAMED]:
+        first = _blocking_errors(report)[0]
+        named.append(f"{report.rel_path} ({first.code}: {first.message})")
+    more = len(fresh) - MAX_OTHERS_NAMED
+    tail = f", and {more} more" if more > 0 else ""
+    return (
+        f"{len(fresh)} invalid metadata file(s) not written by this agent, so not blocked "
+        f"on (said once; `postflightd scan` lists them): " + ", ".join(named) + tail
+    )

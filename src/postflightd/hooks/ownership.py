@@ -1,0 +1,77 @@
+"""Which metadata files are the stopping agent's own: it is blocked over those alone.
+
+Decided, in order of what is known:
+
+1. The agent's transcript (a subagent's own, or a session's and its subagents'): a file whose
+   task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own.
+   The runtime writes the transcript asynchronously, so it can lag the last tool call: a file
+   last written in the last LAG_S seconds, after the transcript began, is its own too.
+2. A transcript path given but unreadable: files last written after it began (its birth time,
+   where the file system keeps one), else within the operation's timeout.
+3. No transcript path at all: files last written within the operation's timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from postflightd.hooks.transcript import Transcript, read_transcripts, subagent_transcripts
+
+#: How far the runtime's transcript may lag the agent's last write, in seconds.
+LAG_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Ownership:
+    """The rule in force for one stop (see the module docstring)."""
+
+    transcript: Transcript | None
+    #: without a transcript: files last written at or after this Unix time are the agent's
+    since: float
+    #: how the rule was chosen, for the log: "transcript", "transcript unreadable", "window"
+    basis: str
+
+    def owns(self, task_dir: str, mtime: float | None, now: float) -> bool:
+        if mtime is None:
+            return False
+        if self.transcript is None:
+            return mtime >= self.since
+        if task_dir in self.transcript.task_dirs:
+            return True
+        began = self.transcript.began
+        return (began is None or mtime >= began) and now - mtime <= LAG_S
+
+
+def transcripts_of(
+    event: str | None,
+    transcript_path: str | None,
+    agent_transcript_path: str | None,
+    session_id: str | None,
+) -> list[Path]:
+    """The transcripts of the agent that stopped: a subagent's own for ``SubagentStop``; for
+    a session's ``Stop``, its transcript and its subagents' beside it."""
+    if event == "SubagentStop":
+        # transcript_path is then the parent session's: its writes are not this agent's.
+        return [Path(agent_transcript_path)] if agent_transcript_path else []
+    if not transcript_path:
+        return []
+    main = Path(transcript_path)
+    return [main, *subagent_transcripts(main, session_id or "")]
+
+
+def ownership(paths: list[Path], timeout_s: float, now: float) -> Ownership:
+    """The rule for one stop, from the agent's transcripts (``transcripts_of``)."""
+    window = now - timeout_s
+    if not paths:
+        return Ownership(None, window, "window")
+    transcript = read_transcripts(paths)
+    if transcript is not None:
+        return Ownership(transcript, window, "transcript")
+    try:
+        born = getattr(paths[0].stat(), "st_birthtime", None)
+    except OSError:
+        born = None
+    since = born if isinstance(born, float) else window
+    return Ownership(None, since, "transcript unreadable")
