@@ -293,3 +293,41 @@ def test_an_invalid_files_journal_rows_keep_its_agent_type(
     with contextlib.closing(sqlite3.connect(default_journal_path())) as conn:
         rows = conn.execute("SELECT kind, agent FROM observations ORDER BY id").fetchall()
     assert rows == [("validated", recorded)]
+
+
+def test_process_json_gives_a_workflow_what_its_next_stage_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The status, the task's number and name, the artifacts with their summaries, and the
+    task's state.json entry as the run left it: no jq over the (deleted) file needed."""
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
+    meta = write_meta(root, "259_prove_completeness", researched_doc())
+    assert main(["process", str(meta), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["outcome"] == "applied"
+    assert doc["status"] == "researched"
+    assert (doc["task"], doc["task_name"]) == (259, "prove_completeness")
+    assert doc["artifacts"] == [
+        {k: v for k, v in a.items() if v is not None} for a in researched_doc()["artifacts"]
+    ]
+    assert all(a["summary"] for a in doc["artifacts"])
+    assert doc["state_entry"] == task(root, 259)
+    assert doc["state_entry"]["status"] == "researched"
+
+
+def test_process_json_of_a_file_another_run_applied_is_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file is gone because another run applied it: still one JSON document (with when,
+    and the task's entry), never a line of text, whatever happens."""
+    root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
+    meta = write_meta(root, "259_prove_completeness", researched_doc())
+    assert main(["process", str(meta)]) == 0
+    capsys.readouterr()
+    assert not meta.exists()
+    assert main(["process", str(meta), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["outcome"] == "already_postflighted"
+    assert doc["already_postflighted"].startswith("recorded ")
+    assert (doc["task"], doc["task_name"]) == (259, "prove_completeness")
+    assert doc["state_entry"]["status"] == "researched"

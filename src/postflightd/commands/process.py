@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from postflightd.pipeline.results import Outcome, Processed
 from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
-from postflightd.reporters.process import REPORTERS, report_text
+from postflightd.reporters.process import REPORTERS
 from postflightd.reporters.style import Options
 from postflightd.rules.findings import Policy, state_unusable_text
 
@@ -67,9 +68,8 @@ def run_process(
             if done is None:
                 raise UsageError(f"{file}: no such file")
             # A daemon, hook or concurrent `process` took it first: the outcome is applied.
-            # Said in text whatever --format asks (as it always was: there is no file report).
-            result = Processed(file, None, done)
-            report_text(result, sys.stdout)
+            result = _described(Processed(file, None, done), root, config, path, fmt)
+            REPORTERS[fmt](result, sys.stdout, Options())
             return int(result.exit_code)
         # A file the agent rewrites while it is being applied is read and applied again.
         for _ in range(3):
@@ -93,9 +93,22 @@ def run_process(
             done = _already_postflighted(journal, root, path, content)
     finally:
         journal.close()
-    result = Processed(file, report, done)
+    result = _described(Processed(file, report, done), root, config, path, fmt)
     REPORTERS[fmt](result, sys.stdout, Options())
     return int(result.exit_code)
+
+
+def _described(result: Processed, root: Path, config: Config, path: Path, fmt: str) -> Processed:
+    """``result`` with its task's number and name, and for ``--format json`` the task's
+    state.json entry as the run left it (what a workflow's next stage reads)."""
+    parsed = parse_task_dir(path.parent.name)
+    if parsed is None:
+        return result
+    entry = None
+    if fmt == "json":
+        with Project.open(root, config) as project:
+            entry = project.state.tasks.get(parsed[0])
+    return replace(result, task=parsed[0], task_name=parsed[1], state_entry=entry)
 
 
 def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> int:

@@ -221,6 +221,32 @@ class Processed:
     file: str
     report: FileReport | None
     already: str | None
+    #: the task's number and name, from the file's task directory (``259_prove_completeness``)
+    task: int | None = None
+    task_name: str | None = None
+    #: the task's state.json entry as it is after the run, when asked for (``--format json``)
+    state_entry: Mapping[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything a workflow's later stage needs of the run: the file's report, the task,
+        the status, the artifacts with their summaries, and the task's state.json entry."""
+        doc: dict[str, Any] = (
+            self.report.to_json() if self.report is not None else {"file": self.file}
+        )
+        if self.already is not None:
+            if self.report is None:
+                doc["outcome"] = "already_postflighted"
+            doc["already_postflighted"] = self.already
+        doc["task"] = self.task if self.report is None else self.report.task
+        doc["task_name"] = self.task_name
+        model = self.report.validation.model if self.report and self.report.validation else None
+        doc["artifacts"] = (
+            [a.model_dump(mode="json", exclude_none=True) for a in model.artifacts]
+            if model is not None
+            else None
+        )
+        doc["state_entry"] = dict(self.state_entry) if self.state_entry is not None else None
+        return doc
 
     @property
     def exit_code(self) -> ExitCode:

@@ -54,11 +54,10 @@ def _outcome_text(report: FileReport) -> str:
 
 
 def report_json(result: Processed, out: TextIO, options: Options | None = None) -> None:
-    """The file's report, with ``already_postflighted`` when another run applied it."""
+    """The file's report, with ``already_postflighted`` when another run applied it, the task,
+    the artifacts and the task's state.json entry after the run (``Processed.to_json``)."""
     del options
-    doc = result.report.to_json() if result.report is not None else {"file": result.file}
-    if result.already is not None:
-        doc["already_postflighted"] = result.already
+    doc = result.to_json()
     out.write(json_text(doc, indent=2) + "\n")
 
 
