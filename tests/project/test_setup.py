@@ -402,3 +402,18 @@ def test_a_settings_file_that_is_not_a_regular_file_is_refused(tmp_path: Path, k
     assert "not a regular file" in out.stderr
     assert "init leaves it alone" in out.stderr
     assert not (root / ".postflightd.toml").exists()
+
+
+def test_init_says_the_hooks_one_choice(tmp_path: Path) -> None:
+    """Whether the stop hook applies the file or leaves it for the workflow: said by init,
+    and the key is in the configuration it writes."""
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    out = _run("init", str(root), "--yes")
+    assert out.returncode == 0, out.stderr
+    assert "set `[hook] apply = false`" in out.stdout
+    assert "# apply = true" in (root / ".postflightd.toml").read_text(encoding="utf-8")
+    (root / ".postflightd.toml").write_text("[hook]\napply = false\n", encoding="utf-8")
+    again = _run("init", str(root), "--yes")
+    assert again.returncode == 0, again.stderr
+    assert "The stop hook only validates ([hook] apply = false)" in again.stdout

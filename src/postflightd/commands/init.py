@@ -34,6 +34,7 @@ def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) 
     if not changes:
         out.write(f"{root}: already set up for postflightd; nothing to change\n")
         _print_systemd_line(unit, out)
+        _print_hook_line(config.hook.apply, out)
         return int(ExitCode.OK)
     for change in changes:
         out.write(change.diff())
@@ -60,7 +61,25 @@ def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) 
         verb = "created" if change.old is None else "updated"
         out.write(f"{verb} {change.path}\n")
     _print_systemd_line(unit, out)
+    _print_hook_line(config.hook.apply, out)
     return int(ExitCode.OK)
+
+
+def _print_hook_line(applies: bool, out: TextIO) -> None:
+    """The one choice a workflow must make about the stop hook, said once."""
+    if applies:
+        out.write(
+            "The stop hook applies and deletes each valid metadata file when its agent stops; "
+            f"if a later stage of your workflow reads the file, set `[hook] apply = false` in "
+            f"{CONFIG_NAME}: the hook then only validates, and the workflow runs "
+            "`postflightd process FILE` itself.\n"
+        )
+    else:
+        out.write(
+            "The stop hook only validates ([hook] apply = false): it blocks an agent until its "
+            "own metadata file is right and leaves the file for your workflow's "
+            "`postflightd process FILE`.\n"
+        )
 
 
 def _print_systemd_line(unit: str, out: TextIO) -> None:

@@ -241,6 +241,9 @@ CONFIG_TEMPLATE: Final = """\
 
 [postflight.status_map]          # file status -> state.json status
 # implemented = "completed"
+
+[hook]
+# apply = true                   # false: `hook claude` only validates; your workflow applies
 """
 
 
