@@ -2,7 +2,9 @@
 
 The runtime sends a JSON object on stdin (``cwd``, ``stop_hook_active``, ``agent_type``, ...)
 and reads a decision on stdout: ``{}`` lets the agent stop, ``{"decision": "block", "reason":
-...}`` sends it back to repair its metadata. The runtime's protocol gives exit codes a meaning
+...}`` sends it back to repair its metadata: only files the agent wrote itself
+(``hooks.ownership``); other runs' invalid files are told to the person once, in a
+``systemMessage``. The runtime's protocol gives exit codes a meaning
 of their own: exit 2 is "block and show stderr to the agent", so the hook never exits
 2. A problem that is not the metadata's (configuration, a busy lock, state.json, the journal)
 is a ``systemMessage`` for the person, exit 0; malformed stdin is exit 1, one line on stderr.
