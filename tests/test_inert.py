@@ -144,9 +144,10 @@ def test_history_text_escapes_journaled_values(
     assert main(["history"]) == 0
     out = capsys.readouterr().out
     assert_inert(out)
-    lines = out.splitlines()
-    assert lines
-    assert all(re.match(r"\d{4}-\d\d-\d\dT", ln) for ln in lines), lines
+    header, *lines = out.splitlines()
+    assert header.startswith("STARTED") and lines
+    # One line per run: nothing recorded breaks a line, so each starts with its time.
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  ", ln) for ln in lines), lines
 
 
 def test_console_log_lines_escape_values() -> None:

@@ -96,7 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     history = sub.add_parser("history", help="what the journal recorded")
     history.add_argument("--task", type=_journal_int, metavar="N")
     history.add_argument("--session", metavar="S")
-    history.add_argument("--limit", type=_journal_int, default=200, metavar="N")
+    history.add_argument(
+        "--limit", type=_journal_int, default=200, metavar="N", help="the latest N runs (rows)"
+    )
     history.add_argument("--root", metavar="DIR", help="only this project root")
     history.add_argument(
         "--since",
@@ -104,7 +106,10 @@ def _parser() -> argparse.ArgumentParser:
         help="only since then: a duration back (30m, 2h, 7d), a date, or all",
     )
     history.add_argument(
-        "--show", action="store_true", help="print the recorded file content of each row"
+        "--events", action="store_true", help="one line per journal row instead of per run"
+    )
+    history.add_argument(
+        "--show", action="store_true", help="the rows (--events), each with its recorded file"
     )
     _add_format(history, "postflightd.reporters.history")
     history.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
@@ -361,6 +366,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 root=args.root,
                 since=args.since,
                 show=args.show,
+                events=args.events,
             )
         case "check-return":
             from postflightd.commands.check_return import run_check_return

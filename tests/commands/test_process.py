@@ -71,7 +71,7 @@ def test_process_applies_researched_outcome_and_deletes_the_file(
     assert not meta.exists()
     assert "applied" in capsys.readouterr().out
 
-    assert main(["history", "--task", "259", "--format", "json"]) == 0
+    assert main(["history", "--events", "--task", "259", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     kinds = [r["kind"] for r in rows]
     assert "postflighted" in kinds and "deleted" in kinds

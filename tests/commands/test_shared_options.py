@@ -155,17 +155,17 @@ def test_history_filters_by_root_and_time_and_shows_content(
     assert main(["scan", "--apply", str(one)]) == 1
     assert main(["scan", "--apply", str(two)]) == 1
     capsys.readouterr()
-    assert main(["history", "--format", "json"]) == 0
+    assert main(["history", "--events", "--format", "json"]) == 0
     everything = _json(capsys)
     assert {r["root"] for r in everything} == {str(one.resolve()), str(two.resolve())}
 
     monkeypatch.chdir(one)
-    assert main(["history", "--root", ".", "--format", "json"]) == 0
+    assert main(["history", "--events", "--root", ".", "--format", "json"]) == 0
     assert {r["root"] for r in _json(capsys)} == {str(one.resolve())}
 
-    assert main(["history", "--since", "1h", "--format", "json"]) == 0
+    assert main(["history", "--events", "--since", "1h", "--format", "json"]) == 0
     assert len(_json(capsys)) == len(everything)
-    assert main(["history", "--since", "2999-01-01", "--format", "json"]) == 0
+    assert main(["history", "--events", "--since", "2999-01-01", "--format", "json"]) == 0
     assert _json(capsys) == []
     assert main(["history", "--since", "2999-01-01"]) == 0
     assert "for that filter" in capsys.readouterr().out
@@ -173,7 +173,7 @@ def test_history_filters_by_root_and_time_and_shows_content(
     assert main(["history", "--root", str(one), "--task", "259", "--show"]) == 0
     out = capsys.readouterr().out
     assert '    "status": "researched",' in out  # the recorded file, indented under its row
-    assert main(["history", "--root", str(one), "--task", "259"]) == 0
+    assert main(["history", "--events", "--root", str(one), "--task", "259"]) == 0
     assert '"status"' not in capsys.readouterr().out  # without --show: one line per row
 
 

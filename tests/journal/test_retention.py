@@ -133,11 +133,16 @@ def test_history_says_when_it_shows_a_pruned_range(
         j.record("seen", root="/r", file="c", task=3, ts=NOW)
         result = j.prune(keep_days=30, max_content_bytes=150, now=NOW)
         assert (result.rows, result.contents) == (1, 1)
-    assert main(["history"]) == 0
+    assert main(["history", "--events"]) == 0
     out = capsys.readouterr().out
     assert "were pruned ([journal] keep_days = 30)" in out
     assert "(content pruned)" in out
     # Fewer rows asked for than exist: the range shown is not the pruned edge.
+    assert main(["history", "--events", "--limit", "1"]) == 0
+    assert "pruned" not in capsys.readouterr().out
+    # The same for runs: all of them shown says so, the latest of them alone does not.
+    assert main(["history"]) == 0
+    assert "were pruned ([journal] keep_days = 30)" in capsys.readouterr().out
     assert main(["history", "--limit", "1"]) == 0
     assert "pruned" not in capsys.readouterr().out
     assert main(["history", "--format", "json"]) == 0

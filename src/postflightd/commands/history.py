@@ -1,15 +1,18 @@
-"""``postflightd history``: what the journal recorded, newest first."""
+"""``postflightd history``: the runs the journal recorded and how each ended, newest last
+(``--events``: its rows as recorded)."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.journal.database import format_ts
+from postflightd.journal.database import Observation, format_ts
+from postflightd.report.runs import Run, RunKey, fold, observation_row
 from postflightd.reporters.history import REPORTERS, History
 from postflightd.reporters.style import Options
 
@@ -37,8 +40,11 @@ def run_history(
     root: str | None = None,
     since: str | None = None,
     show: bool = False,
+    events: bool = False,
 ) -> int:
-    """What the journal recorded; ``--show`` adds each row's recorded file content."""
+    """The latest ``limit`` runs (``--events``: rows); ``--show`` lists the rows, each with
+    its recorded file content."""
+    events = events or show
     since_at = parse_since_arg(since, datetime.now(UTC)) if since is not None else None
     # The journal records resolved roots: `--root .` matches what the daemon wrote.
     root_s = str(Path(root).expanduser().resolve()) if root is not None else None
@@ -47,7 +53,16 @@ def run_history(
     try:
         if not journal.enabled:
             raise UsageError(f"the journal cannot be opened: {journal.error}")
-        rows = journal.history(task=task, session=session, limit=limit, root=root_s, since=since_at)
+
+        def read(n: int) -> list[Observation]:
+            return journal.history(task=task, session=session, limit=n, root=root_s, since=since_at)
+
+        runs: list[tuple[RunKey, Run]] | None = None
+        if events:
+            rows = read(limit)
+            complete = len(rows) < max(limit, 0)
+        else:
+            rows, runs, complete = _latest_runs(read, limit)
         pruned = journal.pruned_before()
     finally:
         journal.close()
@@ -58,11 +73,39 @@ def run_history(
     note = None
     if since_at is not None and pruned is not None and format_ts(since_at) >= pruned:
         pruned = None  # the range asked for starts after the pruned edge
-    if pruned is not None and len(rows) < max(limit, 0):
+    if pruned is not None and complete:
         note = (
             f"note: observations before {pruned} were pruned ([journal] keep_days = "
             f"{config.journal.keep_days:g}); older runs are not shown"
         )
     filtered = any(x is not None for x in (task, session, root, since))
-    REPORTERS[fmt](History(rows, note, filtered, show), sys.stdout, Options(notes=sys.stderr))
+    history = History(rows, note, filtered, show, runs)
+    REPORTERS[fmt](history, sys.stdout, Options(notes=sys.stderr))
     return int(ExitCode.OK)
+
+
+#: Rows read per run wanted, at first: a run is a few rows, more when a daemon journals
+#: every progress write.
+_ROWS_PER_RUN = 10
+#: SQLite's largest LIMIT.
+_MAX_ROWS = 2**63 - 1
+
+
+def _latest_runs(
+    read: Callable[[int], list[Observation]], limit: int
+) -> tuple[list[Observation], list[tuple[RunKey, Run]], bool]:
+    """The latest ``limit`` runs, folded from the latest rows (as ``report`` folds them),
+    and whether they are all the runs the journal holds for the filters.
+
+    The rows are read newest first, more each time, until they hold more runs than asked
+    for: the oldest run of a window may have begun before it, and is then left out."""
+    want = max(limit, 0)
+    row_limit = min(max(want * _ROWS_PER_RUN, 1000), _MAX_ROWS)
+    while True:
+        rows = read(row_limit)
+        runs = fold(observation_row(r) for r in rows).runs
+        read_all = len(rows) < row_limit or row_limit == _MAX_ROWS
+        if read_all or len(runs) > want:
+            shown = runs[len(runs) - want :] if want else []
+            return rows, shown, read_all and len(shown) == len(runs)
+        row_limit = min(row_limit * 4, _MAX_ROWS)

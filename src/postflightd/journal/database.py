@@ -59,7 +59,7 @@ DURABLE_KINDS: Final = frozenset({"postflighted"})
 PRUNE_CHUNK: Final = 500
 PRUNE_PAUSE_S: Final = 0.01
 
-_COLUMNS: Final = "id, ts, kind, root, file, task, session, status, findings, content"
+_COLUMNS: Final = "id, ts, kind, root, file, task, session, status, findings, content, agent"
 
 log = get_logger()
 
@@ -108,6 +108,8 @@ class Observation:
     status: str | None
     findings: list[dict[str, str]] | None
     content: str | None
+    #: the file's ``metadata.agent_type`` (journal version 3), on rows without content too
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -641,7 +643,7 @@ def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, 
 
 
 def _observation(row: tuple[Any, ...]) -> Observation:
-    (id_, ts, kind, root, file, task, session, status, findings, content) = row
+    (id_, ts, kind, root, file, task, session, status, findings, content, agent) = row
     return Observation(
         id=int(id_),
         ts=str(ts),
@@ -653,4 +655,5 @@ def _observation(row: tuple[Any, ...]) -> Observation:
         status=status if isinstance(status, str) else None,
         findings=json.loads(findings) if isinstance(findings, str) else None,
         content=content if isinstance(content, str) else None,
+        agent=agent if isinstance(agent, str) else None,
     )

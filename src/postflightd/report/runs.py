@@ -22,12 +22,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from postflightd.inert import utf8_safe
 from postflightd.models.metadata import Status
 from postflightd.runs.lifecycle import operation_of
 from postflightd.timestamps import parse_timestamp
+
+if TYPE_CHECKING:
+    from postflightd.journal.database import Observation
 
 UNKNOWN: Final = "unknown"
 MAX_DURATION_S: Final = 10 * 365 * 86400.0
@@ -256,3 +259,55 @@ def duration_of(run: Run) -> float | None:
             if seconds >= 0:
                 return seconds
     return run.duration_s
+
+
+def observation_row(o: Observation) -> JournalRow:
+    """A journal row as ``Journal.history`` returns it, in the form ``fold`` reads (what
+    ``source.stream_rows`` selects in SQL: findings as text, facts from the content)."""
+    agent, step, started, seconds = facts_of(o.content) if o.kind == "postflighted" else _NO_FACTS
+    findings = (
+        json.dumps(o.findings, sort_keys=True) if o.kind == "validated" and o.findings else None
+    )
+    return JournalRow(
+        *(o.ts, o.kind, o.root, o.file, o.task, o.session, o.status, findings),
+        agent=o.agent or agent,
+        step=step,
+        started_at=started,
+        duration_s=seconds,
+    )
+
+
+_NO_FACTS: Final[Facts] = (None, None, None, None)
+
+
+def error_codes(run: Run) -> list[str]:
+    """The codes of the errors any validation of the run found, in the order found (a file
+    that was invalid shows why, even once fixed and applied)."""
+    codes: dict[str, None] = {}
+    for text in sorted(run.findings or ()):
+        try:
+            items = json.loads(text)
+        except ValueError:
+            continue
+        for item in items if isinstance(items, list) else ():
+            if (
+                isinstance(item, dict)
+                and item.get("severity") == "error"
+                and isinstance(item.get("code"), str)
+            ):
+                codes[utf8_safe(item["code"])] = None
+    return list(codes)
+
+
+def ended_of(run: Run) -> str | None:
+    """When the run ended: the first sight of its final write, else its interruption; None
+    while it is running or stuck."""
+    return run.final_ts if run.final_ts is not None else run.interrupted_ts
+
+
+def started_of(run: Run) -> str:
+    """When the run started: the file's ``started_at`` when it is a time, else the first
+    sight of it ``in_progress``, else its first row."""
+    if run.started_at is not None and parse_timestamp(run.started_at) is not None:
+        return run.started_at
+    return run.progress_ts if run.progress_ts is not None else run.first_ts
