@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import shutil
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -317,7 +318,7 @@ def test_everything_shown_exits_0(
         assert report["summary"]["shown"] == 3
     else:
         assert "3 outcome(s) recorded since" in out
-        assert "3 shown" in out
+        assert "3 still shown by state.json and TODO.md" in out
 
 
 def test_lost_outcomes_exit_1_and_repair_restores_the_exact_bytes(
@@ -347,16 +348,29 @@ def test_lost_outcomes_exit_1_and_repair_restores_the_exact_bytes(
 
 
 def test_text_output_names_the_lost_outcome_and_the_fix(
-    applied: tuple[Path, bytes, bytes], capsys: pytest.CaptureFixture[str]
+    applied: tuple[Path, bytes, bytes],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     root, before, _ = applied
     put_back(root, before)
+    monkeypatch.chdir(root)
     assert main(["verify", str(root)]) == 1
     out = capsys.readouterr().out
-    assert "specs/1_task1/.return-meta.json: task 1 researched" in out
+    # Times to the second.
+    assert re.search(r"researched \(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\): lost", out), out
+    assert re.search(r"recorded since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: ", out), out
+    # Paths from the current directory, as scan shows them.
+    assert out.startswith("specs/1_task1/.return-meta.json: task 1 researched")
     assert "lost: state.json has the task's entry from before this postflight" in out
     assert "`postflightd verify --repair` re-applies it" in out
-    assert out.rstrip().endswith("0 shown, 3 lost")
+    assert out.rstrip().endswith("0 still shown by state.json and TODO.md, 3 lost")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # outside the project: absolute
+    assert main(["verify", str(root)]) == 1
+    resolved = root.resolve()
+    assert capsys.readouterr().out.startswith(f"{resolved}/specs/1_task1/.return-meta.json: ")
     assert main(["verify", str(root), "--repair"]) == 0
     assert "; re-applied" in capsys.readouterr().out
 

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Final, TextIO
 from postflightd.inert import inert, json_text
 from postflightd.pipeline.verify import Verdict
 from postflightd.reporters import Reporter
-from postflightd.reporters.style import Options
+from postflightd.reporters.style import Options, display_path
+from postflightd.timestamps import iso_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
     from postflightd.pipeline.verify import VerifyReport
@@ -26,13 +27,21 @@ _EXPLAIN: Final = {
 }
 
 
+def _second(ts: str) -> str:
+    """A journal time to the second (it records microseconds)."""
+    when = parse_timestamp(ts)
+    return iso_timestamp(when) if when is not None else inert(ts)
+
+
 def report_text(report: VerifyReport, out: TextIO, options: Options | None = None) -> None:
-    del options  # one shape
+    """Paths shown from the current directory (absolute outside it), as ``scan`` shows them."""
+    cwd = (options or Options()).cwd
     for r in report.roots:
+        shown = inert(display_path(r.root, cwd))
         if r.problem:
-            out.write(f"{inert(str(r.root))}: {inert(r.problem)}\n")
+            out.write(f"{shown}: {inert(r.problem)}\n")
         for note in r.notes:
-            out.write(f"{inert(str(r.root))}: note: {inert(note)}\n")
+            out.write(f"{shown}: note: {inert(note)}\n")
     for c in report.listed():
         t = c.tracked.latest
         what = _EXPLAIN[c.judgement.verdict]
@@ -42,16 +51,18 @@ def report_text(report: VerifyReport, out: TextIO, options: Options | None = Non
             what += "; re-applied"
         elif c.judgement.verdict is Verdict.LOST:
             what += "; `postflightd verify --repair` re-applies it"
+        path = inert(display_path(f"{t.root}/{t.file}", cwd))
         out.write(
-            f"{inert(t.root)}/{inert(t.file)}: task {t.task} {inert(t.status or '?')} "
-            f"({t.ts}): {c.judgement.verdict.value}: {inert(what)}\n"
+            f"{path}: task {t.task} {inert(t.status or '?')} "
+            f"({_second(t.ts)}): {c.judgement.verdict.value}: {inert(what)}\n"
         )
     s = report.summary()
     parts = [f"{s[v.value]} {v.value}" for v in Verdict if v is not Verdict.SHOWN and s[v.value]]
     if s["repaired"]:
         parts.append(f"{s['repaired']} re-applied")
     out.write(
-        f"{s['checked']} outcome(s) recorded since {report.since}: {s['shown']} shown"
+        f"{s['checked']} outcome(s) recorded since {_second(report.since)}: "
+        f"{s['shown']} still shown by state.json and TODO.md"
         + (f", {', '.join(parts)}" if parts else "")
         + "\n"
     )
