@@ -311,7 +311,10 @@ def test_an_unknown_option_far_from_any_is_named_without_a_guess(
     [
         (["status", "--interval", "1s"], "--interval sets how often --watch redraws"),
         (["scan", "-v"], "--verbose names each file --apply applied"),
-        (["history", "--show", "--format", "json"], "--format json always carries it"),
+        (
+            ["history", "--show", "--format", "json"],
+            "--format json always carries it with --events",
+        ),
     ],
 )
 def test_an_option_that_would_change_nothing_is_a_usage_error(

@@ -311,7 +311,7 @@ def _without_effect(args: argparse.Namespace) -> str | None:
     if args.command == "history" and args.show and args.format != "text":
         return (
             f"--show adds the recorded content to the text form; --format {args.format} "
-            "always carries it: drop --show"
+            "always carries it with --events: give --events instead of --show"
         )
     return None
 
