@@ -167,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     init = sub.add_parser("init", help="set a project up: .gitignore, stop hook, config file")
     init.add_argument("root", nargs="?", default=".", metavar="ROOT", help="default: .")
     init.add_argument("-y", "--yes", action="store_true", help="write without asking")
+    init.add_argument(
+        "--systemd",
+        action="store_true",
+        help="also install the systemd user unit postflightd@.service "
+        "(in $XDG_CONFIG_HOME/systemd/user/)",
+    )
     init.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     completion = sub.add_parser("completion", help="print the shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
@@ -445,7 +451,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             from postflightd.commands.init import run_init
 
             return run_init(
-                root_arg=args.root, yes=args.yes, config_path=args.config, out=sys.stdout
+                root_arg=args.root,
+                yes=args.yes,
+                systemd=args.systemd,
+                config_path=args.config,
+                out=sys.stdout,
             )
         case "completion":
             from postflightd.commands.completion import run_completion

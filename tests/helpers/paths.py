@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The repository's root (README.md, action.yml, systemd/, examples/ live there).
+#: The repository's root (README.md, action.yml, src/, examples/ live there).
 REPO = Path(__file__).resolve().parents[2]
 #: tests/fixtures/: seed documents, console returns, an old journal.
 FIXTURES = REPO / "tests" / "fixtures"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,11 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     (wheel,) = out.glob("postflightd-*.whl")
+    # The systemd units are package data: `init --systemd` installs them from any install.
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    for unit in ("postflightd.service", "postflightd@.service"):
+        assert f"postflightd/data/systemd/{unit}" in names
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
@@ -61,3 +68,16 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None
         timeout=60,
     )
     assert "complete --command postflightd" in completion.stdout
+    # Installed from the wheel alone, init finds the unit it installs in the package.
+    root = tmp_path / "proj"
+    root.mkdir()
+    init = subprocess.run(
+        [str(env_dir / "bin" / "postflightd"), "init", str(root), "--systemd", "--yes"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert init.returncode == 0, init.stderr
+    unit = Path(os.environ["XDG_CONFIG_HOME"]) / "systemd" / "user" / "postflightd@.service"
+    assert "Type=notify" in unit.read_text(encoding="utf-8")

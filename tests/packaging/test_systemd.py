@@ -1,4 +1,5 @@
-"""The systemd units in systemd/: what they promise, and ``systemd-analyze verify`` on them."""
+"""The systemd units shipped in the package (postflightd/data/systemd/): what they promise,
+and ``systemd-analyze verify`` on them."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from helpers.waiting import wait_until
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
 pytestmark = pytest.mark.slow
 
-UNITS = REPO / "systemd"
+UNITS = REPO / "src" / "postflightd" / "data" / "systemd"
 
 
 def unit(name: str) -> configparser.RawConfigParser:

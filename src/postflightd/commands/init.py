@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
+from postflightd.fs.atomic import write_file
+from postflightd.fs.directory import StoreError
+from postflightd.inert import inert_diff
 from postflightd.project.root import resolve_root
 from postflightd.project.setup import (
     CONFIG_NAME,
     GITIGNORE_NAME,
+    MAX_INIT_FILE_BYTES,
     SETTINGS_PATH,
     SettingsShapeError,
     plan_init,
@@ -18,9 +23,18 @@ from postflightd.project.setup import (
     systemd_escape_path,
     write_project_text,
 )
+from postflightd.project.units import (
+    TEMPLATE_UNIT,
+    hidden_by_private_tmp,
+    packaged_unit,
+    private_tmp,
+    user_unit_dir,
+)
 
 
-def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) -> int:
+def run_init(
+    *, root_arg: str, yes: bool, systemd: bool, config_path: str | None, out: TextIO
+) -> int:
     """Exit 0 set up (or already), 1 changes shown but not written, 2 error."""
     root = resolve_root(root_arg)
     config = load_config(config_path, [root])
@@ -31,13 +45,22 @@ def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) 
     except SettingsShapeError as exc:
         raise UsageError(f"{paths[SETTINGS_PATH]}: {exc}") from None
     unit = f"postflightd@{systemd_escape_path(str(root))}.service"
-    if not changes:
+    unit_path = user_unit_dir() / TEMPLATE_UNIT
+    installed = _read_installed_unit(unit_path)
+    new_unit = packaged_unit(TEMPLATE_UNIT) if systemd and installed is None else None
+    _warn_if_hidden_by_private_tmp(root, unit, installed)
+    if systemd and installed is not None and installed != packaged_unit(TEMPLATE_UNIT):
+        out.write(f"{unit_path}: yours, and not the packaged unit: left as it is\n")
+    if not changes and new_unit is None:
         out.write(f"{root}: already set up for postflightd; nothing to change\n")
-        _print_systemd_line(unit, out)
+        _print_systemd_line(unit, unit_path, installed is not None, out)
         _print_hook_line(config.hook.apply, out)
         return int(ExitCode.OK)
     for change in changes:
         out.write(change.diff())
+    if new_unit is not None:
+        out.write(inert_diff("", new_unit, "/dev/null", str(unit_path)))
+    count = len(changes) + (new_unit is not None)
     if not yes:
         # Exit 1, as for findings: the project still lacks what the diff shows.
         if not sys.stdin.isatty():
@@ -47,7 +70,7 @@ def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) 
                 file=sys.stderr,
             )
             return int(ExitCode.FINDINGS)
-        out.write(f"Write these changes to {len(changes)} file(s) under {root}? [y/N] ")
+        out.write(f"Write these changes to {count} file(s)? [y/N] ")
         out.flush()
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
@@ -60,7 +83,10 @@ def run_init(*, root_arg: str, yes: bool, config_path: str | None, out: TextIO) 
             raise UsageError(f"{paths[change.path]}: cannot write: {exc.strerror or exc}") from None
         verb = "created" if change.old is None else "updated"
         out.write(f"{verb} {change.path}\n")
-    _print_systemd_line(unit, out)
+    if new_unit is not None:
+        _install_unit(unit_path, new_unit)
+        out.write(f"created {unit_path}\n")
+    _print_systemd_line(unit, unit_path, installed is not None or new_unit is not None, out)
     _print_hook_line(config.hook.apply, out)
     return int(ExitCode.OK)
 
@@ -82,9 +108,57 @@ def _print_hook_line(applies: bool, out: TextIO) -> None:
         )
 
 
-def _print_systemd_line(unit: str, out: TextIO) -> None:
-    out.write(
-        "To watch this root with a systemd user service (unit: systemd/postflightd@.service "
-        "from the postflightd repository, in ~/.config/systemd/user/):\n"
-        f"  systemctl --user enable --now '{unit}'\n"
+def _read_installed_unit(path: Path) -> str | None:
+    """The user's copy of the template unit, None when there is none (or it is unreadable:
+    then ``--systemd`` offers to install it and writing says why it cannot)."""
+    try:
+        with path.open("rb") as f:
+            data = f.read(MAX_INIT_FILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_INIT_FILE_BYTES:
+        return ""
+    return data.decode("utf-8", errors="replace")
+
+
+def _install_unit(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except StoreError as exc:
+        raise UsageError(f"{path}: cannot write: {exc}") from None
+
+
+def _warn_if_hidden_by_private_tmp(root: Path, unit: str, installed: str | None) -> None:
+    """A root in /tmp or /var/tmp is invisible to a unit with ``PrivateTmp=yes``: its daemon
+    would exit 2 at once ("not a directory"), so say so before the user starts it."""
+    tmp = hidden_by_private_tmp(root)
+    unit_text = packaged_unit(TEMPLATE_UNIT) if installed is None else installed
+    if tmp is None or not private_tmp(unit_text):
+        return
+    print(
+        f"postflightd: warning: {root} is under {tmp}, and the systemd unit sets "
+        f"PrivateTmp=yes: the service gets a private, empty {tmp} and cannot see this root "
+        f"(its daemon would exit 2). Keep the project outside {tmp}, or set PrivateTmp=no "
+        f"with `systemctl --user edit '{unit}'`.",
+        file=sys.stderr,
     )
+
+
+def _print_systemd_line(unit: str, unit_path: Path, installed: bool, out: TextIO) -> None:
+    if installed:
+        out.write(
+            f"To watch this root with a systemd user service (unit: {unit_path}):\n"
+            "  systemctl --user daemon-reload\n"
+            f"  systemctl --user enable --now '{unit}'\n"
+        )
+    else:
+        out.write(
+            "To watch this root with a systemd user service, install the unit "
+            f"({unit_path}) and start it:\n"
+            "  postflightd init --systemd\n"
+            "  systemctl --user daemon-reload\n"
+            f"  systemctl --user enable --now '{unit}'\n"
+        )
