@@ -243,7 +243,7 @@ def upward_imports(graph: Mapping[str, Iterable[Import]]) -> list[str]:
     problems = []
     for module in sorted(graph):
         if not module:
-            continue  # the root package: the version only
+            continue  # the root package: the version and the project URL
         unit = unit_of(module)
         for imp in graph[module]:
             if imp.target == "":
@@ -333,7 +333,7 @@ def test_every_package_says_what_it_may_import() -> None:
     for init in sorted(SOURCE.rglob("__init__.py")):
         package = module_name(init)
         if not package:
-            continue  # the root package only holds the version
+            continue  # the root package only holds the version and the project URL
         docstring = ast.get_docstring(ast.parse(init.read_text("utf-8")))
         problems += may_import_problems(package, docstring)
     assert not problems, "\n".join(problems)

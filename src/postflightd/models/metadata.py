@@ -13,6 +13,8 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from postflightd import project_url
+
 
 class Status(StrEnum):
     IN_PROGRESS = "in_progress"
@@ -169,7 +171,8 @@ KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
     "completion_data": frozenset(CompletionData.model_fields),
 }
 
-SCHEMA_ID: Final = "https://postflightd.dev/schema/return-meta.json"
+#: The schema's ``$id``, under the project's URL (``postflightd.project_url()``).
+SCHEMA_PATH: Final = "/schema/return-meta.json"
 
 
 def json_schema() -> dict[str, Any]:
@@ -177,7 +180,7 @@ def json_schema() -> dict[str, Any]:
     schema = MetadataFile.model_json_schema(mode="validation")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
+        "$id": project_url() + SCHEMA_PATH,
         **schema,
         "description": (
             "Metadata an AI coding agent writes to specs/{N}_{SLUG}/.return-meta.json: "

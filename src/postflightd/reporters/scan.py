@@ -180,7 +180,7 @@ SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
     """A SARIF 2.1.0 log of ``files`` for GitHub code scanning (``upload-sarif``): it holds
     their results, not the files (their bytes, documents)."""
-    from postflightd import __version__
+    from postflightd import __version__, project_url
     from postflightd.rules.findings import RULES
 
     results: list[dict[str, Any]] = []
@@ -192,11 +192,12 @@ def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
     index = {code: i for i, code in enumerate(codes)}
     for result in results:  # the rules' order is known only once every file is seen
         result["ruleIndex"] = index[result["ruleId"]]
+    home = project_url()
     rules = [
         {
             "id": code,
             "shortDescription": {"text": RULES[code].summary},
-            "helpUri": "https://github.com/postflightd/postflightd#rules",
+            "helpUri": f"{home}#rules",
             "help": {"text": f"postflightd rules {code}"},
             "defaultConfiguration": {"level": RULES[code].severity.value},
         }
@@ -214,7 +215,7 @@ def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
                     "driver": {
                         "name": "postflightd",
                         "version": __version__,
-                        "informationUri": "https://github.com/postflightd/postflightd",
+                        "informationUri": home,
                         "rules": rules,
                     }
                 },
