@@ -39,7 +39,7 @@ def test_systemd_installs_the_packaged_unit_and_prints_the_enable_command(
     assert f"created {unit_path}" in out
     enable = f"systemctl --user enable --now 'postflightd@{systemd_escape_path(str(root))}.service'"
     assert enable in out
-    assert "  postflightd init --systemd\n" not in out  # installed already
+    assert f"  postflightd init --systemd {root}\n" not in out  # installed already
 
     # A second run: the project and the unit are set up, nothing is written.
     assert main(["init", str(root), "--systemd", "--yes"]) == 0
@@ -55,7 +55,7 @@ def test_without_systemd_no_unit_is_written_and_the_flag_is_named(
     assert main(["init", str(root), "--yes"]) == 0
     out = capsys.readouterr().out
     assert not _unit_path().exists()
-    assert "  postflightd init --systemd\n" in out
+    assert f"  postflightd init --systemd {root}\n" in out
     assert str(_unit_path()) in out
 
 

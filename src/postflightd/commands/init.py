@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -53,7 +54,7 @@ def run_init(
         out.write(f"{unit_path}: yours, and not the packaged unit: left as it is\n")
     if not changes and new_unit is None:
         out.write(f"{root}: already set up for postflightd; nothing to change\n")
-        _print_systemd_line(unit, unit_path, installed is not None, out)
+        _print_systemd_line(root, unit, unit_path, installed is not None, out)
         _print_hook_line(config.hook.apply, out)
         return int(ExitCode.OK)
     for change in changes:
@@ -86,7 +87,7 @@ def run_init(
     if new_unit is not None:
         _install_unit(unit_path, new_unit)
         out.write(f"created {unit_path}\n")
-    _print_systemd_line(unit, unit_path, installed is not None or new_unit is not None, out)
+    _print_systemd_line(root, unit, unit_path, installed is not None or new_unit is not None, out)
     _print_hook_line(config.hook.apply, out)
     return int(ExitCode.OK)
 
@@ -147,7 +148,9 @@ def _warn_if_hidden_by_private_tmp(root: Path, unit: str, installed: str | None)
     )
 
 
-def _print_systemd_line(unit: str, unit_path: Path, installed: bool, out: TextIO) -> None:
+def _print_systemd_line(
+    root: Path, unit: str, unit_path: Path, installed: bool, out: TextIO
+) -> None:
     if installed:
         out.write(
             f"To watch this root with a systemd user service (unit: {unit_path}):\n"
@@ -158,7 +161,7 @@ def _print_systemd_line(unit: str, unit_path: Path, installed: bool, out: TextIO
         out.write(
             "To watch this root with a systemd user service, install the unit "
             f"({unit_path}) and start it:\n"
-            "  postflightd init --systemd\n"
+            f"  postflightd init --systemd {shlex.quote(str(root))}\n"
             "  systemctl --user daemon-reload\n"
             f"  systemctl --user enable --now '{unit}'\n"
         )
