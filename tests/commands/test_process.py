@@ -331,3 +331,51 @@ def test_process_json_of_a_file_another_run_applied_is_json(
     assert doc["already_postflighted"].startswith("recorded ")
     assert (doc["task"], doc["task_name"]) == (259, "prove_completeness")
     assert doc["state_entry"]["status"] == "researched"
+
+
+def _failed_doc() -> dict[str, Any]:
+    doc = researched_doc()
+    doc["status"] = "failed"
+    doc["artifacts"] = []
+    doc["errors"] = [
+        {
+            "type": "timeout",
+            "message": "Research timed out after 1 hour",
+            "recoverable": True,
+            "recommendation": "Resume with /research 259",
+        }
+    ]
+    return doc
+
+
+def test_a_first_failed_outcome_sets_last_updated_even_when_nothing_else_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The workflow set the session and a time when it delegated; the agent failed. A failed
+    run changes nothing but ``last_updated``: it is the first application of this file, so it
+    is written (a re-run of the same bytes is what the journal decides, not the entry)."""
+    before = "2026-01-01T00:00:00Z"
+    entry = task_entry(259, "prove_completeness", session_id=SESSION, last_updated=before)
+    root = project(tmp_path, [entry])
+    path = write_meta(root, "259_prove_completeness", _failed_doc())
+    assert main(["process", str(path)]) == 0, capsys.readouterr()
+    after = task(root, 259)
+    assert after["last_updated"] != before
+    assert after["last_updated"].startswith(str(datetime.now(UTC).year))
+    assert after["status"] == entry["status"]  # a failed run changes nothing else
+
+
+def test_processing_the_same_bytes_again_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A re-run of a file already applied (its deletion failed, or a crash came before it)
+    leaves state.json byte for byte as it is: the journal holds those bytes as applied."""
+    root = project(tmp_path, [task_entry(259, "prove_completeness")])
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    doc = researched_doc()
+    path = write_meta(root, "259_prove_completeness", doc)
+    assert main(["process", str(path)]) == 0, capsys.readouterr()
+    written = (root / "specs" / "state.json").read_bytes()
+    write_meta(root, "259_prove_completeness", doc)  # the same bytes, back again
+    assert main(["process", str(path)]) == 0, capsys.readouterr()
+    assert (root / "specs" / "state.json").read_bytes() == written

@@ -72,12 +72,27 @@ def outcome_of(
 
 
 def advanced(
-    state: dict[str, Any], result: Applied, task: int, index: Mapping[int, int]
+    state: dict[str, Any],
+    result: Applied,
+    task: int,
+    index: Mapping[int, int],
+    *,
+    rerun: bool | None = None,
 ) -> dict[str, Any]:
-    """The state the fold goes on with: ``result.state``, unless the task's entry already held
-    this outcome (then state.json stays byte for byte, and a dry run shows no diff)."""
+    """The state the fold goes on with: ``result.state``, unless this is a re-run of a file
+    already applied and the task's entry still holds its outcome (then state.json stays byte
+    for byte, and a dry run shows no diff).
+
+    ``rerun`` is what the journal says: True, these very bytes were post-flighted before (a
+    re-run after a crash, or after TODO.md could not be written); False, never: the first
+    application, which always writes (a ``failed`` outcome changes nothing but
+    ``last_updated``, and that is what it must write). None (no journal to ask): the entry
+    decides, as a re-run looks: it differs only in when it was applied.
+    """
     if not result.changed:
         return state
+    if rerun is False:
+        return result.state
     position = find_task(state, task, index)
     if _already_applied(
         state["active_projects"][position], result.state["active_projects"][position]
@@ -144,7 +159,13 @@ class Folded:
     data: bytes | None = None
 
 
-def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: datetime) -> Folded:
+def fold_state(
+    snapshot: Snapshot,
+    files: Sequence[Ready],
+    config: Config,
+    now: datetime,
+    reruns: frozenset[int] | None = None,
+) -> Folded:
     """Every file's outcome folded into the state.json read: the transform of the group commit.
 
     A function of the snapshot and the files: it changes neither (nor the files' reports).
@@ -167,7 +188,7 @@ def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: 
     # Built once from the document read under the lock: outcomes never add or move tasks.
     index = task_index(doc)
     status_map = config.postflight.status_map.model_dump()
-    folded = _fold(doc, text, index, files, status_map, now, render_each=False)
+    folded = _fold(doc, text, index, files, status_map, now, reruns, render_each=False)
     if folded.after == doc:
         return folded
     try:
@@ -176,7 +197,7 @@ def fold_state(snapshot: Snapshot, files: Sequence[Ready], config: Config, now: 
         pass
     # Something the per-file checks did not foresee: find the file(s) by rendering one
     # outcome at a time, so only they drop out.
-    again = _fold(doc, text, index, folded.applied, status_map, now, render_each=True)
+    again = _fold(doc, text, index, folded.applied, status_map, now, reruns, render_each=True)
     data = render_state(text, doc, again.after).encode("utf-8") if again.after != doc else None
     return replace(again, dropped=folded.dropped + again.dropped, data=data)
 
@@ -188,6 +209,7 @@ def _fold(
     files: Sequence[Ready],
     status_map: Mapping[str, str],
     now: datetime,
+    reruns: frozenset[int] | None,
     *,
     render_each: bool,
 ) -> Folded:
@@ -208,7 +230,8 @@ def _fold(
         if isinstance(result, TaskNotFound):
             dropped.append((item, finding("PF600", "", result.message)))
             continue
-        new = advanced(new, result, item.task, index)
+        rerun = None if reruns is None else item.task in reruns
+        new = advanced(new, result, item.task, index, rerun=rerun)
         applied.append(item)
         if result.todo is not None:
             todo_edits.append((item.report, result.todo))
@@ -257,9 +280,12 @@ def commit_outcomes(
     folds: list[Folded] = []
     # What each file's row recorded, so it is journaled again only if that changed.
     journaled: dict[int, TaskChange | None] = {}
+    # Asked once, before this commit journals anything: a fold again after another writer
+    # changed state.json must still apply what this commit is applying.
+    reruns = _reruns(journal, live)
 
     def transform(snapshot: Snapshot) -> bytes | None:
-        folded = fold_state(snapshot, folds[-1].applied if folds else live, config, now)
+        folded = fold_state(snapshot, folds[-1].applied if folds else live, config, now, reruns)
         folds.append(folded)
         for item, problem in folded.dropped:
             item.report.drop(problem)
@@ -407,3 +433,24 @@ def _sync_todo(project: Project, config: Config, edits: list[tuple[FileReport, T
             atomic_write(specs, name, new.encode("utf-8"), crash_label="todo")
         except (OSError, StoreError) as exc:
             mark_incomplete(live, os_problem(exc, f"{path.name} could not be written"))
+
+
+def _reruns(journal: Journal, ready: Sequence[Ready]) -> frozenset[int] | None:
+    """The tasks whose file, these very bytes, the journal shows post-flighted already (None:
+    no journal to ask; the task entries then decide)."""
+    if not journal.enabled:
+        return None
+    out = set()
+    for item in ready:
+        report, raw = item.report, item.report.loaded.raw
+        if raw is None:
+            continue
+        row = journal.last_postflighted(
+            root=str(report.root),
+            file=report.rel_path,
+            task=report.task,
+            content=raw.decode("utf-8", errors="replace"),
+        )
+        if row is not None:
+            out.add(item.task)
+    return frozenset(out)
