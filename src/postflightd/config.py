@@ -12,7 +12,6 @@ the user's configuration (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, 
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import tomllib
@@ -36,9 +35,6 @@ MAX_CONFIG_BYTES = 1024 * 1024
 #: journal is every project's, the log and the observer are the daemon's, ``roots`` names other
 #: projects, the periodic rescan is one timer for every root). A table name stands for all its keys.
 USER_ONLY_KEYS = ("journal", "log", "watch.roots", "watch.observer", "watch.rescan_interval_s")
-#: A number a configuration value may hold, at most (larger is a mistake or an attack: it
-#: would overflow a float or a C integer wherever it is used).
-MAX_CONFIG_NUMBER = 2**53
 #: How much of a bad value a message quotes, and how many refused keys it names.
 QUOTE_CHARS = 80
 MAX_KEYS_NAMED = 5
@@ -310,31 +306,6 @@ def _refuse_user_only_keys(data: Mapping[str, Any], path: Path) -> None:
         )
 
 
-def _check_numbers(data: Mapping[str, Any], path: Path) -> None:
-    """Refuse numbers no setting can use (a huge integer, inf, nan), naming the key.
-
-    Iterative: a deeply nested file must not exhaust the stack here either.
-    """
-    stack: list[tuple[str, Any]] = [("", data)]
-    while stack:
-        key, value = stack.pop()
-        if isinstance(value, Mapping):
-            stack.extend((f"{key}.{k}" if key else str(k), v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
-        elif isinstance(value, bool):
-            continue
-        elif isinstance(value, int) and abs(value) > MAX_CONFIG_NUMBER:
-            raise ConfigError(
-                f"{path}: bad configuration: key {_quote(repr(key))}: a number too large "
-                f"(at most {MAX_CONFIG_NUMBER})"
-            )
-        elif isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(
-                f"{path}: bad configuration: key {_quote(repr(key))}: must be a finite number"
-            )
-
-
 def _is_file(path: Path) -> bool:
     # pathlib's is_file() raises on EACCES (only ENOENT-like errors mean False).
     try:
@@ -375,7 +346,6 @@ def _read_config(path: Path, *, in_project: bool = False) -> Config:
         ) from None
     if in_project:
         _refuse_user_only_keys(data, path)
-    _check_numbers(data, path)
     return parse_config(data, str(path))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from typing import Any, Final, Literal, TextIO
 
+from postflightd.durations import format_duration
 from postflightd.inert import clip, inert, json_text
 
 LogFormat = Literal["auto", "json", "console"]
@@ -114,8 +115,6 @@ def _human_values(
     # On a terminal a person reads the line: a duration in seconds (``elapsed_s=27762005.6``)
     # reads as the rest of the product writes it (``elapsed=321d07h``), and a list (findings)
     # as its items, not a Python repr. JSON keeps the numbers and the list, for machines.
-    from postflightd.durations import format_duration
-
     for key in list(event):
         value = event[key]
         if key.endswith("_s") and isinstance(value, int | float) and not isinstance(value, bool):

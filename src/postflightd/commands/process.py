@@ -12,7 +12,7 @@ from pathlib import Path
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.journal.database import Journal
+from postflightd.journal.database import Journal, content_text
 from postflightd.models.files import META_NAME
 from postflightd.models.metadata import Status
 from postflightd.pipeline.apply import apply_files
@@ -89,7 +89,7 @@ def run_process(
             # applied it when the journal holds its content (the delete row may not be written
             # yet: a batch journals its deletions last).
             raw = report.loaded.raw
-            content = raw.decode("utf-8", errors="replace") if raw is not None else None
+            content = content_text(raw) if raw is not None else None
             done = _already_postflighted(journal, root, path, content)
     finally:
         journal.close()

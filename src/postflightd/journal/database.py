@@ -136,6 +136,11 @@ class RecordedChange:
     change: TaskChange
 
 
+def content_text(raw: bytes) -> str:
+    """The text a row keeps of a file's bytes: what ``last_postflighted(content=...)`` matches."""
+    return raw.decode("utf-8", errors="replace")
+
+
 def format_ts(ts: datetime) -> str:
     """UTC, ISO 8601 with microseconds and a ``Z``: sorts as text, reads as time."""
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -22,7 +22,7 @@ from postflightd.fs.litter import (
     settle_leftover,
 )
 from postflightd.fs.locks import LockTimeoutError, project_lock
-from postflightd.journal.database import Journal
+from postflightd.journal.database import Journal, content_text
 from postflightd.models.files import LOOP_GUARD_NAME, MARKER_NAME, META_NAME
 from postflightd.pipeline.records import NO_JOURNAL
 from postflightd.pipeline.results import FileReport, Outcome
@@ -141,7 +141,7 @@ def _settle(
             root=str(project.root),
             file=meta.relative_to(project.root).as_posix(),
             task=parsed[0] if parsed else None,
-            content=raw.decode("utf-8", errors="replace"),
+            content=content_text(raw),
         )
         recorded = row is not None
     try:

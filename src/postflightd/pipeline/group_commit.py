@@ -21,7 +21,7 @@ from postflightd.errors import StateUnusableError
 from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace_if_unchanged
 from postflightd.fs.directory import FileIdentity, StoreError
 from postflightd.fs.faults import crash_point
-from postflightd.journal.database import Journal, TaskChange
+from postflightd.journal.database import Journal, TaskChange, content_text
 from postflightd.models.files import META_NAME, parse_json
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
@@ -449,7 +449,7 @@ def _reruns(journal: Journal, ready: Sequence[Ready]) -> frozenset[int] | None:
             root=str(report.root),
             file=report.rel_path,
             task=report.task,
-            content=raw.decode("utf-8", errors="replace"),
+            content=content_text(raw),
         )
         if row is not None:
             out.add(item.task)

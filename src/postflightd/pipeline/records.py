@@ -15,7 +15,7 @@ from postflightd.fs.atomic import Snapshot, replace_if_unchanged
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.inert import clip, utf8_safe
-from postflightd.journal.database import Journal, JournalKind, TaskChange
+from postflightd.journal.database import Journal, JournalKind, TaskChange, content_text
 from postflightd.models.files import parse_json
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
@@ -48,7 +48,7 @@ def journal_row(
             session=report.session,
             status=report.raw_status,
             findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
-            content=raw.decode("utf-8", errors="replace") if content and raw is not None else None,
+            content=content_text(raw) if content and raw is not None else None,
             change=change,
             agent=_agent_type(report),
         )
