@@ -238,3 +238,37 @@ def big_transcript(path: Path, size: int, ending: Path) -> None:
         for _ in range(size // len(block) + 1):
             fh.write(block)
         fh.write("".join(rest).encode())
+
+
+def test_a_fifo_at_the_transcript_path_neither_hangs_the_hook_nor_counts(
+    tmp_path: Path,
+) -> None:
+    """A FIFO where the transcript should be is not read (it would wait for a writer
+    forever): the hook answers from the operation's timeout window, as for a missing one."""
+    root = project(tmp_path / "proj", TASKS)
+    fifo = tmp_path / "agent.jsonl"
+    os.mkfifo(fifo)
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    doc = subagent_stop(root, fifo)
+    assert doc.get("decision") == "block", doc
+    assert f"specs/{OWN}/.return-meta.json" in doc["reason"]
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00\xff" * 100, b"not a key\n" * 50, b"a" * 64 + b"\n" + b"\x1b[2J" * 10]
+)
+def test_a_garbled_memory_of_what_was_said_only_means_saying_it_again(
+    tmp_path: Path, garbage: bytes
+) -> None:
+    """What the person was already told lives in the user's state directory; when that file
+    is garbage the hook still answers, names the other run's file again, and rewrites it."""
+    from postflightd.hooks.reported import default_path
+
+    root = project(tmp_path / "proj", TASKS)
+    written(write_meta(root, OTHER, BROKEN), STALE)
+    memory = default_path()
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_bytes(garbage)
+    first = subagent_stop(root, FIXTURES / "nothing.jsonl")
+    assert f"specs/{OTHER}/.return-meta.json" in first["systemMessage"]
+    assert subagent_stop(root, FIXTURES / "nothing.jsonl") == {}
