@@ -89,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
 
     hook = sub.add_parser("hook", help="adapter for an agent runtime's stop hook")
     hook.add_argument(
-        "runtime", choices=("claude",), help="the hook protocol spoken on stdin/stdout"
+        "runtime",
+        choices=("claude", "codex", "gemini", "copilot", "cursor", "opencode"),
+        help="the hook protocol spoken on stdin/stdout",
     )
     hook.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
@@ -359,7 +361,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "hook":
             from postflightd.commands.hook import run_hook
 
-            return run_hook(config_path=args.config)
+            return run_hook(args.runtime, config_path=args.config)
         case "history":
             from postflightd.commands.history import run_history
 

@@ -22,7 +22,8 @@ from postflightd.commands.scan import ScanOutput, run_scan
 from postflightd.commands.status import collect_status
 from postflightd.config import Config, policy_from
 from postflightd.fs.directory import Directory
-from postflightd.hooks.claude import HookInput, answer
+from postflightd.hooks import claude
+from postflightd.hooks.decision import Verdict, answer
 from postflightd.journal.database import Journal, journal_path
 from postflightd.project.root import Project
 
@@ -149,8 +150,8 @@ def test_process_and_the_hook_close_every_project_they_open(
         write_meta(root, "259_prove_completeness", researched_doc())
         assert run_process(file=str(meta), fmt="text", config_path=None) == 0
         write_meta(root, "259_prove_completeness", researched_doc())
-        hook_input = HookInput(root, stop_hook_active=False, agent_type=None, event="Stop")
-        assert answer(hook_input, lambda _start: Config(), open_journal, {}) == {}
+        request = claude.parse({"cwd": str(root), "hook_event_name": "Stop"}, {})
+        assert answer(request, lambda _start: Config(), open_journal) == Verdict()
         assert not meta.exists()
         capsys.readouterr()
 

@@ -1,51 +1,65 @@
-"""``postflightd hook claude``: the stop-hook adapter's command (the protocol is ``hook.py``)."""
+"""``postflightd hook RUNTIME``: the stop-hook adapters' command (each protocol is a module
+of ``hooks``; what they share is ``hooks.decision``)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any, Final
 
 from postflightd.commands.arguments import open_journal
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, PostflightError, write_crash_log
-from postflightd.hooks.claude import (
-    HookInputError,
-    answer,
-    parse_hook_input,
-    read_hook_input,
-    system_message,
-)
+from postflightd.hooks import claude, codex, copilot, cursor, gemini, opencode
+from postflightd.hooks.decision import Runtime, Verdict, answer, message_of
+from postflightd.hooks.stdin import HookInputError, load_object, read_hook_input
 from postflightd.inert import inert, json_text
 
+RUNTIMES: Final[Mapping[str, Runtime]] = {
+    r.name: r
+    for r in (
+        claude.RUNTIME,
+        codex.RUNTIME,
+        gemini.RUNTIME,
+        copilot.RUNTIME,
+        cursor.RUNTIME,
+        opencode.RUNTIME,
+    )
+}
 
-def run_hook(*, config_path: str | None) -> int:
-    """Stop-hook adapter: exactly one JSON object on stdout, and never exit 2.
 
-    Exit 2 means "block and show stderr to the agent" to the runtime: so malformed stdin is
-    exit 1 (one line on stderr), and every problem that is not the metadata's is a
-    ``systemMessage`` for the person, exit 0.
+def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
+    """Stop-hook adapter: exactly one JSON object on stdout, never the runtime's blocking
+    exit code.
+
+    Malformed stdin is the runtime's non-blocking error (one line on stderr, ``{}``), and every
+    problem that is not the metadata's is a message for the person, exit 0. ``hook claude``
+    answers Copilot CLI and Cursor in their own protocols (``hooks.claude.caller``).
     """
-    reply: Mapping[str, object]
+    runtime = RUNTIMES[runtime_name]
     try:
         # Descriptor 0 itself: the runtime's pipe, and no AttributeError when sys.stdin is
         # None (started with stdin closed): read_hook_input turns EBADF into HookInputError.
-        hook_input = parse_hook_input(read_hook_input(0))
+        doc = load_object(read_hook_input(0))
+        if runtime is claude.RUNTIME:
+            runtime = claude.caller(doc)
+        request = runtime.parse(doc, os.environ)
     except HookInputError as exc:
         print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
         print("{}")
-        return int(exc.exit_code)
+        return runtime.malformed_exit
     try:
-        reply = answer(
-            hook_input,
-            lambda start: load_config(config_path, [start]),
-            open_journal,
-            os.environ,
-        )
+        verdict = answer(request, lambda start: load_config(config_path, [start]), open_journal)
     except PostflightError as exc:
-        reply = system_message([str(exc)])
+        verdict = Verdict(message=message_of([str(exc)]))
     except Exception as exc:  # noqa: BLE001 - the hook must answer the runtime whatever happens
         where = write_crash_log(exc)
-        reply = system_message([f"internal error ({type(exc).__name__}); details in {where}"])
+        verdict = Verdict(
+            message=message_of([f"internal error ({type(exc).__name__}); details in {where}"])
+        )
+    reply: dict[str, Any] = runtime.render(verdict)
+    if verdict.message is not None and runtime.person != "answer":
+        print(verdict.message, file=sys.stderr)
     print(json_text(reply))
     return int(ExitCode.OK)

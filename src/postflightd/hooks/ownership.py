@@ -3,12 +3,19 @@
 Decided, in order of what is known:
 
 1. The agent's transcript (a subagent's own, or a session's and its subagents'): a file whose
-   task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own.
-   The runtime writes the transcript asynchronously, so it can lag the last tool call: a file
-   last written in the last LAG_S seconds, after the transcript began, is its own too.
+   task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own
+   (Claude Code), or an ``apply_patch`` header or a shell command of it (Codex's rollout,
+   ``hooks.rollout``). The runtime writes the transcript asynchronously, so it can lag the
+   last tool call: a file last written in the last LAG_S seconds, after the transcript began,
+   is its own too.
 2. A transcript path given but unreadable: files last written after it began (its birth time,
    where the file system keeps one), else within the operation's timeout.
 3. No transcript path at all: files last written within the operation's timeout.
+4. The files the runtime itself says the session wrote (OpenCode's plugin): those, and the
+   ones last written in the last LAG_S seconds (``files_ownership``).
+5. A runtime whose transcript does not say what the agent wrote (Gemini CLI, Copilot CLI,
+   Cursor): files last written within the operation's timeout, and after the transcript's
+   first line's time where it has one (``window_ownership``).
 """
 
 from __future__ import annotations
@@ -17,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from postflightd.hooks.transcript import Transcript, read_transcripts, subagent_transcripts
+from postflightd.hooks.transcript import (
+    Transcript,
+    Written,
+    began_of,
+    read_transcripts,
+    subagent_transcripts,
+    task_dirs_named,
+)
 
 #: How far the runtime's transcript may lag the agent's last write, in seconds.
 LAG_S: Final = 10.0
@@ -61,12 +75,15 @@ def transcripts_of(
     return [main, *subagent_transcripts(main, session_id or "")]
 
 
-def ownership(paths: list[Path], timeout_s: float, now: float) -> Ownership:
-    """The rule for one stop, from the agent's transcripts (``transcripts_of``)."""
+def ownership(
+    paths: list[Path], timeout_s: float, now: float, written: Written | None = None
+) -> Ownership:
+    """The rule for one stop, from the agent's transcripts (``transcripts_of``); their lines
+    are Claude Code's unless ``written`` reads another runtime's."""
     window = now - timeout_s
     if not paths:
         return Ownership(None, window, "window")
-    transcript = read_transcripts(paths)
+    transcript = read_transcripts(paths, written=written)
     if transcript is not None:
         return Ownership(transcript, window, "transcript")
     try:
@@ -75,3 +92,22 @@ def ownership(paths: list[Path], timeout_s: float, now: float) -> Ownership:
         born = None
     since = born if isinstance(born, float) else window
     return Ownership(None, since, "transcript unreadable")
+
+
+def files_ownership(files: list[str], timeout_s: float, now: float) -> Ownership:
+    """The rule when the runtime names the files the session wrote: those files are its own,
+    and, as the runtime's record may lag the last write, the ones written in the last LAG_S."""
+    dirs: set[str] = set()
+    for path in files:
+        dirs |= task_dirs_named(path)
+    return Ownership(Transcript(frozenset(dirs), None), now - timeout_s, "files")
+
+
+def window_ownership(transcript: Path | None, timeout_s: float, now: float) -> Ownership:
+    """The rule when the transcript does not say what the agent wrote: files last written
+    within the operation's timeout, and not before the transcript's first line's time."""
+    since = now - timeout_s
+    began = began_of(transcript) if transcript is not None else None
+    if began is not None and since < began <= now:
+        since = began
+    return Ownership(None, since, "window")

@@ -18,7 +18,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -38,6 +38,9 @@ _META_BYTES: Final = META_NAME.encode()
 #: ``<task dir>/.return-meta.json`` in a path or a shell command: the task directory's name.
 _TASK_DIR: Final = re.compile(r"([^/\s'\"`;|&<>()=]+)/" + re.escape(META_NAME))
 
+#: The task directories whose metadata file one parsed line of a transcript says were written.
+Written = Callable[[Any], set[str]]
+
 
 @dataclass(frozen=True, slots=True)
 class Transcript:
@@ -55,6 +58,12 @@ def task_dirs_named(text: str) -> set[str]:
 
 def read_transcript(path: Path, tail_bytes: int = TAIL_BYTES) -> Transcript | None:
     """The transcript at ``path``, or None when it cannot be read or none of its end parses."""
+    return read_jsonl(path, _written, tail_bytes)
+
+
+def read_jsonl(path: Path, written: Written, tail_bytes: int = TAIL_BYTES) -> Transcript | None:
+    """Any runtime's JSON-lines transcript at ``path``, each line's writes told by ``written``;
+    None when it cannot be read or none of its end parses."""
     try:
         # Non-blocking: a FIFO planted at the path must not hang the hook; only a regular
         # file is read.
@@ -90,16 +99,21 @@ def read_transcript(path: Path, tail_bytes: int = TAIL_BYTES) -> Transcript | No
         if entry is None:
             continue
         parsed_any = True
-        dirs.update(_written(entry))
+        dirs.update(written(entry))
     if not parsed_any:
         return None
     return Transcript(frozenset(dirs), _began(head))
 
 
-def read_transcripts(paths: Iterable[Path], tail_bytes: int = TAIL_BYTES) -> Transcript | None:
+def read_transcripts(
+    paths: Iterable[Path], tail_bytes: int = TAIL_BYTES, written: Written | None = None
+) -> Transcript | None:
     """Several transcripts as one (an agent and its subagents): the task directories any of
-    them wrote, and the time the first began; None when none of them can be read."""
-    found = [t for t in (read_transcript(p, tail_bytes) for p in paths) if t is not None]
+    them wrote, and the time the first began; None when none of them can be read. Lines are
+    Claude Code's unless ``written`` reads another runtime's."""
+    found = [
+        t for t in (read_jsonl(p, written or _written, tail_bytes) for p in paths) if t is not None
+    ]
     if not found:
         return None
     began = [t.began for t in found if t.began is not None]
@@ -120,6 +134,24 @@ def subagent_transcripts(transcript: Path, session_id: str) -> list[Path]:
         return []
     found.sort(key=lambda item: item[0], reverse=True)
     return [p for _, p in found[:MAX_SUBAGENT_TRANSCRIPTS]]
+
+
+def began_of(path: Path) -> float | None:
+    """When a transcript began, by its first line's ``timestamp`` (a regular file only, its
+    first HEAD_BYTES read); None when that cannot be told."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.pread(fd, HEAD_BYTES, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return _began(head)
 
 
 def _loads(line: bytes) -> Any:

@@ -1,0 +1,350 @@
+"""What the stop hook decides, whichever runtime asked: the part that is not protocol.
+
+A runtime's module (``claude``, ``codex``, ``gemini``, ``copilot``, ``cursor``, ``opencode``)
+turns its stdin into a StopRequest: where the project is, whether its loop guard lets the
+agent be sent back, and how to tell the agent's own files (``hooks.ownership``). ``answer``
+post-flights the project's final files and returns a Verdict: what the agent must repair
+(``reason``, only its own files) and what the person is told (``message``: a configuration or
+lock problem, state.json, other runs' invalid files once). The runtime's module renders the
+Verdict in its protocol (a Runtime); ``commands.hook.run_hook`` prints it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from postflightd.config import Config, policy_from
+from postflightd.fs.locks import LockTimeoutError
+from postflightd.hooks.ownership import Ownership
+from postflightd.hooks.reported import Reported, content_key
+from postflightd.hooks.reported import default_path as default_reported_path
+from postflightd.inert import inert
+from postflightd.journal.database import Journal
+from postflightd.pipeline.apply import apply_files
+from postflightd.pipeline.check import check_file
+from postflightd.pipeline.cleanup import clean_litter
+from postflightd.pipeline.results import FileReport, Outcome
+from postflightd.project.metafiles import MetaFileRef, find_metadata_files
+from postflightd.project.root import Project
+from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
+from postflightd.runs.lifecycle import operation_of, timeout_for
+
+#: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
+MAX_REASONS_PER_FILE: Final = 8
+#: How long the hook waits for the project lock: a commit takes milliseconds, so a lock held
+#: longer belongs to something stuck; the runtime (and the person) must not wait 30 s for it.
+HOOK_LOCK_WAIT_S: Final = 3.0
+#: The longest the hook waits for a just-written metadata file to settle.
+MAX_SETTLE_WAIT_S: Final = 1.0
+#: Other runs' invalid files named in the person's message; the rest are counted.
+MAX_OTHERS_NAMED: Final = 3
+
+#: The rule telling the agent's own files, given the operation's timeout and the time now.
+Whose = Callable[[float, float], Ownership]
+
+
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    """One stop, whatever the runtime: what ``answer`` needs."""
+
+    #: where to look for the project, in order (the agent's cwd, then the runtime's project
+    #: directory or workspace roots: an agent that ran ``cd /tmp`` still belongs to its project)
+    starts: tuple[Path, ...]
+    #: False when the runtime's loop guard says the agent was already sent back
+    may_block: bool
+    #: the rule telling the agent's own files
+    whose: Whose
+    #: the subagent's type, whose words choose the operation's timeout
+    agent_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The decision, before a runtime's protocol renders it."""
+
+    #: what the agent must repair before stopping; None lets it stop
+    reason: str | None = None
+    #: one line for the person (``postflightd: ...``), never for the agent
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """A runtime's protocol: its stdin parsed, the Verdict rendered, its exit codes."""
+
+    name: str
+    parse: Callable[[Mapping[str, Any], Mapping[str, str]], StopRequest]
+    render: Callable[[Verdict], dict[str, Any]]
+    #: the exit code of malformed stdin: a non-blocking error in that runtime
+    malformed_exit: int = 1
+    #: where the person's message goes: in the answer, on stderr (the runtime's answer has
+    #: no field for it), or both (the field is not known to reach the person everywhere)
+    person: Literal["answer", "stderr", "both"] = "answer"
+
+
+def decision_answer(verdict: Verdict, word: str = "block") -> dict[str, Any]:
+    """The answer in Claude Code's shape, which most runtimes share: ``{}``, ``{"decision":
+    word, "reason": ...}`` to send the agent on, and ``systemMessage`` for the person."""
+    out: dict[str, Any] = {}
+    if verdict.reason is not None:
+        out.update(decision=word, reason=verdict.reason)
+    if verdict.message is not None:
+        out["systemMessage"] = verdict.message
+    return out
+
+
+def message_of(problems: Sequence[str]) -> str:
+    """The person's message: one line."""
+    return "postflightd: " + "; ".join(inert(p) for p in problems)
+
+
+def find_root(start: Path, specs_dir: str) -> Path | None:
+    """The nearest directory at or above ``start`` that holds the specs directory."""
+    try:
+        here = start.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for candidate in (here, *here.parents):
+        if (candidate / specs_dir).is_dir():
+            return candidate
+    return None
+
+
+def _young(refs: Iterable[MetaFileRef], settle_s: float) -> set[Path]:
+    """The files modified less than ``settle_s`` ago: another agent may still be writing them."""
+    now = time.time()
+    out: set[Path] = set()
+    for ref in refs:
+        try:
+            age = now - os.lstat(ref.path).st_mtime
+        except OSError:
+            continue
+        # A negative age is a clock skew or a planted future date, not a write in progress.
+        if 0 <= age < settle_s:
+            out.add(ref.path)
+    return out
+
+
+def settled_split(
+    refs: Sequence[MetaFileRef], settle_s: float
+) -> tuple[list[MetaFileRef], list[MetaFileRef]]:
+    """(settled, still being written): waits once, briefly, for just-written files to settle.
+
+    The agent that is stopping wrote its own file a moment ago; a short wait lets the hook
+    still block on it when it is wrong, while a file that keeps changing is never blocked on.
+    """
+    young = _young(refs, settle_s)
+    if young and settle_s > 0:
+        time.sleep(min(settle_s, MAX_SETTLE_WAIT_S))
+        young = _young([r for r in refs if r.path in young], settle_s)
+    return [r for r in refs if r.path not in young], [r for r in refs if r.path in young]
+
+
+def _blocking_errors(report: FileReport) -> list[Finding]:
+    # PF604 is about state.json, which the agent must not be told to "fix": a systemMessage.
+    return [f for f in report.findings if f.code != STATE_UNUSABLE]
+
+
+def _to_repair(report: FileReport, skip: set[Path]) -> bool:
+    """Invalid (applied or only checked), settled, and with findings an agent can fix."""
+    invalid = report.outcome is Outcome.INVALID or (report.outcome is None and not report.valid)
+    return invalid and report.path not in skip and bool(_blocking_errors(report))
+
+
+def block_reason(
+    reports: Sequence[FileReport], may_block: bool, unsettled: Iterable[Path] = ()
+) -> str | None:
+    """None, or the reason naming each invalid, settled file and exactly what to fix."""
+    skip = set(unsettled)
+    invalid = [r for r in reports if _to_repair(r, skip)]
+    if not invalid or not may_block:
+        return None
+    lines = ["postflightd: metadata to repair before stopping:"]
+    for report in invalid:
+        lines.append(f"{inert(report.rel_path)}:")
+        findings = _blocking_errors(report)
+        shown = [f for f in findings if f.severity is Severity.ERROR] or findings
+        for f in shown[:MAX_REASONS_PER_FILE]:
+            where = f" ({inert(f.location)})" if f.location else ""
+            lines.append(f"  - {f.code}{where}: {inert(f.message)}")
+        if len(shown) > MAX_REASONS_PER_FILE:
+            lines.append(f"  - ... and {len(shown) - MAX_REASONS_PER_FILE} more")
+    lines.append(
+        "Rewrite the file(s) with these fixed; postflightd applies them when they validate."
+    )
+    return "\n".join(lines)
+
+
+def _state_problem(reports: Sequence[FileReport]) -> str | None:
+    kept = [r for r in reports if r.outcome is Outcome.STATE_UNUSABLE]
+    if not kept:
+        return None
+    problem = next(
+        (f.message for f in kept[0].findings if f.code == STATE_UNUSABLE), STATE_UNUSABLE
+    )
+    return f"{len(kept)} valid metadata file(s) not applied and kept: {problem}"
+
+
+def _incomplete_problem(reports: Sequence[FileReport]) -> str | None:
+    """PF606: applied to state.json, but TODO.md or errors.json could not be written. Not the
+    agent's to fix, so said to the person; the file is kept and the next run completes it."""
+    kept = [r for r in reports if r.outcome is Outcome.INCOMPLETE]
+    if not kept:
+        return None
+    problem = next((f.message for f in kept[0].findings if f.code == "PF606"), "PF606")
+    return f"{len(kept)} outcome(s) only partly written and kept for the next run: {problem}"
+
+
+def answer(
+    request: StopRequest,
+    load_config: Callable[[Path], Config],
+    open_journal: Callable[[Config], Journal],
+) -> Verdict:
+    """Post-flight the final files of the project that stopped: the Verdict.
+
+    The project is the nearest one holding the first of ``request.starts`` that is in one.
+    Raises PostflightError for a problem that is not the metadata's (``commands.hook.run_hook``
+    turns it into the person's message).
+    """
+    root: Path | None = None
+    for start in request.starts:
+        config = load_config(start)
+        root = find_root(start, config.specs_dir)
+        if root is not None:
+            break
+    if root is None:
+        return Verdict()
+    config = load_config(root)
+    with Project.open(root, config) as project:
+        return _postflight(project, config, request, open_journal)
+
+
+def _postflight(
+    project: Project,
+    config: Config,
+    request: StopRequest,
+    open_journal: Callable[[Config], Journal],
+) -> Verdict:
+    """``answer`` for the open project: its final files applied (or, with ``[hook] apply =
+    false``, only checked), and the runtime's answer: a block over the agent's own invalid
+    files, a ``systemMessage`` naming other runs' invalid files once."""
+    refs = list(find_metadata_files(project.require_specs()))
+    now_s = time.time()
+    operation = operation_of(None, request.agent_type)
+    rule = request.whose(timeout_for(operation, config.timeouts.as_mapping()), now_s)
+    own = {r.path for r in refs if rule.owns(r.task_dir, _mtime(r.path), now_s)}
+    settled, young = settled_split(refs, config.watch.settle_ms / 1000)
+    problems: list[str] = []
+    if config.hook.apply:
+        applied = _apply(project, config, settled, young, open_journal, problems)
+        if applied is None:
+            return Verdict(message=message_of(problems))
+        reports = applied
+    else:
+        # Validator mode: the file stays for the workflow's own stages (and its `process`).
+        now = datetime.now(UTC)
+        policy = policy_from(config)
+        reports = [check_file(project, ref, config, policy, now) for ref in refs]
+    for report in reports:
+        for note in report.notes:
+            # For the record, not for the runtime: stdout holds the answer alone.
+            print(f"postflightd: {inert(report.rel_path)}: {inert(note)}", file=sys.stderr)
+    state = _state_problem(reports)
+    if state is not None:
+        problems.append(state)
+    incomplete = _incomplete_problem(reports)
+    if incomplete is not None:
+        problems.append(incomplete)
+    unsettled = {r.path for r in young}
+    theirs = [r for r in reports if r.path not in own]
+    others = _others_problem(project.root, theirs, unsettled, Reported(default_reported_path()))
+    if others is not None:
+        problems.append(others)
+    reason = block_reason([r for r in reports if r.path in own], request.may_block, unsettled)
+    return Verdict(reason, message_of(problems) if problems else None)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return os.lstat(path).st_mtime
+    except OSError:
+        return None
+
+
+def _apply(
+    project: Project,
+    config: Config,
+    settled: list[MetaFileRef],
+    young: list[MetaFileRef],
+    open_journal: Callable[[Config], Journal],
+    problems: list[str],
+) -> list[FileReport] | None:
+    """Every valid final file applied; None when the project lock stayed busy (said in
+    ``problems``: the files are kept for the next run)."""
+    policy = policy_from(config)
+    reports: list[FileReport] = []
+    with closing(open_journal(config)) as journal:
+        if not journal.enabled:
+            problems.append(
+                f"the journal is unavailable ({journal.error}); postflight went on without it"
+            )
+        now = datetime.now(UTC)
+        try:
+            for note in clean_litter(project, config, journal):
+                print(f"postflightd: {inert(note)}", file=sys.stderr)
+            if settled:
+                reports += apply_files(
+                    project, settled, config, policy, journal, now, lock_timeout_s=HOOK_LOCK_WAIT_S
+                )
+            if young:
+                # Like the daemon before a file settles: one that does not parse yet is left
+                # alone, unrecorded; one that validates is applied.
+                reports += apply_files(
+                    project,
+                    young,
+                    config,
+                    policy,
+                    journal,
+                    now,
+                    report_unparsed=False,
+                    lock_timeout_s=HOOK_LOCK_WAIT_S,
+                )
+        except LockTimeoutError as exc:
+            problems.append(f"{exc}; the metadata files are kept for the next run")
+            return None
+    return reports
+
+
+def _others_problem(
+    root: Path, reports: Sequence[FileReport], unsettled: set[Path], reported: Reported
+) -> str | None:
+    """Other runs' invalid files, for the person: each content said once, never again."""
+    fresh: list[tuple[str, FileReport]] = []
+    for report in reports:
+        if not _to_repair(report, unsettled):
+            continue
+        first = _blocking_errors(report)[0]
+        key = content_key(root, report.rel_path, report.loaded.raw, first.message)
+        if key not in reported:
+            fresh.append((key, report))
+    if not fresh:
+        return None
+    reported.remember(key for key, _ in fresh)
+    named = []
+    for _, report in fresh[:MAX_OTHERS_NAMED]:
+        first = _blocking_errors(report)[0]
+        named.append(f"{report.rel_path} ({first.code}: {first.message})")
+    more = len(fresh) - MAX_OTHERS_NAMED
+    tail = f", and {more} more" if more > 0 else ""
+    return (
+        f"{len(fresh)} invalid metadata file(s) not written by this agent, so not blocked "
+        f"on (said once; `postflightd scan` lists them): " + ", ".join(named) + tail
+    )
