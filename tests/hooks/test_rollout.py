@@ -1,0 +1,222 @@
+"""Whose file it is under Codex: its rollout's tool calls, in Codex's own line format."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.documents import task_entry
+from helpers.project import project, write_meta
+from postflightd.cli import main
+from postflightd.hooks.rollout import patch_targets, rollout_written
+from postflightd.hooks.transcript import read_transcripts
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
+OWN, OTHER = "259_prove_completeness", "260_plan_it"
+BROKEN = '{"status": "researched",\n'
+MINUTE_AGO = 60.0
+
+
+def item(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": "2026-11-20T10:00:00.000Z", "type": "response_item", "payload": payload}
+
+
+def test_an_apply_patch_writes_the_files_its_headers_name_not_those_its_body_quotes() -> None:
+    patch = (
+        "*** Begin Patch\n"
+        "*** Add File: specs/259_a/.return-meta.json\n"
+        "+see specs/999_quoted/.return-meta.json\n"
+        "*** Update File: /home/dev/proj/specs/260_b/.return-meta.json\n"
+        "@@\n-old\n+new\n"
+        "*** Update File: specs/261_c/notes.md\n"
+        "*** Move to: specs/262_d/.return-meta.json\n"
+        "*** Delete File: specs/263_e/.return-meta.json\n"
+        "*** End Patch\n"
+    )
+    assert patch_targets(patch) == {"259_a", "260_b", "262_d"}
+
+
+@pytest.mark.parametrize(
+    ("payload", "dirs"),
+    [
+        (
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": "*** Begin Patch\n*** Add File: specs/259_a/.return-meta.json\n+{}\n"
+                "*** End Patch",
+                "call_id": "call_1",
+            },
+            {"259_a"},
+        ),
+        (
+            {
+                "type": "function_call",
+                "name": "apply_patch",
+                "arguments": json.dumps(
+                    {"input": "*** Begin Patch\n*** Update File: specs/259_a/.return-meta.json"}
+                ),
+                "call_id": "call_2",
+            },
+            {"259_a"},
+        ),
+        (
+            {
+                "type": "function_call",
+                "name": "shell",
+                "arguments": json.dumps(
+                    {"command": ["bash", "-lc", "cat > specs/259_a/.return-meta.json <<'EOF'"]}
+                ),
+                "call_id": "call_3",
+            },
+            {"259_a"},
+        ),
+        (
+            {
+                "type": "function_call",
+                "name": "exec_command",
+                "arguments": json.dumps({"cmd": "jq . x > specs/259_a/.return-meta.json"}),
+                "call_id": "call_4",
+            },
+            {"259_a"},
+        ),
+        (
+            {
+                "type": "local_shell_call",
+                "call_id": "call_5",
+                "status": "completed",
+                "action": {
+                    "type": "exec",
+                    "command": ["sh", "-c", "cp y specs/259_a/.return-meta.json"],
+                },
+            },
+            {"259_a"},
+        ),
+        ({"type": "function_call", "name": "shell", "arguments": "{not json"}, set()),
+        ({"type": "function_call", "name": "shell", "arguments": {"cmd": "x"}}, set()),
+        (
+            {
+                "type": "function_call_output",
+                "call_id": "call_1",
+                "output": "A specs/259_a/.return-meta.json",
+            },
+            set(),
+        ),
+        (
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "fix specs/259_a/.return-meta.json"}],
+            },
+            set(),
+        ),
+    ],
+    ids=[
+        "custom-apply-patch",
+        "function-apply-patch",
+        "shell-list",
+        "exec-command",
+        "local-shell",
+        "arguments-not-json",
+        "arguments-not-text",
+        "tool-output",
+        "user-message",
+    ],
+)
+def test_a_rollout_line_names_what_its_tool_call_writes(
+    payload: dict[str, Any], dirs: set[str]
+) -> None:
+    assert rollout_written(item(payload)) == dirs
+
+
+def test_other_line_types_and_shapes_write_nothing() -> None:
+    assert rollout_written({"type": "event_msg", "payload": {"type": "agent_message"}}) == set()
+    assert rollout_written({"type": "response_item", "payload": "x"}) == set()
+    assert rollout_written(["response_item"]) == set()
+
+
+def test_a_rollout_read_from_its_file_says_its_writes_and_when_it_began() -> None:
+    found = read_transcripts([FIXTURES / "rollout_apply_patch.jsonl"], written=rollout_written)
+    assert found is not None
+    assert found.task_dirs == {OWN}  # the patch body quotes 260_plan_it: not counted
+    # The first line's time: the session_meta's.
+    assert found.began == datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
+    shell = read_transcripts([FIXTURES / "rollout_shell.jsonl"], written=rollout_written)
+    assert shell is not None and shell.task_dirs == {OWN}
+
+
+def written(path: Path, ago: float) -> Path:
+    when = time.time() - ago
+    os.utime(path, (when, when))
+    return path
+
+
+def codex_stop(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, root: Path, rollout: Path
+) -> dict[str, Any]:
+    text = (FIXTURES / "stop.json").read_text(encoding="utf-8")
+    text = text.replace("$TRANSCRIPT", str(rollout)).replace("$ROOT", str(root))
+    stdin = tmp_path / "stdin"
+    stdin.write_text(text, encoding="utf-8")
+    saved, fd = os.dup(0), os.open(stdin, os.O_RDONLY)
+    try:
+        os.dup2(fd, 0)
+        capsys.readouterr()
+        assert main(["hook", "codex"]) == 0
+        out = capsys.readouterr().out
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(fd)
+    doc = json.loads(out)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_codex_blocks_over_the_file_its_rollout_wrote_not_its_neighbours(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Two invalid files written a minute ago: the one the rollout's patch wrote sends the
+    agent back; the other (only quoted in the patch's body) is told to the person."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    written(write_meta(root, OTHER, BROKEN), MINUTE_AGO)
+    rollout = root / "rollout.jsonl"
+    rollout.write_bytes((FIXTURES / "rollout_apply_patch.jsonl").read_bytes())
+    answer = codex_stop(capsys, tmp_path, root, rollout)
+    assert answer["decision"] == "block"
+    assert f"specs/{OWN}/.return-meta.json" in answer["reason"]
+    assert OTHER not in answer["reason"]
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in answer["systemMessage"]
+
+
+def test_codex_with_a_rollout_that_wrote_nothing_blocks_no_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    rollout = root / "rollout.jsonl"
+    rollout.write_bytes((FIXTURES / "rollout_nothing.jsonl").read_bytes())
+    answer = codex_stop(capsys, tmp_path, root, rollout)
+    assert set(answer) == {"systemMessage"}
+    assert f"specs/{OWN}/.return-meta.json (PF102" in answer["systemMessage"]
+
+
+def test_codex_with_an_unreadable_rollout_falls_back_to_the_time_window(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A directory at the rollout's path: the file written a minute ago is the agent's."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    rollout = root / "rollout.jsonl"
+    rollout.mkdir()
+    answer = codex_stop(capsys, tmp_path, root, rollout)
+    assert answer["decision"] == "block"
+    assert f"specs/{OWN}/.return-meta.json" in answer["reason"]
