@@ -372,3 +372,133 @@ def test_the_real_cli_sends_the_agent_back_in_the_runtimes_protocol(
     malformed = hook_process(runtime, b"{truncated")
     assert malformed.doc == {}
     assert malformed.code == runtime.malformed_exit
+
+
+# --- what each runtime has of its own --------------------------------------------------------
+
+
+def by_name(name: str, fixture: str) -> Runtime:
+    return next(r for r in RUNTIMES if (r.name, r.fixture, r.command) == (name, fixture, ""))
+
+
+OPENCODE = by_name("opencode", "idle.json")
+CURSOR = by_name("cursor", "stop.json")
+GEMINI = by_name("gemini", "after_agent.json")
+COPILOT = by_name("copilot", "agent_stop.json")
+
+
+def test_opencode_owns_the_files_its_plugin_names_and_those_written_seconds_ago(
+    hook: Hook, tmp_path: Path
+) -> None:
+    """Named by the plugin: the session's. Written a minute ago and not named: another's.
+    Written a second ago and not named: the session's (the plugin's list may lag)."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    own = written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    written(write_meta(root, OTHER, BROKEN), MINUTE_AGO)
+    answer = hook(OPENCODE, payload(OPENCODE, root, files=[str(own)]))
+    assert f"specs/{OWN}/.return-meta.json" in reason_of(answer.doc)
+    assert OTHER not in reason_of(answer.doc)
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in answer.doc["systemMessage"]
+    written(own, 1.0)
+    lagging = hook(OPENCODE, payload(OPENCODE, root, files=[]))
+    assert f"specs/{OWN}/.return-meta.json" in reason_of(lagging.doc)
+
+
+@pytest.mark.parametrize("attempt", [0, 2])
+def test_opencode_sends_the_agent_back_until_the_third_attempt(
+    hook: Hook, tmp_path: Path, attempt: int
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    answer = hook(OPENCODE, payload(OPENCODE, root, attempt=attempt))
+    assert answer.doc["decision"] == "block"
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"files": "specs/259/.return-meta.json"}, '"files" must be a list of paths'),
+        ({"files": [3]}, '"files" must be a list of paths'),
+        ({"attempt": -1}, '"attempt" must be a whole number from 0 up'),
+        ({"attempt": True}, '"attempt" must be a whole number from 0 up'),
+        ({"cwd": None}, 'no "cwd" string'),
+    ],
+)
+def test_opencode_input_of_the_wrong_shape_is_exit_0_and_one_stderr_line(
+    hook: Hook, tmp_path: Path, changes: dict[str, Any], problem: str
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    answer = hook(OPENCODE, payload(OPENCODE, root, **changes))
+    assert (answer.doc, answer.code) == ({}, 0)
+    assert problem in answer.stderr
+    assert answer.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("status", ["aborted", "error"])
+def test_cursor_never_sends_back_an_agent_that_was_aborted_or_failed(
+    hook: Hook, tmp_path: Path, status: str
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    assert hook(CURSOR, payload(CURSOR, root, status=status)) == Answer({}, "", 0)
+
+
+def test_cursor_finds_the_project_among_its_workspace_roots(hook: Hook, tmp_path: Path) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    elsewhere = tmp_path / "docs-folder"
+    elsewhere.mkdir()
+    answer = hook(CURSOR, payload(CURSOR, root, workspace_roots=[str(elsewhere), str(root)]))
+    assert f"specs/{OWN}/.return-meta.json" in reason_of(answer.doc)
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"workspace_roots": None}, 'no "workspace_roots" list of folders'),
+        ({"workspace_roots": []}, 'no "workspace_roots" list of folders'),
+        ({"loop_count": "1"}, '"loop_count" must be a whole number from 0 up'),
+    ],
+)
+def test_cursor_input_of_the_wrong_shape_is_exit_1_and_one_stderr_line(
+    hook: Hook, tmp_path: Path, changes: dict[str, Any], problem: str
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    answer = hook(CURSOR, payload(CURSOR, root, **changes))
+    assert (answer.doc, answer.code) == ({}, 1)
+    assert problem in answer.stderr
+    assert answer.stderr.count("\n") == 1
+
+
+def test_gemini_finds_the_project_from_gemini_project_dir(
+    hook: Hook, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent ran `cd /elsewhere`: the project comes from $GEMINI_PROJECT_DIR."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("GEMINI_PROJECT_DIR", str(root))
+    answer = hook(GEMINI, payload(GEMINI, root, cwd=str(elsewhere)))
+    assert answer.doc["decision"] == "deny"
+
+
+def test_a_file_written_before_the_transcript_began_is_not_the_agents(
+    hook: Hook, tmp_path: Path
+) -> None:
+    """Copilot's transcript began 50 minutes ago (its first line's time): a file written an
+    hour ago, within the timeout, is still another session's."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), 3600 - 60)
+    answer = hook(COPILOT, payload(COPILOT, root))
+    assert "decision" not in answer.doc
+    assert f"specs/{OWN}/.return-meta.json (PF102" in answer.doc["systemMessage"]
+
+
+def test_a_stop_hook_active_that_is_not_a_boolean_is_malformed(hook: Hook, tmp_path: Path) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    for runtime in (GEMINI, by_name("codex", "stop.json"), COPILOT):
+        guard = next(iter(runtime.guard))
+        answer = hook(runtime, payload(runtime, root, **{guard: "yes"}))
+        assert (answer.doc, answer.code) == ({}, 1)
+        assert f'"{guard}" must be true or false' in answer.stderr
