@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import json
-import os
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers.documents import task_entry
+from helpers.hooks import (
+    BROKEN,
+    FIXTURES,
+    MINUTE_AGO,
+    OTHER,
+    OWN,
+    TASKS,
+    Hook,
+    by_name,
+    payload,
+    written,
+)
 from helpers.project import project, write_meta
-from postflightd.cli import main
 from postflightd.hooks.rollout import patch_targets, rollout_written
 from postflightd.hooks.transcript import read_transcripts
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "codex"
-TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-OWN, OTHER = "259_prove_completeness", "260_plan_it"
-BROKEN = '{"status": "researched",\n'
-MINUTE_AGO = 60.0
+CODEX_FIXTURES = FIXTURES / "codex"
 
 
 def item(payload: dict[str, Any]) -> dict[str, Any]:
@@ -143,41 +147,27 @@ def test_other_line_types_and_shapes_write_nothing() -> None:
 
 
 def test_a_rollout_read_from_its_file_says_its_writes_and_when_it_began() -> None:
-    found = read_transcripts([FIXTURES / "rollout_apply_patch.jsonl"], written=rollout_written)
+    patched = CODEX_FIXTURES / "rollout_apply_patch.jsonl"
+    found = read_transcripts([patched], written=rollout_written)
     assert found is not None
     assert found.task_dirs == {OWN}  # the patch body quotes 260_plan_it: not counted
     # The first line's time: the session_meta's.
     assert found.began == datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
-    shell = read_transcripts([FIXTURES / "rollout_shell.jsonl"], written=rollout_written)
+    shell = read_transcripts([CODEX_FIXTURES / "rollout_shell.jsonl"], written=rollout_written)
     assert shell is not None and shell.task_dirs == {OWN}
 
 
-def written(path: Path, ago: float) -> Path:
-    when = time.time() - ago
-    os.utime(path, (when, when))
-    return path
+CODEX = by_name("codex", "stop.json")
 
 
 def codex_stop(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, root: Path, rollout: Path
 ) -> dict[str, Any]:
-    text = (FIXTURES / "stop.json").read_text(encoding="utf-8")
-    text = text.replace("$TRANSCRIPT", str(rollout)).replace("$ROOT", str(root))
-    stdin = tmp_path / "stdin"
-    stdin.write_text(text, encoding="utf-8")
-    saved, fd = os.dup(0), os.open(stdin, os.O_RDONLY)
-    try:
-        os.dup2(fd, 0)
-        capsys.readouterr()
-        assert main(["hook", "codex"]) == 0
-        out = capsys.readouterr().out
-    finally:
-        os.dup2(saved, 0)
-        os.close(saved)
-        os.close(fd)
-    doc = json.loads(out)
-    assert isinstance(doc, dict)
-    return doc
+    """`hook codex` on Codex's Stop input naming ``rollout``."""
+    stdin = payload(CODEX, root, transcript_path=str(rollout))
+    answer = Hook(capsys, tmp_path)(CODEX, stdin)
+    assert answer.code == 0
+    return answer.doc
 
 
 def test_codex_blocks_over_the_file_its_rollout_wrote_not_its_neighbours(
@@ -188,8 +178,8 @@ def test_codex_blocks_over_the_file_its_rollout_wrote_not_its_neighbours(
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
     written(write_meta(root, OTHER, BROKEN), MINUTE_AGO)
-    rollout = root / "rollout.jsonl"
-    rollout.write_bytes((FIXTURES / "rollout_apply_patch.jsonl").read_bytes())
+    rollout = root / "rollout-2026-11-20T10-00-00.jsonl"
+    rollout.write_bytes((CODEX_FIXTURES / "rollout_apply_patch.jsonl").read_bytes())
     answer = codex_stop(capsys, tmp_path, root, rollout)
     assert answer["decision"] == "block"
     assert f"specs/{OWN}/.return-meta.json" in answer["reason"]
@@ -202,8 +192,8 @@ def test_codex_with_a_rollout_that_wrote_nothing_blocks_no_one(
 ) -> None:
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
-    rollout = root / "rollout.jsonl"
-    rollout.write_bytes((FIXTURES / "rollout_nothing.jsonl").read_bytes())
+    rollout = root / "rollout-2026-11-20T10-00-00.jsonl"
+    rollout.write_bytes((CODEX_FIXTURES / "rollout_nothing.jsonl").read_bytes())
     answer = codex_stop(capsys, tmp_path, root, rollout)
     assert set(answer) == {"systemMessage"}
     assert f"specs/{OWN}/.return-meta.json (PF102" in answer["systemMessage"]
@@ -215,7 +205,7 @@ def test_codex_with_an_unreadable_rollout_falls_back_to_the_time_window(
     """A directory at the rollout's path: the file written a minute ago is the agent's."""
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
-    rollout = root / "rollout.jsonl"
+    rollout = root / "rollout-2026-11-20T10-00-00.jsonl"
     rollout.mkdir()
     answer = codex_stop(capsys, tmp_path, root, rollout)
     assert answer["decision"] == "block"

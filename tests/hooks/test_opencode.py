@@ -1,0 +1,76 @@
+"""`postflightd hook opencode`: the files its plugin names, its attempts, its input's shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.hooks import (
+    BROKEN,
+    MINUTE_AGO,
+    OTHER,
+    OWN,
+    TASKS,
+    Hook,
+    by_name,
+    payload,
+    reason_of,
+    written,
+)
+from helpers.project import project, write_meta
+
+OPENCODE = by_name("opencode", "idle.json")
+
+
+@pytest.fixture
+def hook(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Hook:
+    return Hook(capsys, tmp_path)
+
+
+def test_opencode_owns_the_files_its_plugin_names_and_those_written_seconds_ago(
+    hook: Hook, tmp_path: Path
+) -> None:
+    """Named by the plugin: the session's. Written a minute ago and not named: another's.
+    Written a second ago and not named: the session's (the plugin's list may lag)."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    own = written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    written(write_meta(root, OTHER, BROKEN), MINUTE_AGO)
+    answer = hook(OPENCODE, payload(OPENCODE, root, files=[str(own)]))
+    assert f"specs/{OWN}/.return-meta.json" in reason_of(answer.doc)
+    assert OTHER not in reason_of(answer.doc)
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in answer.doc["systemMessage"]
+    written(own, 1.0)
+    lagging = hook(OPENCODE, payload(OPENCODE, root, files=[]))
+    assert f"specs/{OWN}/.return-meta.json" in reason_of(lagging.doc)
+
+
+@pytest.mark.parametrize("attempt", [0, 2])
+def test_opencode_sends_the_agent_back_until_the_third_attempt(
+    hook: Hook, tmp_path: Path, attempt: int
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
+    answer = hook(OPENCODE, payload(OPENCODE, root, attempt=attempt))
+    assert answer.doc["decision"] == "block"
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"files": "specs/259/.return-meta.json"}, '"files" must be a list of paths'),
+        ({"files": [3]}, '"files" must be a list of paths'),
+        ({"attempt": -1}, '"attempt" must be a whole number from 0 up'),
+        ({"attempt": True}, '"attempt" must be a whole number from 0 up'),
+        ({"cwd": None}, 'no "cwd" string'),
+    ],
+)
+def test_opencode_input_of_the_wrong_shape_is_exit_0_and_one_stderr_line(
+    hook: Hook, tmp_path: Path, changes: dict[str, Any], problem: str
+) -> None:
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    answer = hook(OPENCODE, payload(OPENCODE, root, **changes))
+    assert (answer.doc, answer.code) == ({}, 0)
+    assert problem in answer.stderr
+    assert answer.stderr.count("\n") == 1
