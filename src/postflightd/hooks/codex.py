@@ -1,8 +1,10 @@
 """Codex CLI's Stop/SubagentStop hook protocol (``postflightd hook codex``).
 
-Where the hook goes: ``.codex/hooks.json`` in a trusted project, or ``~/.codex/hooks.json``;
-a new hook runs only once the person trusts it in ``/hooks`` (from the issue's table: not
-confirmed in Codex's source we read).
+Where the hook goes (Codex's hooks page, https://developers.openai.com/codex/hooks):
+``<repo>/.codex/hooks.json`` (loaded only when the project's ``.codex/`` layer is trusted) or
+``~/.codex/hooks.json``, under ``hooks.Stop`` and ``hooks.SubagentStop`` in Claude Code's
+shape; a hook that is new or changed is skipped until the person reviews and trusts it in
+``/hooks`` (trust is kept per hash of its definition).
 
 Input on stdin (Codex's source, ``codex-rs/hooks/schema/generated/stop.command.input.schema.json``
 and ``subagent-stop.command.input.schema.json``, built in ``codex-rs/hooks/src/events/stop.rs``):
