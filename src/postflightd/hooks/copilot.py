@@ -10,20 +10,23 @@ Input on stdin (GitHub's hooks reference, https://docs.github.com/en/copilot/ref
 https://github.com/github/docs/pull/43876): an event configured in camelCase (``agentStop``,
 ``subagentStop``) gets camelCase fields: ``timestamp`` (Unix ms), ``cwd``, ``sessionId``,
 ``transcriptPath``, ``stopReason`` (``"end_turn"``), and for a subagent ``agentId`` and
-``agentType`` (the last two from the issue's table: not confirmed in GitHub's pages we
-could read); an event configured in PascalCase (``Stop``, ``SubagentStop``) gets the same
+``agentType`` (these two not confirmed: GitHub's pages we could read do not list a
+subagent's fields); an event configured in PascalCase (``Stop``, ``SubagentStop``) gets the same
 fields in snake_case, as Claude Code sends them. Both are read here.
 
 Answer on stdout, exit 0 (same pages): ``{"decision": "block", "reason": ...}`` keeps the
-agent going with the reason as its next prompt; ``{}`` lets it stop. Exit 2 is only a
-warning there (the agent stops anyway), so a block is always the JSON answer. A
-``systemMessage`` for the person is added as in Claude Code's answer (the snake_case format's
-field; not confirmed for the camelCase one, where an unknown field is ignored), and the
-same line goes to stderr. Malformed stdin: exit 1, one line on stderr.
+agent going with the reason as its next prompt; ``{}`` lets it stop. Exit 2 with stderr is
+only a warning there, the agent stops anyway (observed on Copilot CLI 1.0.41,
+https://github.com/exospherehost/failproofai/pull/299), so a block is always the JSON answer.
+The person's message is added as ``systemMessage``, as in Claude Code's answer (not in
+GitHub's pages we could read, so not confirmed to be shown), and the same line goes to
+stderr. Malformed stdin: exit 1 (any exit but 0 is a failed hook, the agent stops), one line
+on stderr.
 
-Loop guard: ``stop_hook_active`` (or ``stopHookActive``) true when present (from the issue's
-table: not confirmed in GitHub's pages); Copilot CLI itself forces a stop after 8 blocks in a
-row (also from the issue's table, not confirmed).
+Loop guard: ``stop_hook_active`` (or ``stopHookActive``) true, when present, means the agent
+already goes on because of a stop hook: never blocked twice in a row. Neither field is in
+GitHub's pages we could read, nor is Copilot CLI's own cap (a forced stop after 8 blocks in
+a row, as reported by others): without the field, that cap is the only bound.
 
 Whose files: Copilot's transcript is its own event log, not a documented record of the
 files each tool wrote, so the time window decides (``hooks.ownership.window_ownership``):
