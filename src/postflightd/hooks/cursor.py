@@ -16,9 +16,9 @@ folders; there is no ``cwd``), ``transcript_path`` (may be null), optionally ``m
 Answer on stdout, exit 0 (same sources): ``{"followup_message": ...}`` submits the text as
 the next user message, so the agent goes on; ``{}`` lets it stop. The stop hook's answer has
 no field for the person, so the person's message goes to stderr (where Cursor's hooks output
-shows it, as far as we could tell: not confirmed). Exit 2 blocks only the events that can be
-denied, not ``stop``; malformed stdin is exit 1 (a failed hook: the agent stops), one line
-on stderr.
+shows it, as far as we could tell: not confirmed). The hook never exits 2 (Cursor's "deny"
+for the events that can be denied); malformed stdin is exit 1 (a failed hook: the agent
+stops), one line on stderr.
 
 Loop guard: Cursor caps follow-ups with the hook's ``loop_limit`` (default 5), which the
 hook is not told; so the agent is sent back only when ``loop_count`` is 0 (never twice in a
