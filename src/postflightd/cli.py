@@ -24,6 +24,8 @@ COLOR_CHOICES = ("auto", "always", "never")
 FAULT_ENV = "POSTFLIGHTD_FAULT_AT"
 #: commands.completion.COMPLETING_ENV, named here for the same reason.
 COMPLETING_ENV = "_ARGCOMPLETE"
+#: project.hook_files.RUNTIME_NAMES (a test keeps the two equal), named here for the same reason.
+RUNTIME_NAMES = ("claude", "codex", "gemini", "copilot", "cursor", "opencode")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -174,6 +176,15 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also install the systemd user unit postflightd@.service "
         "(in $XDG_CONFIG_HOME/systemd/user/)",
+    )
+    init.add_argument(
+        "--runtime",
+        action="append",
+        choices=RUNTIME_NAMES,
+        metavar="NAME",
+        help="set the stop hook up for this agent runtime (repeatable): "
+        f"{', '.join(RUNTIME_NAMES)}; default: those whose directory the project has "
+        "(.claude/, .codex/, .gemini/, .github/hooks/, .cursor/, .opencode/), else claude",
     )
     init.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     completion = sub.add_parser("completion", help="print the shell completion script")
@@ -458,6 +469,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 systemd=args.systemd,
                 config_path=args.config,
                 out=sys.stdout,
+                runtimes=args.runtime,
             )
         case "completion":
             from postflightd.commands.completion import run_completion

@@ -36,7 +36,7 @@ from helpers.documents import final_text, task_entry
 from helpers.project import meta_path, project, task_status
 from helpers.waiting import wait_until
 from postflightd.postflight.json_layout import LAYOUT_FACTOR, LAYOUT_SLACK
-from postflightd.project.setup import MAX_SETTINGS_DEPTH
+from postflightd.project.hook_files import MAX_SETTINGS_DEPTH
 
 #: Real console-script runs and daemons, several per test: `pytest -m "not slow"` leaves them out.
 pytestmark = pytest.mark.slow

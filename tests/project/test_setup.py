@@ -12,14 +12,10 @@ import pytest
 
 from postflightd.cli import main
 from postflightd.config import load_config
-from postflightd.project.setup import (
-    HOOK_COMMAND,
-    MAX_INIT_FILE_BYTES,
-    SettingsShapeError,
-    gitignore_with,
-    settings_with_hook,
-    systemd_escape_path,
-)
+from postflightd.project.hook_files import CLAUDE, SettingsShapeError, settings_with_hook
+from postflightd.project.setup import MAX_INIT_FILE_BYTES, gitignore_with, systemd_escape_path
+
+HOOK_COMMAND = CLAUDE.command
 
 SCRIPT = Path(sys.executable).with_name("postflightd")
 

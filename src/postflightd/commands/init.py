@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -12,13 +13,19 @@ from postflightd.errors import ExitCode, UsageError
 from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
 from postflightd.inert import inert_diff
+from postflightd.project.hook_files import (
+    BY_NAME,
+    CLAUDE,
+    RUNTIMES,
+    Runtime,
+    SettingsShapeError,
+    packaged_plugin,
+)
 from postflightd.project.root import resolve_root
 from postflightd.project.setup import (
     CONFIG_NAME,
     GITIGNORE_NAME,
     MAX_INIT_FILE_BYTES,
-    SETTINGS_PATH,
-    SettingsShapeError,
     plan_init,
     read_project_text,
     systemd_escape_path,
@@ -34,17 +41,31 @@ from postflightd.project.units import (
 
 
 def run_init(
-    *, root_arg: str, yes: bool, systemd: bool, config_path: str | None, out: TextIO
+    *,
+    root_arg: str,
+    yes: bool,
+    systemd: bool,
+    config_path: str | None,
+    out: TextIO,
+    runtimes: Sequence[str] | None = None,
 ) -> int:
     """Exit 0 set up (or already), 1 changes shown but not written, 2 error."""
     root = resolve_root(root_arg)
     config = load_config(config_path, [root])
-    paths = {name: root / name for name in (GITIGNORE_NAME, SETTINGS_PATH, CONFIG_NAME)}
-    current = {name: read_project_text(root, name) for name in paths}
+    chosen, why = _choose_runtimes(root, runtimes)
+    names = (GITIGNORE_NAME, CONFIG_NAME, *(r.path for r in chosen))
+    current = {name: read_project_text(root, name) for name in names}
     try:
-        changes = plan_init(current, config.specs_dir)
+        changes = plan_init(current, config.specs_dir, chosen)
     except SettingsShapeError as exc:
-        raise UsageError(f"{paths[SETTINGS_PATH]}: {exc}") from None
+        raise UsageError(f"{root / exc.path}: {exc}") from None
+    out.write(f"Stop hook for: {', '.join(r.title for r in chosen)} ({why})\n")
+    for runtime in chosen:
+        if not runtime.events and current[runtime.path] not in (None, packaged_plugin()):
+            out.write(
+                f"{runtime.path}: not the plugin this postflightd ships: left as it is "
+                "(remove it and run init again to get the current one)\n"
+            )
     unit = f"postflightd@{systemd_escape_path(str(root))}.service"
     unit_path = user_unit_dir() / TEMPLATE_UNIT
     installed = _read_installed_unit(unit_path)
@@ -55,7 +76,7 @@ def run_init(
     if not changes and new_unit is None:
         out.write(f"{root}: already set up for postflightd; nothing to change\n")
         _print_systemd_line(root, unit, unit_path, installed is not None, out)
-        _print_hook_line(config.hook.apply, out)
+        _print_hook_line(config.hook.apply, chosen, out)
         return int(ExitCode.OK)
     for change in changes:
         out.write(change.diff())
@@ -81,18 +102,35 @@ def run_init(
         try:
             write_project_text(root, change.path, change.new)
         except OSError as exc:
-            raise UsageError(f"{paths[change.path]}: cannot write: {exc.strerror or exc}") from None
+            raise UsageError(f"{root / change.path}: cannot write: {exc.strerror or exc}") from None
         verb = "created" if change.old is None else "updated"
         out.write(f"{verb} {change.path}\n")
     if new_unit is not None:
         _install_unit(unit_path, new_unit)
         out.write(f"created {unit_path}\n")
     _print_systemd_line(root, unit, unit_path, installed is not None or new_unit is not None, out)
-    _print_hook_line(config.hook.apply, out)
+    _print_hook_line(config.hook.apply, chosen, out)
     return int(ExitCode.OK)
 
 
-def _print_hook_line(applies: bool, out: TextIO) -> None:
+def _choose_runtimes(root: Path, names: Sequence[str] | None) -> tuple[list[Runtime], str]:
+    """The runtimes named (``--runtime``), else those whose directory the project has
+    (``.github/hooks/``, not ``.github/``, which most repositories have for other reasons),
+    else Claude Code; and why, as the output's first line says."""
+    if names:
+        chosen = [BY_NAME[n] for n in dict.fromkeys(names)]
+        why = "as --runtime asks"
+    else:
+        chosen = [r for r in RUNTIMES if (root / r.marker).is_dir()]
+        markers = ", ".join(f"{r.marker}/" for r in chosen)
+        why = f"{markers} found; `--runtime NAME` chooses"
+        if not chosen:
+            chosen = [CLAUDE]
+            why = "no runtime's directory found; `--runtime NAME` chooses another"
+    return chosen, why
+
+
+def _print_hook_line(applies: bool, runtimes: Sequence[Runtime], out: TextIO) -> None:
     """The one choice a workflow must make about the stop hook, said once."""
     if applies:
         out.write(
@@ -107,6 +145,9 @@ def _print_hook_line(applies: bool, out: TextIO) -> None:
             "own metadata file is right and leaves the file for your workflow's "
             "`postflightd process FILE`.\n"
         )
+    for runtime in runtimes:
+        if runtime.needs:
+            out.write(f"{runtime.needs}\n")
 
 
 def _read_installed_unit(path: Path) -> str | None:

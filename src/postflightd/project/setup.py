@@ -3,43 +3,33 @@
 Each function takes a file's current text (None: the file does not exist) and returns the
 text it should have; ``plan_init`` gathers the changes, and the command shows them as a
 unified diff before anything is written. Running it again on the result changes nothing.
+What goes into each agent runtime's own files is ``hook_files``'.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from postflightd.inert import clip, inert_diff
-from postflightd.postflight.json_layout import (
-    PLAIN_INDENT,
-    LayoutBudget,
-    LayoutTooLargeError,
-    bounded_indent,
-    dump_json,
-    layout_limit,
+from postflightd.inert import inert_diff
+from postflightd.project.hook_files import (
+    CLAUDE,
+    Runtime,
+    SettingsShapeError,
+    hook_config_with,
+    packaged_plugin,
 )
 
 if TYPE_CHECKING:
     from postflightd.fs.directory import Directory
 
-HOOK_COMMAND: Final = "postflightd hook claude"
-HOOK_EVENTS: Final = ("Stop", "SubagentStop")
 GITIGNORE_NAME: Final = ".gitignore"
-SETTINGS_PATH: Final = ".claude/settings.json"
 CONFIG_NAME: Final = ".postflightd.toml"
 #: The most init reads of each file it edits: a .gitignore, settings or configuration is a
 #: few kilobytes, and one larger is refused whole rather than read, shown and rewritten.
 MAX_INIT_FILE_BYTES: Final = 1024 * 1024
-
-
-class SettingsShapeError(ValueError):
-    """``.claude/settings.json`` is not JSON of the shape the runtime reads: never rewritten."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,138 +62,6 @@ def gitignore_with(text: str | None, entries: tuple[str, ...]) -> str:
     prefix = current if not current or current.endswith("\n") else current + "\n"
     block = "# postflightd: its lock and pid files\n" + "".join(f"{e}\n" for e in missing)
     return prefix + ("\n" if prefix.strip() else "") + block
-
-
-def _has_our_hook(groups: list[Any]) -> bool:
-    for group in groups:
-        hooks = group.get("hooks") if isinstance(group, dict) else None
-        for hook in hooks if isinstance(hooks, list) else []:
-            command = hook.get("command") if isinstance(hook, dict) else None
-            # Exactly the command init writes: one that merely contains it (`curl ... | sh;
-            # postflightd hook claude`) runs something else too, and is not ours.
-            if isinstance(command, str) and command.strip() == HOOK_COMMAND:
-                return True
-    return False
-
-
-def _indent_of(text: str) -> str:
-    # Keep the file's own indentation: a rewrite that reindents every line hides the change.
-    # Up to a sane width: the unit is written once per level on every line, so 2,000 spaces
-    # on the first indented line would grow the file with the unit times the depth squared.
-    match = re.search(r"\n( +)\S", text)
-    return bounded_indent(match.group(1)) if match else PLAIN_INDENT
-
-
-#: Deeper settings are refused: the runtime's own are a few levels deep, and a rewrite of a
-#: deeper document would exhaust the interpreter's stack.
-MAX_SETTINGS_DEPTH: Final = 64
-
-
-def _not_a_number(word: str) -> Any:
-    raise ValueError(f"{word} is not a JSON number")
-
-
-#: Longer integers are refused: the interpreter converts at most a few thousand digits, and
-#: no setting the runtime reads is a number that long.
-MAX_NUMBER_DIGITS: Final = 100
-
-
-def _bounded_int(text: str) -> int:
-    if len(text) > MAX_NUMBER_DIGITS:
-        raise ValueError(f"a number of {len(text):,} digits")
-    return int(text)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(f"the number {clip(text, 20)} is too large to write back")
-    return value
-
-
-def _load_settings(text: str) -> Any:
-    """The parsed settings, or a SettingsShapeError saying what keeps init from rewriting them."""
-    try:
-        parsed = json.loads(
-            text, parse_constant=_not_a_number, parse_float=_finite, parse_int=_bounded_int
-        )
-    except json.JSONDecodeError as exc:
-        raise SettingsShapeError(
-            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix it, then run init again"
-        ) from None
-    except RecursionError:
-        raise SettingsShapeError(_TOO_DEEP) from None
-    except ValueError as exc:
-        # A number past what can be converted and written back, NaN, Infinity.
-        raise SettingsShapeError(
-            f"not JSON init can write back: {clip(str(exc), 120)}; fix it, then run init again"
-        ) from None
-    _check_writable(parsed)
-    return parsed
-
-
-_TOO_DEEP: Final = f"nested deeper than {MAX_SETTINGS_DEPTH} levels; fix it, then run init again"
-
-
-def _check_writable(doc: Any) -> None:
-    """Refuse what could not be written back as it was read: too deep a document, or a string
-    holding a lone surrogate (a ``\\ud800`` escape, which UTF-8 cannot encode)."""
-    stack: list[tuple[Any, int]] = [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, str):
-            if _SURROGATE.search(value):
-                raise SettingsShapeError(
-                    "a string holds a \\uXXXX escape of a lone surrogate, which is no "
-                    "character and cannot be written as UTF-8; fix it, then run init again"
-                )
-            continue
-        if not isinstance(value, dict | list):
-            continue
-        if depth > MAX_SETTINGS_DEPTH:
-            raise SettingsShapeError(_TOO_DEEP)
-        items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-        stack.extend((item, depth + 1) for item in items)
-
-
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def settings_with_hook(text: str | None) -> str:
-    """The settings with ``postflightd hook claude`` on Stop and SubagentStop, others kept."""
-    if text is None or not text.strip():
-        doc: dict[str, Any] = {}
-        indent = PLAIN_INDENT
-    else:
-        parsed = _load_settings(text)
-        if not isinstance(parsed, dict):
-            raise SettingsShapeError("the top-level value is not an object")
-        doc = parsed
-        indent = _indent_of(text)
-    hooks = doc.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise SettingsShapeError('"hooks" is not an object')
-    changed = False
-    for event in HOOK_EVENTS:
-        groups = hooks.setdefault(event, [])
-        if not isinstance(groups, list):
-            raise SettingsShapeError(f'"hooks.{event}" is not a list')
-        if not _has_our_hook(groups):
-            groups.append({"hooks": [{"type": "command", "command": HOOK_COMMAND}]})
-            changed = True
-    if not changed and text is not None:
-        return text
-    # Written in proportion to what was read: a document nested so deeply that its
-    # indentation alone would pass the limit is refused, not written.
-    limit = layout_limit(len(text or ""))
-    try:
-        return dump_json(doc, indent, ensure_ascii=False, budget=LayoutBudget(limit)) + "\n"
-    except LayoutTooLargeError:
-        raise SettingsShapeError(
-            f"nested too deeply to rewrite: its indentation alone would pass {limit:,} "
-            "characters; flatten it, or add the hook by hand"
-        ) from None
 
 
 CONFIG_TEMPLATE: Final = """\
@@ -247,13 +105,27 @@ CONFIG_TEMPLATE: Final = """\
 """
 
 
-def plan_init(current: Mapping[str, str | None], specs_dir: str) -> list[FileChange]:
-    """The changes ``init`` makes, given each file's current text (None: absent)."""
+def plan_init(
+    current: Mapping[str, str | None], specs_dir: str, runtimes: Sequence[Runtime] = (CLAUDE,)
+) -> list[FileChange]:
+    """The changes ``init`` makes, given each file's current text (None: absent), with the
+    stop hook set up for ``runtimes``. A hook file init cannot rewrite is a
+    SettingsShapeError naming the file."""
     changes: list[FileChange] = []
     wanted = {
         GITIGNORE_NAME: gitignore_with(current.get(GITIGNORE_NAME), ignored_paths(specs_dir)),
-        SETTINGS_PATH: settings_with_hook(current.get(SETTINGS_PATH)),
     }
+    for runtime in runtimes:
+        old = current.get(runtime.path)
+        if not runtime.events:
+            # A plugin file: written when absent; one that differs is the user's, left alone.
+            if old is None:
+                wanted[runtime.path] = packaged_plugin()
+            continue
+        try:
+            wanted[runtime.path] = hook_config_with(old, runtime)
+        except SettingsShapeError as exc:
+            raise SettingsShapeError(str(exc), runtime.path) from None
     # An existing configuration is the user's: init never rewrites it.
     if current.get(CONFIG_NAME) is None:
         wanted[CONFIG_NAME] = CONFIG_TEMPLATE

@@ -1,0 +1,79 @@
+// postflightd for OpenCode (written by `postflightd init`). When a session goes idle, it runs
+// `postflightd hook opencode` with the files the session's tools wrote; when the answer blocks,
+// it sends the reason to the session as a new prompt. It never throws into OpenCode.
+import { spawn } from "node:child_process"
+import { resolve } from "node:path"
+
+const MAX_TRIES = 3 // prompts in a row per session; the hook stops blocking then too
+const WRITERS = new Set(["write", "edit", "multiedit", "patch", "apply_patch"])
+const TIMEOUT_MS = 60_000
+const MAX_ANSWER = 1 << 20
+
+function ask(cwd: string, input: object): Promise<Record<string, unknown>> {
+  return new Promise((done) => {
+    let out = ""
+    const child = spawn("postflightd", ["hook", "opencode"], { cwd, stdio: ["pipe", "pipe", "ignore"] })
+    const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS)
+    child.on("error", () => (clearTimeout(timer), done({})))
+    child.stdout.on("data", (chunk) => (out.length < MAX_ANSWER ? (out += chunk) : child.kill("SIGKILL")))
+    child.on("close", (code) => {
+      clearTimeout(timer)
+      let answer: unknown = null
+      try { answer = code === 0 ? JSON.parse(out) : null } catch {}
+      done(answer && typeof answer === "object" ? (answer as Record<string, unknown>) : {})
+    })
+    child.stdin.on("error", () => {})
+    child.stdin.end(JSON.stringify(input))
+  })
+}
+
+export const PostflightdPlugin = async ({ client, directory }: { client: any; directory: string }) => {
+  const written = new Map<string, Set<string>>() // session id -> absolute paths its tools wrote
+  const tries = new Map<string, number>()
+  const running = new Set<string>()
+  const calls = new Map<string, any>() // call id -> arguments, where tool.execute.after lacks them
+  const note = (id: unknown, path: unknown) => {
+    if (typeof id !== "string" || typeof path !== "string" || !path) return
+    written.set(id, (written.get(id) ?? new Set<string>()).add(resolve(directory, path)))
+  }
+  const toast = async (message: string) => {
+    try { await client.tui.showToast({ body: { message, variant: "warning" } }) } catch {}
+  }
+  async function idle(id: unknown) {
+    if (typeof id !== "string" || running.has(id)) return
+    running.add(id)
+    try {
+      const attempt = tries.get(id) ?? 0
+      const files = [...(written.get(id) ?? [])]
+      const { decision, reason, systemMessage } = await ask(directory, { session_id: id, cwd: directory, files, attempt })
+      if (typeof systemMessage === "string" && systemMessage) await toast(systemMessage)
+      if (decision !== "block" || typeof reason !== "string" || !reason) {
+        tries.delete(id)
+        written.delete(id)
+      } else if (attempt < MAX_TRIES) {
+        tries.set(id, attempt + 1)
+        await client.session.promptAsync({ path: { id }, body: { parts: [{ type: "text", text: reason }] } })
+      }
+    } catch {} finally { running.delete(id) }
+  }
+  return {
+    "tool.execute.before": async (input: any, output: any) => {
+      try { if (WRITERS.has(input?.tool)) calls.set(input.callID, output?.args) } catch {}
+    },
+    "tool.execute.after": async (input: any, output: any) => {
+      try {
+        const args = input?.args ?? calls.get(input?.callID)
+        calls.delete(input?.callID)
+        if (!WRITERS.has(input?.tool)) return
+        note(input.sessionID, args?.filePath)
+        for (const file of output?.metadata?.files ?? []) note(input.sessionID, file?.movePath ?? file?.filePath)
+      } catch {}
+    },
+    event: async ({ event }: { event: any }) => {
+      try {
+        const type = event?.type, props = event?.properties
+        if (type === "session.idle" || (type === "session.status" && props?.status?.type === "idle")) await idle(props?.sessionID)
+      } catch {}
+    },
+  }
+}
