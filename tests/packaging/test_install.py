@@ -27,11 +27,13 @@ def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     (wheel,) = out.glob("postflightd-*.whl")
-    # The systemd units are package data: `init --systemd` installs them from any install.
+    # The systemd units and the OpenCode plugin are package data: `init --systemd` and
+    # `init --runtime opencode` write them from any install.
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     for unit in ("postflightd.service", "postflightd@.service"):
         assert f"postflightd/data/systemd/{unit}" in names
+    assert "postflightd/data/opencode/postflightd.ts" in names
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"

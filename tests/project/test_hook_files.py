@@ -180,7 +180,8 @@ def test_a_command_that_merely_contains_the_hook_is_not_it() -> None:
     [
         ("codex", '{"hooks": {"Stop": {}}}', '"hooks.Stop" is not a list'),
         ("cursor", '{"version": 1, "hooks": []}', '"hooks" is not an object'),
-        ("gemini", "// my settings\n{}", "not valid JSON (line 1, column 1"),
+        ("gemini", '{\n  // mine\n  "a": 1}', "holds a comment (line 2, column 3)"),
+        ("gemini", '{"a": 1,}', "not valid JSON (line 1, column 9"),
         ("copilot", "[]", "the top-level value is not an object"),
     ],
 )

@@ -212,6 +212,12 @@ def _load_settings(text: str) -> Any:
             text, parse_constant=_not_a_number, parse_float=_finite, parse_int=_bounded_int
         )
     except json.JSONDecodeError as exc:
+        if text.startswith(("//", "/*"), exc.pos):
+            # Gemini CLI accepts comments in its settings; a rewrite would drop them.
+            raise SettingsShapeError(
+                f"holds a comment (line {exc.lineno}, column {exc.colno}), which init cannot "
+                "keep in a rewrite: add the hook by hand"
+            ) from None
         raise SettingsShapeError(
             f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
             "fix it, then run init again"
