@@ -4,6 +4,9 @@
     python3 tasks.py demo    the daemon on the bundled example project, following an agent run
     python3 tasks.py test    ruff, mypy --strict and the whole test suite
     python3 tasks.py bench   the benchmarks in bench/
+    python3 tasks.py docs    the documentation site, built into site/ in strict mode
+                             (--serve: serve it with live reload; --generate: rewrite
+                             docs/rules.md and docs/commands.md from the code)
 
 Each creates .venv/ and installs the project into it (with its dev tools) when needed.
 """
@@ -104,8 +107,8 @@ def wait_for(condition: Callable[[], bool], seconds: float) -> None:
 
 
 def test() -> int:
-    run(BIN / "ruff", "check", "src", "tests", "bench")
-    run(BIN / "ruff", "format", "--check", "src", "tests", "bench")
+    run(BIN / "ruff", "check", "src", "tests", "bench", "docs/gen.py")
+    run(BIN / "ruff", "format", "--check", "src", "tests", "bench", "docs/gen.py")
     run(BIN / "mypy", "--strict", "src")
     code = run(PY, "-m", "pytest", *sys.argv[2:], check=False)
     if code == 5:
@@ -122,7 +125,17 @@ def bench() -> int:
     return 0
 
 
-COMMANDS = {"demo": demo, "test": test, "bench": bench}
+def docs() -> int:
+    if "--generate" in sys.argv[2:]:
+        return run(PY, HERE / "docs" / "gen.py", check=False)
+    # Material's banner about MkDocs 2 is not about this site.
+    os.environ["NO_MKDOCS_2_WARNING"] = "1"
+    if "--serve" in sys.argv[2:]:
+        return run(BIN / "mkdocs", "serve", "--strict", check=False)
+    return run(BIN / "mkdocs", "build", "--strict", "--site-dir", HERE / "site", check=False)
+
+
+COMMANDS = {"demo": demo, "test": test, "bench": bench, "docs": docs}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
