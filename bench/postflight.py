@@ -18,12 +18,13 @@ Every run is checked: all N metadata files are gone and all N tasks changed stat
 journal and config lookups point at a temp dir (XDG_STATE_HOME, XDG_CONFIG_HOME).
 
 `--todo-forms real` writes the task sections of TODO.md in the forms real projects use
-(``../shared/examples/todo-forms.md``: label lines, sub-lists with summaries, bare links under
-long labels, an Artifacts list, links relative to specs/), one form per task in turn, and
-checks that every task's new artifact was linked in its section.
+(label lines, sub-lists with summaries, bare links under long labels, an Artifacts list,
+links relative to specs/; tests/postflight/test_todo_forms.py has one of each), one form per
+task in turn, and checks that every task's new artifact was linked in its section; the
+default, `plain`, writes one label line per type with root-relative links.
 
     .venv/bin/python bench/postflight.py [--tasks 1000] [--runs 5] [--jq-runs 1] [--keep]
-                                         [--todo-forms seed|real]
+                                         [--todo-forms plain|real]
 """
 
 from __future__ import annotations
@@ -172,14 +173,16 @@ def _metadata_doc(n: int, task_dir: str, kind: str) -> tuple[dict[str, Any], str
 
 
 def _link_lines(n: int, task_dir: str, artifacts: list[dict[str, str]], form: str) -> list[str]:
-    """TODO.md link lines for the task's prior artifacts, in the seeds' or a real form."""
+    """TODO.md link lines for the task's prior artifacts, in the plain or a real form."""
     paths = [a["path"] for a in artifacts]
     names = [Path(p).name for p in paths]
     specs_rel = [p.removeprefix("specs/") for p in paths]
     task_rel = [p.removeprefix(f"specs/{task_dir}/") for p in paths]
     plan = len(paths) > 1
-    shape = "seed" if form == "seed" else ("label", "sub-list", "bare", "artifacts", "specs")[n % 5]
-    if shape in {"seed", "label"}:
+    shape = (
+        "plain" if form == "plain" else ("label", "sub-list", "bare", "artifacts", "specs")[n % 5]
+    )
+    if shape in {"plain", "label"}:
         lines = [f"- **Research**: [{names[0]}]({paths[0]})"]
         return lines + ([f"- **Plan**: [{names[1]}]({paths[1]})"] if plan else [])
     if shape == "sub-list":
@@ -195,7 +198,7 @@ def _link_lines(n: int, task_dir: str, artifacts: list[dict[str, str]], form: st
     )
 
 
-def generate(root: Path, tasks: int, todo_forms: str = "seed") -> Counter[str]:
+def generate(root: Path, tasks: int, todo_forms: str = "plain") -> Counter[str]:
     specs = root / "specs"
     specs.mkdir(parents=True)
     counts: Counter[str] = Counter()
@@ -335,9 +338,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the generated project")
     parser.add_argument(
         "--todo-forms",
-        choices=["seed", "real"],
-        default="seed",
-        help="TODO.md link lines as in the seeds, or in the real forms, one per task in turn",
+        choices=["plain", "real"],
+        default="plain",
+        help="TODO.md link lines: one label line per type, or the real forms, one per task in turn",
     )
     args = parser.parse_args()
 

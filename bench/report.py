@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark: `postflightd report` over a journal of 100,000 runs (SPEC 6: <= 2 s).
+"""Benchmark: `postflightd report` over a journal of 100,000 runs (target: <= 2 s).
 
 Generates, under a temp dir, a journal through the journal's own record API, with the rows the
 daemon writes for each run: validated in_progress, 0-3 progress updates (validated again),

@@ -1,7 +1,7 @@
-"""Benchmark ``postflightd watch`` at the scale of real projects (SPEC 6, issue 11).
+"""Benchmark ``postflightd watch`` at the scale of real projects (10,000 and 100,000 task dirs).
 
     .venv/bin/python bench/scale.py [--sizes 1000,10000,100000] [--roots 50] [--idle 20]
-                                    [--idle-10k 60] [--latency 100] [--main /work/main/src]
+                                    [--idle-10k 60] [--latency 100] [--main SRC]
 
 Generated projects of 1,000 / 10,000 / 100,000 task directories: every 10th one holds a small
 artifact tree (``build/obj/x``), task 1 holds a ``node_modules`` of 6,000 directories. state.json

@@ -10,11 +10,11 @@ whole processes and on a warm page cache:
   workflows do today (median of --jq-runs runs; skipped when jq is not installed)
 * `postflightd --version`                        (median of --runs * 2 runs)
 
-and prints the figures, the targets of SPEC 6 and the machine it ran on.
+and prints the figures, their targets and the machine it ran on.
 
     .venv/bin/python bench/scan.py [--tasks 10000] [--runs 5] [--jq-runs 3] [--keep]
 
-``--vs-jsonschema 1000,10000`` instead runs issue 15's comparison: for each size, a project
+``--vs-jsonschema 1000,10000`` instead compares with check-jsonschema: for each size, a project
 with that many task directories, 5 % invalid metadata files and a fat state.json (about
 1.6 KB a task: 16 MB at 10,000 tasks), then paired, alternating runs of
 `postflightd scan --format json ROOT` and
@@ -165,7 +165,7 @@ def generate(root: Path, tasks: int) -> Counter[str]:
     return counts
 
 
-#: issue 15's tree: 5 % invalid, 5 % valid with unknown fields, nothing stuck (so that the
+#: The comparison's tree: 5 % invalid, 5 % valid with unknown fields, nothing stuck (so that the
 #: output does not depend on the clock and can be compared byte for byte).
 LEAN_VARIANTS = (
     ("implemented_no_completion", 0.01),
@@ -214,7 +214,7 @@ def _fat_task(n: int, slug: str) -> dict[str, Any]:
 
 
 def generate_lean(root: Path, tasks: int) -> Counter[str]:
-    """issue 15's tree: ``tasks`` task directories, 5 % invalid, a fat state.json."""
+    """The comparison's tree: ``tasks`` task directories, 5 % invalid, a fat state.json."""
     specs = root / "specs"
     specs.mkdir(parents=True)
     counts: Counter[str] = Counter()
@@ -283,7 +283,7 @@ def _med(rows: list[tuple[float, float, float]], i: int) -> float:
 def compare_jsonschema(
     sizes: list[int], runs: int, keep: bool, cpus: str | None, baseline: str | None = None
 ) -> int:
-    """issue 15: paired, alternating runs against check-jsonschema, per size."""
+    """Paired, alternating runs against check-jsonschema, per size."""
     print(f"machine: {describe()}")
     checker = find_check_jsonschema()
     cmd = postflightd_command()
@@ -405,7 +405,7 @@ def main() -> int:
     parser.add_argument(
         "--vs-jsonschema",
         metavar="SIZES",
-        help="issue 15's comparison instead: e.g. 1000,10000 (paired runs vs check-jsonschema)",
+        help="compare with check-jsonschema instead: e.g. 1000,10000 (paired runs)",
     )
     parser.add_argument("--cpus", help="with --vs-jsonschema: taskset -c CPUS for postflightd")
     parser.add_argument(

@@ -1,4 +1,4 @@
-"""Benchmark ``postflightd watch`` (SPEC 6) against the status quo, ``watchmedo`` + bash + jq.
+"""Benchmark ``postflightd watch`` against the status quo, ``watchmedo`` + bash + jq.
 
     .venv/bin/python bench/watch.py [--tasks 1000] [--latency 200] [--burst 1000] [--idle 60]
 

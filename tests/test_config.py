@@ -1,4 +1,4 @@
-"""Configuration (SPEC 4.1): lookup order, defaults, and bad files as exit 2 naming file and key."""
+"""Configuration: lookup order, defaults, and bad files as exit 2 naming file and key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Output is inert (SPEC 7.1): values from the tree never drive a terminal or forge a line.
+"""Output is inert: values from the tree never drive a terminal or forge a line.
 
 Metadata values and task directory names carry ESC/OSC sequences, CR/LF and a would-be
 GitHub workflow command; every text output escapes them (one line per record, no raw control

@@ -1,4 +1,4 @@
-"""The one table of exit codes (SPEC 4), the errors a user can fix, and ``exit_code_of``:
+"""The one table of exit codes, the errors a user can fix, and ``exit_code_of``:
 the one place a failure becomes an exit code.
 
 A command's own verdict comes from its result object (``Tally``, ``ReturnReport``,

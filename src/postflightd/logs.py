@@ -8,10 +8,10 @@ never from structlog directly: a logger structlog made would print with structlo
 (stdout) until something configured it (``tests/test_logs.py`` checks that).
 
 JSON lines when stderr is not a terminal (journald, files), readable console lines when it
-is. Values come from the project tree: console lines escape their control characters and
-JSON lines stay valid UTF-8 (SPEC 7.1, ``inert``). Every event carries ``root``, ``task``,
-``session`` and ``file`` (null when it is about a root or the daemon as a whole), so a journal
-query can follow one task or one agent session.
+is. Values come from the project tree, which is not trusted: console lines escape their
+control characters and JSON lines stay valid UTF-8 (``inert``). Every event carries ``root``,
+``task``, ``session`` and ``file`` (null when it is about a root or the daemon as a whole), so
+a journal query can follow one task or one agent session.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`postflightd scan` in-process: output formats, the JSON shape of SPEC 4, filters, exit codes."""
+"""`postflightd scan` in-process: output formats, the JSON shape, filters, exit codes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One bad file never blocks the others (SPEC 7.1): PF106, and the rest of the batch commits.
+"""One bad file never blocks the others: PF106, and the rest of the batch commits.
 
 Each kind of file that validates but cannot be journaled, rendered or written sits in a batch
 with valid files, through every entry point, as real processes: ``process``, ``scan --apply``,

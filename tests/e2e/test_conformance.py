@@ -1,7 +1,9 @@
-"""Conformance with the seeds: seed 003's six test cases, and seed 004's valid examples.
+"""Conformance: the six classic cases of return validation, and the metadata format's own
+valid examples (tests/fixtures/metadata_examples/).
 
-Seed 003's cases were written for a console return; here they are adapted to the metadata
-file (``specs/{N}_{SLUG}/.return-meta.json``) and run through ``postflightd scan``.
+The six cases (plain text, a missing status, status "success", a phantom research, a missing
+artifact file, a valid return) were written for a console return; here they are adapted to
+the metadata file (``specs/{N}_{SLUG}/.return-meta.json``) and run through ``postflightd scan``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from postflightd.config import Config
 from postflightd.pipeline.apply import scan
 from postflightd.rules.findings import Policy, Severity
 
-SEED004 = FIXTURES / "seed004"
+METADATA_EXAMPLES = FIXTURES / "metadata_examples"
 TASK = "1_setup_lsp_config"
 SID = "sess_1736700000_abc123"
 REPORT = f"specs/{TASK}/reports/research-001.md"
@@ -58,7 +60,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_case_1_plain_text_return(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 1: plain text instead of JSON fails to parse, and reports only that."""
+    """Case 1: plain text instead of JSON fails to parse, and reports only that."""
     write_meta(root, TASK, "Research completed successfully\n")
     code, file = _scan(root, capsys)
     assert code == 1
@@ -68,7 +70,7 @@ def test_case_1_plain_text_return(root: Path, capsys: pytest.CaptureFixture[str]
 
 
 def test_case_2_missing_required_field(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 2: ``status`` missing is named as the missing required field."""
+    """Case 2: ``status`` missing is named as the missing required field."""
     write_meta(root, TASK, '{"summary": "Done", "artifacts": []}')
     code, file = _scan(root, capsys)
     assert code == 1
@@ -78,7 +80,7 @@ def test_case_2_missing_required_field(root: Path, capsys: pytest.CaptureFixture
 
 
 def test_case_3_invalid_status(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 3: ``"status": "success"`` is not a status; the probable one is named."""
+    """Case 3: ``"status": "success"`` is not a status; the probable one is named."""
     doc = {"status": "success", "summary": "Done", "artifacts": [], "metadata": _metadata()}
     write_meta(root, TASK, doc)
     code, file = _scan(root, capsys)
@@ -89,7 +91,7 @@ def test_case_3_invalid_status(root: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_case_4_phantom_research(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 4: a success status with no artifacts is a phantom operation."""
+    """Case 4: a success status with no artifacts is a phantom operation."""
     write_meta(root, TASK, _researched([]))
     code, file = _scan(root, capsys)
     assert code == 1
@@ -98,7 +100,7 @@ def test_case_4_phantom_research(root: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_case_5_missing_artifact_file(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 5: an artifact listed but not on disk (paths are root-relative here)."""
+    """Case 5: an artifact listed but not on disk (paths are root-relative here)."""
     artifact = {"type": "report", "path": REPORT, "summary": "Research report"}
     write_meta(
         root, TASK, {"status": "researched", "artifacts": [artifact], "metadata": _metadata()}
@@ -109,8 +111,10 @@ def test_case_5_missing_artifact_file(root: Path, capsys: pytest.CaptureFixture[
     assert file["findings"][0]["location"] == "artifacts[0].path"
 
 
-def test_case_5_seed_absolute_artifact_path(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 5 verbatim lists ``/nonexistent/file.md``: an absolute path is PF501."""
+def test_case_5_as_written_absolute_artifact_path(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Case 5 as first written lists ``/nonexistent/file.md``: an absolute path is PF501."""
     artifact = {"type": "report", "path": "/nonexistent/file.md", "summary": "Research report"}
     write_meta(
         root, TASK, {"status": "researched", "artifacts": [artifact], "metadata": _metadata()}
@@ -121,7 +125,7 @@ def test_case_5_seed_absolute_artifact_path(root: Path, capsys: pytest.CaptureFi
 
 
 def test_case_6_valid_return(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Seed 003 case 6: an existing, non-empty artifact and full metadata validate clean."""
+    """Case 6: an existing, non-empty artifact and full metadata validate clean."""
     write_artifact(root, REPORT, "Test content\n")
     artifact = {"type": "report", "path": REPORT, "summary": "Research report"}
     write_meta(
@@ -133,24 +137,24 @@ def test_case_6_valid_return(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert file["valid"] is True
 
 
-# --- seed 004 ------------------------------------------------------------------------------
+# --- the metadata format's own examples ----------------------------------------------------
 
-SEED004_EXAMPLES = sorted(SEED004.glob("*.json"))
-#: Seed 004's examples start in-progress runs at this instant; scan them a minute later.
-SEED004_NOW = datetime(2026, 1, 28, 10, 31, tzinfo=UTC)
+EXAMPLES = sorted(METADATA_EXAMPLES.glob("*.json"))
+#: The examples start in-progress runs at this instant; scan them a minute later.
+EXAMPLES_NOW = datetime(2026, 1, 28, 10, 31, tzinfo=UTC)
 
 
-#: The examples' own deviations from the seed's field rules, reported as warnings only.
-SEED004_WARNINGS = {
+#: The examples' own deviations from the format's field rules, reported as warnings only.
+EXAMPLE_WARNINGS = {
     # metadata.phase_count and estimated_hours are not in the schema (kept as is).
     "planning_success": {"PF205"},
-    # The seed asks for partial_progress on partial files; its own example has none.
+    # The format asks for partial_progress on partial files; its own example has none.
     "implementation_partial": {"PF302"},
 }
 
 
-def test_seed004_examples_are_all_present() -> None:
-    assert len(SEED004_EXAMPLES) == 9
+def test_the_metadata_examples_are_all_present() -> None:
+    assert len(EXAMPLES) == 9
 
 
 def _project_for(tmp_path: Path, doc: dict[str, Any]) -> Path:
@@ -176,15 +180,15 @@ def _project_for(tmp_path: Path, doc: dict[str, Any]) -> Path:
     return root
 
 
-@pytest.mark.parametrize("example", SEED004_EXAMPLES, ids=lambda p: p.stem)
-def test_seed004_valid_example_has_no_errors(tmp_path: Path, example: Path) -> None:
-    """Every seed 004 example meant to be valid validates without errors."""
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_metadata_example_has_no_errors(tmp_path: Path, example: Path) -> None:
+    """Every example of the format meant to be valid validates without errors."""
     doc = json.loads(example.read_text(encoding="utf-8"))
     root = _project_for(tmp_path, doc)
-    report = scan([root], Config(), Policy(), SEED004_NOW)
+    report = scan([root], Config(), Policy(), EXAMPLES_NOW)
     [file] = report.files
     errors = [f for f in file.findings if f.severity is Severity.ERROR]
     assert errors == []
     assert file.valid
     assert not file.stuck
-    assert {f.code for f in file.findings} == SEED004_WARNINGS.get(example.stem, set())
+    assert {f.code for f in file.findings} == EXAMPLE_WARNINGS.get(example.stem, set())

@@ -155,7 +155,7 @@ def test_scan_apply_keeps_only_the_files_whose_outcome_is_unwritten(
 
 def test_hook_keeps_the_file_and_tells_the_person_why(tmp_path: Path) -> None:
     """The hook never blocks the agent for a disk problem: it says why in a systemMessage (for
-    the person, SPEC 4), and the next hook run completes it."""
+    the person), and the next hook run completes it."""
     root = project(tmp_path / "p", TASKS, todo=TODO, artifacts=True)
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     stdin = json.dumps({"cwd": str(root), "stop_hook_active": False})
@@ -282,8 +282,8 @@ def test_disk_full_at_every_level_never_deletes_a_half_written_outcome(
         assert entry(root, 259)["status"] == "researched"
         assert "[RESEARCHED]" in (root / "specs" / "TODO.md").read_text("utf-8")
         shutil.rmtree(root)
-    # The levels span the three cases, the issue's one among them: state.json written and
-    # TODO.md not.
+    # The levels span the three cases, the one that matters most among them: state.json
+    # written and TODO.md not.
     assert outcomes.get("half", 0) >= 1, outcomes
     assert outcomes.get("applied", 0) >= 1, outcomes
 

@@ -21,8 +21,10 @@ from postflightd.rules.context import ArtifactState, TaskContext
 from postflightd.rules.findings import RULES, Finding, Policy, Severity
 from postflightd.rules.metadata import RuleOptions, validate
 
-SEED004 = FIXTURES / "seed004"
-EXAMPLES = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(SEED004.glob("*.json"))]
+EXAMPLES = [
+    json.loads(p.read_text(encoding="utf-8"))
+    for p in sorted((FIXTURES / "metadata_examples").glob("*.json"))
+]
 NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
 OPTIONS = RuleOptions(timeouts=Config().timeouts.as_mapping())
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None, database=None)
@@ -111,7 +113,7 @@ def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
 @st.composite
 def mutated_examples(draw: st.DrawFn) -> Any:
-    """A seed 004 example with a few values replaced, deleted or added anywhere."""
+    """A metadata example with a few values replaced, deleted or added anywhere."""
     doc = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
         paths = _paths(doc)
@@ -239,7 +241,7 @@ def test_check_file_on_disk_never_raises(tmp_path: Path, content: bytes, marker:
     )
 
 
-# --- links accumulate (SPEC 3): any run of outcomes, any real TODO.md form ----------------------
+# --- links accumulate, like state.json's artifacts: any run of outcomes, any real TODO.md form --
 
 _TASK_DIR = "specs/7_x"
 #: every path keeps its type (as an object; as a plain string the folder gives the type)

@@ -1,4 +1,4 @@
-"""SPEC 7.1: the project tree is not trusted. Links, FIFOs and a project's own configuration
+"""The project tree is not trusted. Links, FIFOs and a project's own configuration
 planted by an agent, through the real CLI and the real daemon, in subprocesses.
 
 Every test keeps an "outside" directory next to the project, with files whose content would

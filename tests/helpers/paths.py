@@ -6,5 +6,5 @@ from pathlib import Path
 
 #: The repository's root (README.md, action.yml, src/, examples/ live there).
 REPO = Path(__file__).resolve().parents[2]
-#: tests/fixtures/: seed documents, console returns, an old journal.
+#: tests/fixtures/: metadata examples, console returns, transcripts, an old journal.
 FIXTURES = REPO / "tests" / "fixtures"

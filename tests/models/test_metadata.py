@@ -19,7 +19,7 @@ from postflightd.models.metadata import (
     json_schema,
 )
 
-SEED004 = FIXTURES / "seed004"
+METADATA_EXAMPLES = FIXTURES / "metadata_examples"
 
 
 def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -130,11 +130,11 @@ def test_status_helpers() -> None:
     importlib.util.find_spec("jsonschema") is None,
     reason="the jsonschema package is not installed (not a project dependency)",
 )
-def test_seed004_examples_validate_against_the_generated_schema() -> None:
+def test_the_metadata_examples_validate_against_the_generated_schema() -> None:
     import jsonschema  # type: ignore[import-untyped]
 
     validator = jsonschema.Draft202012Validator(json_schema())
-    examples = sorted(SEED004.glob("*.json"))
+    examples = sorted(METADATA_EXAMPLES.glob("*.json"))
     assert examples
     for path in examples:
         errors = list(validator.iter_errors(json.loads(path.read_text(encoding="utf-8"))))

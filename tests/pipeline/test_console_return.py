@@ -1,4 +1,5 @@
-"""``check-return``: seed 003's six cases, the seeds' valid examples, one failing case per rule,
+"""``check-return``: the six classic cases of return validation, the contracts' own valid
+examples, one failing case per rule,
 dialect detection, extraction from a final message, and the bad-input list."""
 
 from __future__ import annotations
@@ -74,12 +75,10 @@ def set_stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
 
 
-# --- seed 003's six test cases, by name --------------------------------------------------
+# --- the six classic cases an orchestrator's return validation is tested on ---------------
 
 
-def test_seed003_case1_plain_text_return_is_rejected(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_plain_text_return_is_rejected(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Case 1: 'Research completed successfully' holds no JSON at all."""
     path = write(tmp_path, "Research completed successfully\n")
     code, report = check(capsys, path, "--root", str(tmp_path))
@@ -88,7 +87,7 @@ def test_seed003_case1_plain_text_return_is_rejected(
     assert codes(report) == ["PF700"]
 
 
-def test_seed003_case2_missing_required_field_status(
+def test_return_without_status_names_the_missing_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Case 2: no status field (and no metadata) is a missing required field."""
@@ -99,7 +98,7 @@ def test_seed003_case2_missing_required_field_status(
     assert "metadata" in at(report, "PF200")
 
 
-def test_seed003_case3_invalid_status_success(
+def test_status_success_is_invalid_and_completed_is_suggested(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Case 3: status 'success' is not in the enum; the message names the likely one."""
@@ -114,7 +113,9 @@ def test_seed003_case3_invalid_status_success(
     assert '"completed"' in status["message"]
 
 
-def test_seed003_case4_phantom_research(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_completed_without_artifacts_is_a_phantom_operation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Case 4: completed with no artifacts is a phantom operation."""
     path = write(
         tmp_path,
@@ -126,12 +127,12 @@ def test_seed003_case4_phantom_research(tmp_path: Path, capsys: pytest.CaptureFi
     assert at(report, "PF500") == ["artifacts"]
 
 
-def test_seed003_case5_missing_artifact_file(
+def test_artifact_missing_on_disk_is_reported(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Case 5: an artifact path that does not exist on disk.
 
-    The seed has no project root: its whole file system is the root (``--root /``). Under a
+    The classic case has no project root: its whole file system is the root (``--root /``). Under a
     narrower root the same path is PF501, outside, whether or not it exists.
     """
     path = write(
@@ -146,8 +147,11 @@ def test_seed003_case5_missing_artifact_file(
     assert "does not exist" in missing["message"]
 
 
-def test_seed003_case6_valid_return(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Case 6: an existing, non-empty artifact (absolute path, as the seed writes it) passes."""
+def test_return_with_an_existing_artifact_is_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Case 6: an existing, non-empty artifact (an absolute path, as the classic case writes it)
+    passes."""
     artifact = tmp_path / "test_artifact.md"
     artifact.write_text("Test content\n", encoding="utf-8")
     doc = {
@@ -166,43 +170,47 @@ def test_seed003_case6_valid_return(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 0
     assert report["valid"] is True
     assert report["status"] == "completed"
-    # The seed's own valid case deviates from the contract in ways that do not matter:
+    # The classic valid case deviates from the contract in ways that do not matter:
     # a session id not of the sess_ form, an artifact without type and summary.
     assert {f["severity"] for f in report["findings"]} == {"warning"}
     assert set(codes(report)) == {"PF400", "PF207"}
 
 
-# --- the seeds' examples meant to be valid ---------------------------------------------------
+# --- the contracts' own examples, meant to be valid ------------------------------------------
 
-SEED_EXAMPLES = sorted(p.name for p in RETURNS.glob("seed*.json"))
+CONTRACT_EXAMPLES = sorted(
+    p.name
+    for pattern in ("subagent_return_*.json", "agent_output_*.json")
+    for p in RETURNS.glob(pattern)
+)
 
 
-@pytest.mark.parametrize("name", SEED_EXAMPLES)
-def test_seed_examples_validate_cleanly(
+@pytest.mark.parametrize("name", CONTRACT_EXAMPLES)
+def test_contract_examples_validate_cleanly(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every example of seeds 000, 001 and 002 validates with no finding at all (auto dialect)."""
+    """Every example the two contracts give validates with no finding at all (auto dialect)."""
     create_artifacts(tmp_path, fixture(name))
     code, report = check(capsys, str(RETURNS / name), "--root", str(tmp_path))
     assert report["findings"] == []
     assert code == 0
     assert report["valid"] is True
-    expected = Dialect.AGENT_OUTPUT if name.startswith("seed002") else Dialect.SUBAGENT_RETURN
+    expected = Dialect.AGENT_OUTPUT if name.startswith("agent_output_") else Dialect.SUBAGENT_RETURN
     assert report["dialect"] == expected.value
     assert report["extracted_from"] == "bare"
 
 
-def test_seed_examples_cover_every_status_of_both_dialects() -> None:
+def test_contract_examples_cover_every_status_of_both_dialects() -> None:
     """The fixtures exercise completed/partial/failed and complete/partial/error."""
-    statuses = {fixture(n).get("status") or fixture(n)["meta"]["status"] for n in SEED_EXAMPLES}
+    statuses = {fixture(n).get("status") or fixture(n)["meta"]["status"] for n in CONTRACT_EXAMPLES}
     assert statuses == {"completed", "partial", "failed", "complete", "error"}
 
 
 def test_partial_and_failed_returns_do_not_need_their_artifacts_on_disk(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Seed 003: the disk is checked only for completed; partial artifacts may be missing."""
-    name = "seed000_partial_implementation.json"
+    """The disk is checked only for completed: a partial run's artifacts may not be written yet."""
+    name = "subagent_return_partial_implementation.json"
     code, report = check(capsys, str(RETURNS / name), "--root", str(tmp_path))
     assert (code, report["findings"]) == (0, [])
 
@@ -211,11 +219,11 @@ def test_partial_and_failed_returns_do_not_need_their_artifacts_on_disk(
 
 
 def subagent_doc() -> dict[str, Any]:
-    return fixture("seed000_completed_plan.json")
+    return fixture("subagent_return_completed_plan.json")
 
 
 def output_doc() -> dict[str, Any]:
-    return fixture("seed002_research_agent.json")
+    return fixture("agent_output_research_agent.json")
 
 
 def probe_all(state: ArtifactState) -> Callable[[str], ArtifactState]:
@@ -328,7 +336,7 @@ def test_agent_output_rule_fails(field: str, value: Any, code: str, loc: str) ->
 
 
 def test_agent_output_partial_without_next_steps() -> None:
-    """Seed 002: a partial status explains what is left in next_steps."""
+    """Agent output: a partial status explains what is left in next_steps."""
     doc = _set(_set(output_doc(), "meta.status", "partial"), "next_steps", [])
     report = validated(doc)
     assert at(report, "PF706") == ["next_steps"]
@@ -380,10 +388,10 @@ def test_artifact_on_disk_rules_for_the_success_status(state: ArtifactState, cod
 @pytest.mark.parametrize(
     ("doc", "status"),
     [
-        (fixture("seed000_failed_research.json"), "failed"),
-        (fixture("seed001_partial_timeout.json"), "partial"),
-        (fixture("seed002_verification_agent.json"), "partial"),
-        (fixture("seed002_error_response.json"), "error"),
+        (fixture("subagent_return_failed_research.json"), "failed"),
+        (fixture("subagent_return_partial_timeout.json"), "partial"),
+        (fixture("agent_output_verification_agent.json"), "partial"),
+        (fixture("agent_output_error_response.json"), "error"),
     ],
 )
 def test_artifacts_are_not_probed_for_other_statuses(doc: dict[str, Any], status: str) -> None:
@@ -392,7 +400,7 @@ def test_artifacts_are_not_probed_for_other_statuses(doc: dict[str, Any], status
 
 
 def test_errors_required_for_each_status_but_completed() -> None:
-    """Seeds 000/001: partial, failed and blocked must say what went wrong."""
+    """Subagent return: partial, failed and blocked must say what went wrong."""
     for status in ("partial", "failed", "blocked"):
         report = validated(_set(subagent_doc(), "status", status))
         assert at(report, "PF703") == ["errors"]
@@ -408,7 +416,7 @@ def test_duplicate_artifact_path_is_reported() -> None:
 
 
 def test_summary_limits_are_inclusive() -> None:
-    """400 characters is fine, 500 only warns: seed 001's validator asserts len <= 500."""
+    """400 characters is fine, 500 only warns: orchestrators refuse a summary over 500."""
     assert validated(_set(subagent_doc(), "summary", "x" * 400))["findings"] == []
     report = validated(_set(subagent_doc(), "summary", "x" * 500))
     assert codes(report) == ["PF701"]
@@ -496,7 +504,7 @@ def test_explicit_dialect_overrides_detection(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An agent output checked as a subagent return misses the subagent-return fields."""
-    path = str(RETURNS / "seed002_research_agent.json")
+    path = str(RETURNS / "agent_output_research_agent.json")
     code, report = check(capsys, path, "--root", str(tmp_path), "--dialect", "subagent-return")
     assert code == 1
     assert report["dialect"] == "subagent-return"
@@ -700,7 +708,7 @@ def test_text_output_names_source_code_and_verdict(
 def test_stdin_is_the_default_input(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    set_stdin(monkeypatch, (RETURNS / "seed000_failed_research.json").read_bytes())
+    set_stdin(monkeypatch, (RETURNS / "subagent_return_failed_research.json").read_bytes())
     code = main(["check-return", "--root", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
@@ -710,7 +718,7 @@ def test_stdin_is_the_default_input(
 def test_strict_makes_warnings_fail_and_ignore_drops_codes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    doc = _set(fixture("seed000_failed_research.json"), "summary", "x" * 450)
+    doc = _set(fixture("subagent_return_failed_research.json"), "summary", "x" * 450)
     path = write(tmp_path, json.dumps(doc))
     assert check(capsys, path, "--root", str(tmp_path))[0] == 0
     code, report = check(capsys, path, "--root", str(tmp_path), "--strict")

@@ -1,4 +1,5 @@
-"""Real task-list forms (SPEC 3, ``examples/todo-forms.md``): a table of postflights per form.
+"""Real task-list forms (the forms real projects' TODO.md files use): a table of postflights
+per form.
 
 Each form's TODO.md gets the same run of outcomes, through ``apply_outcome`` and
 ``apply_todo_edits`` as the pipeline applies them, and after each the task's section must be
@@ -690,7 +691,7 @@ def test_follow_up_research_keeps_status_and_marker() -> None:
 
 
 def test_cli_process_adds_to_a_sub_list(tmp_path: Path) -> None:
-    """`postflightd process` as a user runs it, on a project whose TODO.md uses form A."""
+    """`postflightd process` as a user runs it, on a project whose TODO.md uses a sub-list."""
     root = project(
         tmp_path / "proj",
         [task_entry(14, "docs", status="researching", artifacts=FORMS["sub-list"][1])],

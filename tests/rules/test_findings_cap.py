@@ -1,4 +1,4 @@
-"""Cost in proportion to the file (SPEC 7.1): 100 findings per file, then "and N more"."""
+"""Cost in proportion to the file: 100 findings per file, then "and N more"."""
 
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def test_a_long_array_is_an_error_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = project(tmp_path / "p", [task_entry(259, "x")])
-    # Just under 1 MiB (max_file_bytes): the issue's hostile file.
+    # Just under 1 MiB (max_file_bytes): a hostile file of 340,000 findings' worth.
     write_meta(root, "259_x", json.dumps(partial_doc([{}] * 340_000), separators=(",", ":")))
     assert main(["scan", str(root), "--format", "json"]) == 1
     (file,) = json.loads(capsys.readouterr().out)["files"]

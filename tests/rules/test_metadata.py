@@ -1,4 +1,4 @@
-"""The pure validation rules (SPEC 2.1): one failing case or more per code, no disk, no clock."""
+"""The pure validation rules: one failing case or more per code, no disk, no clock."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def only(result: Validation, code: str) -> Finding:
 
 
 def implemented_doc() -> dict[str, Any]:
-    """Seed 004's 'Implementation Success (Non-Meta)' example."""
+    """The metadata format's 'Implementation Success (Non-Meta)' example."""
     return {
         "status": "implemented",
         "artifacts": [
@@ -91,7 +91,7 @@ def implemented_doc() -> dict[str, Any]:
 
 
 def in_progress_doc(started_at: str = "2026-01-28T11:30:00Z") -> dict[str, Any]:
-    """Seed 004's 'Early Metadata' example (a research run)."""
+    """The metadata format's 'Early Metadata' example (a research run)."""
     return {
         "status": "in_progress",
         "started_at": started_at,
@@ -267,7 +267,8 @@ def test_pf202_success_without_known_operation_has_no_guess() -> None:
 
 
 def test_pf202_skips_status_and_artifact_rules() -> None:
-    """Seed 003: the status is a prerequisite of the artifact checks."""
+    """The status is a prerequisite of the artifact checks: they depend on whether it is a
+    success."""
     doc = researched_doc()
     doc["status"] = "success"
     doc["artifacts"] = []

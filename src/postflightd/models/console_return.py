@@ -1,8 +1,8 @@
-"""The two console return dialects of ``check-return`` as pydantic models (seeds 000-002).
+"""The two console return dialects of ``check-return`` as pydantic models.
 
-The *subagent return* of seeds 000/001 (``status`` completed|partial|failed|blocked,
-``summary``, ``artifacts``, ``metadata`` with session and delegation, ``errors``,
-``next_steps``) and the *agent output* of seed 002 (``meta.agent_name``/``status``/
+The *subagent return* (``status`` completed|partial|failed|blocked, ``summary``,
+``artifacts``, ``metadata`` with session and delegation, ``errors``, ``next_steps``) and the
+*agent output* (``meta.agent_name``/``status``/
 ``execution_time_ms``, artifacts with ``key_points``, a ``next_steps`` list, an ``error``
 object). Strict about types, unknown keys kept, like ``models.py`` for the metadata file.
 """
@@ -22,7 +22,8 @@ class Dialect(StrEnum):
 
 SUBAGENT_STATUSES: Final = ("completed", "partial", "failed", "blocked")
 OUTPUT_STATUSES: Final = ("complete", "partial", "error")
-#: Seed 000 lists plan|report|summary|implementation|documentation, seed 001 adds research.
+#: plan|report|summary|implementation|documentation, and research, which delegation-aware
+#: orchestrators added.
 SUBAGENT_ARTIFACT_TYPES: Final = (
     "plan",
     "report",
@@ -49,7 +50,7 @@ class ReturnArtifact(_Open):
 
 
 class ReturnMetadata(_Open):
-    # Seed 003 step 2 requires all four; seed 000 lists the optional ones below.
+    # The required-fields step requires all four; the contract lists the optional ones below.
     session_id: str
     agent_type: str
     delegation_depth: int
@@ -69,7 +70,7 @@ class ReturnError(_Open):
 
 
 class SubagentReturn(_Open):
-    """Seeds 000/001: what a subagent returns to the orchestrator."""
+    """The subagent-return contract: what a subagent returns to the orchestrator."""
 
     status: str
     summary: str
@@ -99,7 +100,7 @@ class OutputError(_Open):
 
 
 class AgentOutput(_Open):
-    """Seed 002: the agent-output contract."""
+    """The agent-output contract."""
 
     meta: OutputMeta
     artifacts: list[OutputArtifact]

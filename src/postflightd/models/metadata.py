@@ -1,4 +1,4 @@
-"""The metadata file (seed 004, SPEC 2) as pydantic models, and its JSON Schema.
+"""The metadata file (``.return-meta.json``) as pydantic models, and its JSON Schema.
 
 The models are strict about types (``"1"`` is not an integer) and keep unknown keys. Fields
 that the schema requires but postflight does not need are optional here and marked required
@@ -40,7 +40,7 @@ TROUBLE_STATUSES: Final = frozenset({Status.PARTIAL, Status.FAILED, Status.BLOCK
 ARTIFACT_TYPES: Final = ("report", "plan", "summary", "implementation")
 MAX_DELEGATION_DEPTH: Final = 3
 
-#: The folder an artifact given as a plain path string lies in -> its type (SPEC 3, PF208).
+#: The folder an artifact given as a plain path string lies in -> its type (PF208).
 TYPE_BY_FOLDER: Final = {"reports": "report", "plans": "plan", "summaries": "summary"}
 
 

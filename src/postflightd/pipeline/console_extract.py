@@ -1,6 +1,6 @@
 """Finding a console return in what an agent printed: bare JSON, the block between the
-AGENT_OUTPUT markers of seed 002, or the last fenced ``json`` block of a final message; which
-dialect it follows; and the size bound on the input.
+AGENT_OUTPUT markers of the agent-output contract, or the last fenced ``json`` block of a
+final message; which dialect it follows; and the size bound on the input.
 
 Pure and never raising on any input (``read_bounded`` reads the stream it is given).
 """
@@ -172,7 +172,8 @@ def detect_dialect(doc: object, marked: bool = False) -> Dialect:
             isinstance(a, dict) and "key_points" in a for a in artifacts
         ):
             return Dialect.AGENT_OUTPUT
-    # The markers belong to seed 002; without them seed 003's dialect is the default.
+    # The markers belong to the agent-output contract; without them the subagent return, the
+    # older and more common dialect, is the default.
     return Dialect.AGENT_OUTPUT if marked else Dialect.SUBAGENT_RETURN
 
 

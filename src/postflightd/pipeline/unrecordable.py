@@ -2,7 +2,7 @@
 
 A path that is not UTF-8, a lone surrogate, an integer past SQLite's 64 bits or json's
 4,300-digit limit: each is found before the batch depends on it, and only its file is left
-out (SPEC 7.1).
+out.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """TODO.md edits: one task's Status, link and Completed lines, every other byte kept.
 
 Links accumulate: a new artifact is added to the label line, sub-list or Artifacts list the
-section already has, in that form (``tests/test_todo_forms.py`` holds an example of each),
-unless the section links its path already, in any form. Nothing is ever removed.
+section already has, in that form (``tests/postflight/test_todo_forms.py`` holds an example of
+each), unless the section links its path already, in any form. Nothing is ever removed.
 
 Where a task's section is and which paths its links stand for is read by ``todo_sections``;
 this module edits the section's lines.
@@ -43,7 +43,7 @@ _BLANKS: Final = (" ", "\t")
 _LINK_ORDER: Final = ("Research", "Plan", "Summary", "Completed")
 
 #: Link labels real task lists use (lower case, single spaces) -> the label they stand for.
-#: ``Artifacts`` is one list for every type (form E of ``examples/todo-forms.md``).
+#: ``Artifacts`` is one list for every type (the "artifacts list" form of real task lists).
 _LINK_KINDS: Final[Mapping[str, str]] = {
     "research": "Research",
     "research report": "Research",

@@ -171,8 +171,9 @@ class LinkPaths:
         self.specs_prefix = f"{specs}/" if specs else None
 
     def same(self, target: str) -> set[str]:
-        """The root-relative paths a written target may stand for (SPEC 3: relative to the
-        root, to the specs directory or, in an Artifacts list, to the task directory)."""
+        """The root-relative paths a written target may stand for (real task lists write
+        them relative to the root, to the specs directory or, in an Artifacts list, to the task
+        directory)."""
         paths = {norm_path(target)}
         if self.specs_prefix is not None:
             paths.add(norm_path(self.specs_prefix + target))

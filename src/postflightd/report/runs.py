@@ -155,8 +155,8 @@ class Runs:
 def fold(rows: Iterable[Sequence[Any]]) -> Runs:
     """Group journal rows (oldest first) into runs, keeping only what the report needs.
 
-    Written for speed (SPEC 6: 100,000 runs, about 300,000 rows, in 2 s): one dict lookup and
-    a few attribute writes per row; everything else waits for ``build_report``.
+    Written for speed (``report`` over 100,000 runs, about 300,000 rows, answers in 2 s): one
+    dict lookup and a few attribute writes per row; everything else waits for ``build_report``.
     """
     out = Runs()
     runs = out.runs

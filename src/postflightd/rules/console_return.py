@@ -1,5 +1,5 @@
-"""The check-return rule set: seed 003's five steps for a parsed console return, in either
-dialect.
+"""The check-return rule set: the five steps an orchestrator runs on a parsed console return
+(structure, required fields, status, session, artifacts), in either dialect.
 
 Pure: takes the parsed value, the dialect, the expected session and an artifact probe, and
 returns findings; it never raises on any JSON value. The checks themselves are the rule
@@ -47,10 +47,11 @@ from postflightd.rules.toolkit import (
     unknown_fields,
 )
 
-#: Seed 000: "<100 tokens (~400 characters)"; seed 001's validator asserts len <= 500.
+#: The subagent-return contract asks for a summary under 100 tokens (about 400 characters),
+#: and its orchestrators refuse one over 500 characters.
 SUMMARY_WARN_CHARS: Final = 400
 SUMMARY_MAX_CHARS: Final = 500
-#: Seed 002: "3-5 key findings or highlights" per artifact.
+#: The agent-output contract asks for 3-5 key findings or highlights per artifact.
 KEY_POINTS_RANGE: Final = (3, 5)
 
 
@@ -58,7 +59,7 @@ KEY_POINTS_RANGE: Final = (3, 5)
 _SUBAGENT_STATUS_WORDS: Final = {
     "completed": (
         *("success", "succeeded", "successful", "done", "complete", "finished", "ok"),
-        # the metadata file's success statuses (seed 004), written by the same agents
+        # the metadata file's success statuses, written by the same agents
         *("researched", "planned", "implemented"),
     ),
     "partial": ("in_progress", "incomplete", "timeout", "timed_out"),
@@ -146,7 +147,7 @@ def _output_rules(
 
 
 def _outside_problem(path: str) -> str | None:
-    # Absolute paths are the probe's to judge: seed 003 checks them with [ -f "$path" ].
+    # Absolute paths are the probe's to judge: orchestrators check them with [ -f "$path" ].
     if outside_root(path, absolute_allowed=True):
         return (
             f"artifact path {clip(path)!r} must be relative to the project root and stay inside it"
@@ -163,7 +164,7 @@ class _Contract:
     status_in: str
     statuses: Sequence[str]
     status_words: Mapping[str, Sequence[str]]
-    #: the status whose artifacts must exist on disk (seed 003 checks no other).
+    #: the status whose artifacts must exist on disk (work not finished may not be written yet).
     success: str
     #: PF206: text fields the orchestrator needs, which must not be blank.
     needed: Sequence[tuple[str, str]]
@@ -219,7 +220,8 @@ _CONTRACTS: Final = {
             "artifacts[]": ("type", "summary", "key_points"),
             "error": ("code",),
         },
-        # Seed 002 names no phantom operation: a complete output may list no files.
+        # The agent-output contract has no phantom operation: a complete output (a review, a
+        # verification) may list no files.
         artifacts=_artifacts(OUTPUT_ARTIFACT_TYPES, phantom=None),
         own_rules=_output_rules,
         example='{"meta": {...}, "artifacts": [...], "next_steps": [...]}',
@@ -242,7 +244,7 @@ def validate_return(
     expect_session: str | None = None,
     probe: ArtifactProbe | None = None,
 ) -> ReturnValidation:
-    """Every finding for one parsed return, in seed 003's order."""
+    """Every finding for one parsed return, in the order of the five steps."""
     contract = _CONTRACTS[dialect]
     if not isinstance(doc, dict):
         return ReturnValidation(
@@ -270,7 +272,7 @@ def validate_return(
     # Step 4, and what only this dialect asks.
     out.extend(contract.own_rules(doc, status, expect_session))
 
-    # Step 5: the artifacts. Seed 003 checks the disk only for the success status: partial,
+    # Step 5: the artifacts. The disk is checked only for the success status: partial,
     # failed and blocked returns may list artifacts that are incomplete or not written yet.
     if status is not None:
         success = status == contract.success

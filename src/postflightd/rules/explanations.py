@@ -107,7 +107,7 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     ),
     "PF203": Explanation(
         what='status is "completed".',
-        why="Seed 004 forbids it in this file: it triggers the agent runtime's stop behaviour. "
+        why="It is forbidden in this file: it triggers the agent runtime's stop behaviour. "
         "The success statuses say which operation finished.",
         bad='{"status": "completed", ...}',
         fixed='{"status": "implemented", ...}   (or "researched" / "planned")',
@@ -387,14 +387,14 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     ),
     "PF701": Explanation(
         what="check-return: the summary is over about 100 tokens (400 characters).",
-        why="Seed 000 asks for summaries under 100 tokens: the orchestrator's context is "
+        why="The contract asks for summaries under 100 tokens: the orchestrator's context is "
         "spent on every return; details belong in artifacts.",
         bad='"summary": "<600 characters of narrative>"',
         fixed='"summary": "Surveyed 12 completeness proofs; recommends the Henkin approach."',
     ),
     "PF702": Explanation(
         what="check-return: the summary is over 500 characters.",
-        why="Seed 001's validator refuses it.",
+        why="Orchestrators that validate returns refuse a summary over 500 characters.",
         bad='"summary": "<900 characters>"',
         fixed='"summary": "Surveyed 12 completeness proofs; recommends the Henkin approach."',
     ),
@@ -407,14 +407,15 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     ),
     "PF704": Explanation(
         what="check-return: agent output with meta.status error and no error object.",
-        why="Seed 002 requires the error object for that status.",
+        why="The orchestrator reads what went wrong from the error object: the contract "
+        "requires it for that status.",
         bad='{"meta": {"status": "error", ...}, ...}',
         fixed='{"meta": {"status": "error", ...}, "error": {"type": "tool_failure", '
         '"message": "..."}, ...}',
     ),
     "PF705": Explanation(
         what="check-return: an artifact's key_points does not hold 3 to 5 entries.",
-        why="Seed 002 asks for 3-5 key points so the orchestrator can summarise without "
+        why="The contract asks for 3-5 key points so the orchestrator can summarise without "
         "reading the artifact.",
         bad='"key_points": ["done"]',
         fixed='"key_points": ["Henkin construction fits", "needs choice", "2 lemmas missing"]',

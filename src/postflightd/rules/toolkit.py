@@ -144,7 +144,8 @@ def structure(
 ) -> tuple[list[Finding], _Model | None]:
     """The model of ``doc``, or every PF200 (missing) then every PF201 (wrong type) finding.
 
-    Seed 003's order: the missing fields first. ``whole`` names the document in a message
+    The missing fields first, as an orchestrator checks a return: a field that is absent
+    is the more basic fault. ``whole`` names the document in a message
     that has no location; ``quote_hint`` adds "(write 5 without quotes)" to a number or
     boolean given as a string; ``on_status`` words the finding for a ``status`` string the
     model refuses (an enum the string is not one of).
