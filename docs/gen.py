@@ -142,7 +142,7 @@ def _commands(
 
 
 def _usage(command: argparse.ArgumentParser) -> str:
-    formatter = command.formatter_class(prog=command.prog, width=USAGE_WIDTH)
+    formatter = argparse.HelpFormatter(prog=command.prog, width=USAGE_WIDTH)
     formatter.add_usage(command.usage, command._actions, command._mutually_exclusive_groups)
     return formatter.format_help().strip()
 
@@ -204,9 +204,12 @@ def _member_comments(cls: type) -> dict[str, str]:
     """Each enum member's ``#:`` comment (the lines just above it), as one line of text."""
     lines = inspect.getsource(cls).splitlines()
     comments: dict[str, str] = {}
-    for node in ast.parse("\n".join(lines)).body[0].body:  # type: ignore[attr-defined]
+    [definition] = ast.parse("\n".join(lines)).body
+    if not isinstance(definition, ast.ClassDef):
+        raise TypeError(f"{cls.__name__} is not a class statement")
+    for node in definition.body:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            above = []
+            above: list[str] = []
             row = node.lineno - 2
             while row >= 0 and lines[row].strip().startswith("#:"):
                 above.insert(0, lines[row].strip().removeprefix("#:").strip())
