@@ -43,14 +43,19 @@ USAGE_WIDTH = 90
 
 
 def _text(value: str) -> str:
-    """Prose from the code, safe as Markdown: no HTML, no emphasis, no table break."""
-    return (
-        value.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("*", "\\*")
-        .replace("|", "\\|")
-    )
+    """Prose from the code, safe as Markdown: no HTML, no emphasis, no table break. Code spans
+    (between backticks) are shown as written, so only the text between them is escaped."""
+    parts = value.split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = (
+            parts[i]
+            .replace("&", "&amp;")
+            .replace("<", "&lt;")
+            .replace(">", "&gt;")
+            .replace("*", "\\*")
+            .replace("|", "\\|")
+        )
+    return "`".join(parts)
 
 
 def _page(parts: list[str]) -> str:
