@@ -39,7 +39,7 @@ RULE_GROUPS = {
 }
 
 #: The width usage lines are wrapped at, whatever the terminal that runs the generator.
-USAGE_WIDTH = 90
+USAGE_WIDTH = 80
 
 
 def _text(value: str) -> str:
