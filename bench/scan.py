@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark: `postflightd scan` of 10,000 metadata files vs. the bash + jq status quo.
+"""Benchmark: `postflightd scan` of 10,000 metadata files vs. the floor and the bash + jq
+status quo.
 
 Generates a project with N task directories under a temp dir (mixed valid and invalid
-metadata files, an N-task state.json, the artifacts the valid files list), then times, as
-whole processes and on a warm page cache:
+metadata files, an N-task state.json of about 1.6 KB a task: 16 MB at 10,000 tasks, the
+artifacts the valid files list), then times, as whole processes and on a warm page cache:
 
 * `postflightd scan --format json ROOT`         (median of --runs runs)
+* the floor: `python -c FLOOR ROOT`, a plain loop that opens, reads and `json.loads` the
+  same metadata files and state.json and validates nothing (what any Python program that
+  looks at the files pays, start-up included); run alternately with the scan, so that both
+  see the same load, and the ratio scan / floor is printed (target <= 2x)
 * a bash loop doing `jq empty` + one `jq -r .status` per file, the postflight reading that
   workflows do today (median of --jq-runs runs; skipped when jq is not installed)
 * `postflightd --version`                        (median of --runs * 2 runs)
@@ -20,8 +25,9 @@ with that many task directories, 5 % invalid metadata files and a fat state.json
 `postflightd scan --format json ROOT` and
 `check-jsonschema --schemafile <postflightd schema> specs/*/.return-meta.json`, each as a
 whole process whose wall time, CPU time (user + system) and peak RSS (wait4's ru_maxrss) are
-recorded; medians are printed. check-jsonschema is looked for beside this interpreter, then
-on PATH (a bench-only `pip install check-jsonschema` into .venv; not a project dependency).
+recorded; medians are printed, the floor's too. check-jsonschema is looked for beside this
+interpreter, then on PATH (a bench-only `pip install check-jsonschema` into .venv; not a
+project dependency).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from typing import Any
 from machine import describe
 
 SCAN_TARGET_S = 2.0
+FLOOR_RATIO_TARGET = 2.0
 SPEEDUP_TARGET = 10.0
 VERSION_TARGET_S = 0.250
 SESSION = "sess_1736700000_abc123"
@@ -59,6 +66,30 @@ for f in "$1"/specs/*/.return-meta.json; do
 done
 echo "$invalid"
 """
+
+
+#: The floor: what reading the same files costs in Python, validating nothing.
+FLOOR = r"""
+import json, os, sys
+specs = os.path.join(sys.argv[1], "specs")
+for entry in os.scandir(specs):
+    if entry.is_dir(follow_symlinks=False):
+        try:
+            with open(os.path.join(entry.path, ".return-meta.json"), "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        try:
+            json.loads(data)
+        except ValueError:
+            pass
+with open(os.path.join(specs, "state.json"), "rb") as f:
+    json.loads(f.read())
+"""
+
+
+def floor_argv(root: Path) -> list[str]:
+    return [sys.executable, "-c", FLOOR, str(root)]
 
 
 def _metadata(kind: str) -> dict[str, Any]:
@@ -149,17 +180,7 @@ def generate(root: Path, tasks: int) -> Counter[str]:
             path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"# Research for task {n}\n", encoding="utf-8")
-        projects.append(
-            {
-                "project_number": n,
-                "project_name": slug,
-                "status": "researching",
-                "language": "general",
-                "session_id": SESSION,
-                "last_updated": "2026-01-08T14:30:00Z",
-                "artifacts": [],
-            }
-        )
+        projects.append(_fat_task(n, slug))
     state = {"next_project_number": tasks + 1, "active_projects": projects}
     (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     return counts
@@ -328,6 +349,7 @@ def compare_jsonschema(
                 print("check-jsonschema: skipped (the file list exceeds the argument limit)")
                 check_argv = None
             ours: list[tuple[float, float, float]] = []
+            floor: list[tuple[float, float, float]] = []
             theirs: list[tuple[float, float, float]] = []
             before: list[tuple[float, float, float]] = []
             # --baseline SRC: the same scan by another checkout's src/ (e.g. main's), paired.
@@ -339,6 +361,7 @@ def compare_jsonschema(
                 run_measured(check_argv, (0, 1), cwd=root)
             for _ in range(runs):
                 ours.append(run_measured(scan_argv, (1,)))
+                floor.append(run_measured(floor_argv(root), (0,)))
                 if base_env is not None:
                     before.append(run_measured(base_argv, (1,), env=base_env))
                 if check_argv is not None:
@@ -346,6 +369,7 @@ def compare_jsonschema(
             for name, rows in (
                 ("postflightd scan --format json", ours),
                 ("  the same, --baseline src", before),
+                ("floor (read + json.loads)", floor),
                 ("check-jsonschema", theirs),
             ):
                 if rows:
@@ -354,6 +378,12 @@ def compare_jsonschema(
                         f"peak {_med(rows, 2):.0f} MB  (median of {len(rows)}; wall "
                         f"min {_fmt(min(r[0] for r in rows))} max {_fmt(max(r[0] for r in rows))})"
                     )
+            print(
+                f"  scan / floor (wall): {_med(ours, 0) / _med(floor, 0):.2f}x"
+                f"  target <= {FLOOR_RATIO_TARGET:.0f}x"
+            )
+            if before:
+                print(f"  --baseline / floor (wall): {_med(before, 0) / _med(floor, 0):.2f}x")
             if theirs:
                 print(f"  speed-up (wall): {_med(theirs, 0) / _med(ours, 0):.1f}x")
             if before:
@@ -437,8 +467,14 @@ def main() -> int:
             sys.exit(f"unexpected scan result: exit {done.returncode}, {report['summary']}")
         print(f"scan summary: {report['summary']}")
 
-        scan_times = time_process(scan_argv, args.runs, (1,))
+        time_process(floor_argv(root), 1, (0,))  # warm, untimed
+        scan_times: list[float] = []
+        floor_times: list[float] = []
+        for _ in range(args.runs):  # alternately: both see the same load
+            scan_times += time_process(scan_argv, 1, (1,))
+            floor_times += time_process(floor_argv(root), 1, (0,))
         scan_s = statistics.median(scan_times)
+        floor_s = statistics.median(floor_times)
         version_times = time_process([*cmd, "--version"], args.runs * 2, (0,))
         version_s = statistics.median(version_times)
 
@@ -447,6 +483,16 @@ def main() -> int:
             f"postflightd scan --format json ({args.runs} runs): median {_fmt(scan_s)}"
             f"  [min {_fmt(min(scan_times))}, max {_fmt(max(scan_times))}]"
             f"  target <= {_fmt(SCAN_TARGET_S)}: {_verdict(scan_s <= SCAN_TARGET_S)}"
+        )
+        print(
+            f"floor, a Python loop reading and parsing the same files ({args.runs} runs): "
+            f"median {_fmt(floor_s)}  [min {_fmt(min(floor_times))}, "
+            f"max {_fmt(max(floor_times))}]"
+        )
+        ratio = scan_s / floor_s
+        print(
+            f"scan / floor: {ratio:.2f}x  target <= {FLOOR_RATIO_TARGET:.0f}x: "
+            f"{_verdict(ratio <= FLOOR_RATIO_TARGET)}"
         )
         print(
             f"postflightd --version ({args.runs * 2} runs): median {_fmt(version_s)}"
