@@ -55,6 +55,9 @@ def inert(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False)
+
+
 def json_text(obj: Any, **kwargs: Any) -> str:
     """``json.dumps(obj, ensure_ascii=False, **kwargs)``, but inert and always valid UTF-8.
 
@@ -65,7 +68,8 @@ def json_text(obj: Any, **kwargs: Any) -> str:
     ``\\udXXX`` escape it was read from, so nothing is lost. Outside strings JSON is ASCII, so
     every such character is inside a string, where an escape means the same.
     """
-    text = json.dumps(obj, ensure_ascii=False, **kwargs)
+    # One encoder for the common call: json.dumps with an argument builds one per call.
+    text = _ENCODER.encode(obj) if not kwargs else json.dumps(obj, ensure_ascii=False, **kwargs)
     if text.isascii() and "\x7f" not in text:
         return text
     return _JSON_UNSAFE.sub(_json_escape, text)

@@ -9,20 +9,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from postflightd.commands.arguments import open_journal, policy
+from postflightd.commands.arguments import policy
 from postflightd.config import Config, load_config, load_configs
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.models.files import META_NAME
-from postflightd.pipeline.apply import apply_all, scan
 from postflightd.pipeline.check import scan_files
-from postflightd.pipeline.dry_run import PlannedWrite, preview
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
 from postflightd.project.root import Project, find_project, require_project, root_of
-from postflightd.reporters.dry_run import report_scan_dry_run
 from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
+
+if TYPE_CHECKING:
+    from postflightd.pipeline.dry_run import PlannedWrite
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,11 @@ def run_scan(
     report: ScanReport | None = None
     files: Iterable[FileReport]
     if apply:
+        # Imported here: a plain scan never writes, and the writing half of the pipeline
+        # (the journal, the group commit, TODO.md editing) is a fifth of its start-up.
+        from postflightd.commands.arguments import open_journal
+        from postflightd.pipeline.apply import apply_all, scan
+
         # Postflight works on the batch as a whole (and --dry-run previews it): in memory.
         report = ScanReport(roots=list(resolved), strict=strict_any)
         journal = None if out.dry_run else open_journal(load_config(config_path))
@@ -109,6 +115,8 @@ def run_scan(
     else:
         REPORTERS[fmt](Scanned(scanned, files, tally), sys.stdout, options)
     if report is not None and out.dry_run:
+        from postflightd.reporters.dry_run import report_scan_dry_run
+
         report_scan_dry_run(_planned_writes(report, configs, now), sys.stdout, options.cwd)
     code = tally.exit_code
     if out.exit_zero and code is ExitCode.FINDINGS:
@@ -120,6 +128,8 @@ def _planned_writes(
     report: ScanReport, configs: Mapping[Path, Config], now: datetime
 ) -> list[PlannedWrite]:
     """What ``scan --apply`` would write, root by root; nothing is written."""
+    from postflightd.pipeline.dry_run import preview
+
     by_root: dict[Path, list[FileReport]] = {}
     for file in report.files:
         by_root.setdefault(file.root, []).append(file)

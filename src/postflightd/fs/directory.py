@@ -249,11 +249,20 @@ class Directory:
         try:
             if limit is not None and st.st_size > limit:
                 return b"", st
-            chunks = []
+            chunks: list[bytes] = []
             remaining = limit + 1 if limit is not None else -1
             while remaining != 0:
-                chunk = os.read(fd, 1 << 20 if remaining < 0 else min(remaining, 1 << 20))
+                wanted = 1 << 20 if remaining < 0 else min(remaining, 1 << 20)
+                if not chunks and st.st_size < wanted:
+                    # A whole small file and one byte more: a regular file's read returns
+                    # less than asked only at its end, so a short first read is the whole
+                    # file without a second read to find the end (a scan reads 10,000).
+                    wanted = st.st_size + 1
+                chunk = os.read(fd, wanted)
                 if not chunk:
+                    break
+                if not chunks and len(chunk) < wanted:
+                    chunks.append(chunk)
                     break
                 chunks.append(chunk)
                 if remaining > 0:

@@ -22,6 +22,10 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: One decoder for every file: ``json.loads`` with an argument builds a new one per call.
+_DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def parse_json(raw: bytes) -> tuple[Any, str | None]:
     """(value, None) or (None, why it is not JSON) for a file's bytes."""
     try:
@@ -33,7 +37,7 @@ def parse_json(raw: bytes) -> tuple[Any, str | None]:
     if not text.strip():
         return None, "the file is empty"
     try:
-        return json.loads(text, parse_constant=_reject_constant), None
+        return _DECODER.decode(text), None
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
         hint = ": the file ends early (truncated, or still being written)" if truncated else ""

@@ -28,3 +28,15 @@ def markdown_link(path: str) -> str:
     if re.search(r"[\s()<>]", path):
         target = "<" + re.sub(r"([<>])", r"\\\1", target) + ">"
     return f"[{name}]({target})"
+
+
+def link_too_long(path: str) -> bool:
+    """Whether the link ``markdown_link`` writes for ``path`` exceeds ``MAX_LINK_CHARS``.
+
+    Escaping at most doubles each character of the name and of the target, and the link adds
+    six: a path short enough that even that could not reach the limit needs no link built
+    (the scan's hot loop asks this of every artifact).
+    """
+    if 4 * len(path) + 6 <= MAX_LINK_CHARS:
+        return False
+    return len(markdown_link(path)) > MAX_LINK_CHARS

@@ -39,8 +39,10 @@ def check_file(
     config: Config,
     policy: Policy,
     now: datetime,
+    options: RuleOptions | None = None,
 ) -> FileReport:
-    """Read and validate one metadata file of ``project``."""
+    """Read and validate one metadata file of ``project``; ``options``: ``rule_options(config)``
+    made once for many files."""
     parsed = parse_task_dir(ref.task_dir)
     number = parsed[0] if parsed else None
     marker = None
@@ -63,11 +65,11 @@ def check_file(
         findings.append(loaded.failure)
     else:
         ctx = task_context(ref.task_dir, project.state, marker)
-        options = RuleOptions(
-            timeouts=config.timeouts.as_mapping(),
-            check_artifacts=config.validation.check_artifacts,
-        )
-        findings.extend(trim_long_lists(loaded.doc))
+        options = options or rule_options(config)
+        # An array of more than MAX_LIST_ITEMS entries holds that many commas: a file with
+        # fewer has none to cut, and the walk is skipped.
+        if loaded.raw is None or loaded.raw.count(b",") >= MAX_LIST_ITEMS:
+            findings.extend(trim_long_lists(loaded.doc))
         validation = validate(loaded.doc, ctx, now, options, project.probe)
         findings.extend(validation.findings)
     if project.state.exists and not project.state.usable:
@@ -94,6 +96,14 @@ def check_file(
         # Stuck is PF602 shown: counted (and failing the run) only when PF602 is kept, so
         # `--select PF5` or the pre-commit hook's `--ignore PF602` do not judge by the clock.
         stuck=bool(validation and validation.stuck) and policy.shows("PF602"),
+    )
+
+
+def rule_options(config: Config) -> RuleOptions:
+    """What the rules are told of ``config``."""
+    return RuleOptions(
+        timeouts=config.timeouts.as_mapping(),
+        check_artifacts=config.validation.check_artifacts,
     )
 
 
@@ -171,7 +181,12 @@ class ScanFiles:
                     note(state_unusable_text(f"{project.root}: {project.state.problem}"))
                 refs = metadata_refs(project, self.only)
                 check = partial(
-                    check_file, project, config=config, policy=self.policy, now=self.now
+                    check_file,
+                    project,
+                    config=config,
+                    policy=self.policy,
+                    now=self.now,
+                    options=rule_options(config),
                 )
                 yield from check_all(refs, check, project.root, self.positions)
 

@@ -37,7 +37,7 @@ from postflightd.models.metadata import (
     Status,
     type_from_folder,
 )
-from postflightd.models.todo_link import MAX_LINK_CHARS, markdown_link
+from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
 from postflightd.rules.context import ArtifactProbe, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
@@ -407,7 +407,7 @@ def unsafe_path(path: str) -> str | None:
         return "must be relative to the project root and stay inside it"
     if _SCHEME_RE.match(path):
         return "is a URI, not a path relative to the project root"
-    if len(markdown_link(path)) > MAX_LINK_CHARS:
+    if link_too_long(path):
         return f"is too long: a TODO.md link is at most {MAX_LINK_CHARS:,} characters"
     return None
 
