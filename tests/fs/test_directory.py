@@ -25,6 +25,7 @@ def test_only_plain_names_inside_the_directory(specs: Directory, name: str) -> N
         lambda: specs.subdir(name),
         lambda: specs.open_regular(name),
         lambda: specs.lstat(name),
+        lambda: specs.exists(name),
         lambda: specs.unlink(name),
         lambda: specs.rename(name, "x"),
         lambda: specs.rename("x", name),
@@ -103,6 +104,35 @@ def test_read_is_bounded_and_skips_a_file_already_too_large(specs: Directory) ->
     assert specs.read("small", 10)[0] == b""  # its size says "too large": nothing read
     assert specs.read("small", 100)[0] == b"x" * 100
     assert specs.read("small")[0] == b"x" * 100
+
+
+def test_read_goes_on_past_the_size_fstat_gave(specs: Directory) -> None:
+    """A small file is read in one read of its size and a byte more; a file holding more than
+    its fstat said (one that grew meanwhile; /proc's files all say 0) is read on to its end,
+    still bounded."""
+    (specs.path / "empty").write_bytes(b"")
+    assert specs.read("empty", 100)[0] == b""
+    (specs.path / "five").write_bytes(b"y" * 5)
+    assert specs.read("five", 5)[0] == b"y" * 5
+    if not Path("/proc/self/status").exists():
+        pytest.skip("no /proc here")
+    with Directory.anchor(Path("/proc/self")) as proc:
+        raw, st = proc.read("status", 1 << 16)
+        assert st.st_size == 0
+        assert raw.startswith(b"Name:")
+        assert raw.endswith(b"\n")
+        assert len(proc.read("status", 10)[0]) == 11  # the bound: limit + 1
+
+
+def test_exists_never_follows_a_link(tmp_path: Path, specs: Directory) -> None:
+    """Anything of that name counts, a link as itself (even one that leads nowhere)."""
+    (specs.path / "file").write_text("x")
+    (specs.path / "dangling").symlink_to(tmp_path / "nowhere")
+    (specs.path / "dir").mkdir()
+    assert specs.exists("file")
+    assert specs.exists("dangling")
+    assert specs.exists("dir")
+    assert not specs.exists("missing")
 
 
 def test_open_specs_refuses_a_link_at_any_component(tmp_path: Path) -> None:

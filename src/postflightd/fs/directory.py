@@ -271,6 +271,12 @@ class Directory:
             _close(fd)
         return b"".join(chunks), st
 
+    def exists(self, name: str) -> bool:
+        """Whether there is anything called ``name`` here (a link is not followed); no
+        exception is raised to say no, which makes this the cheap question."""
+        _check_name(name)
+        return os.access(name, os.F_OK, dir_fd=self.fd, follow_symlinks=False)
+
     def lstat(self, name: str) -> os.stat_result | None:
         """``name``'s own metadata (a link is not followed), or None when there is none."""
         _check_name(name)

@@ -120,6 +120,10 @@ class Marker:
 
 def read_marker(task: Directory) -> Marker | None:
     """The marker of the open task directory; None when there is none."""
+    if not task.exists(MARKER_NAME):
+        # Most task directories have none: asked without an exception (a failed open raised
+        # one per file of a scan). One put there since is read next time.
+        return None
     try:
         raw, st = task.read(MARKER_NAME, MAX_MARKER_BYTES)
     except FileNotFoundError:
