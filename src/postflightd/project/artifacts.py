@@ -41,6 +41,16 @@ def artifact_probe(root: Path) -> ArtifactProbe:
             # refill, where unbounded it held ~200 bytes a task for the whole scan.
             parents.clear()
             parents[root_real] = root_real
+        head, _, tail = path.rpartition(os.sep)
+        if head and tail and tail not in {".", ".."} and not head.endswith(os.sep):
+            # The usual case, ".../specs/14_x/reports": what os.path.split gives, for less.
+            parent = real_dir(head)
+            real = (parent if parent.endswith(os.sep) else parent + os.sep) + tail
+            with contextlib.suppress(OSError):
+                if stat.S_ISLNK(os.lstat(real).st_mode):
+                    real = os.path.realpath(real)
+            parents[path] = real
+            return real
         head, tail = os.path.split(path)
         if not tail or head == path:
             real = os.path.realpath(path)
@@ -56,9 +66,16 @@ def artifact_probe(root: Path) -> ArtifactProbe:
 
     def probe(rel: str) -> ArtifactState:
         # rel is relative (the rules refuse absolute paths before probing): plain concatenation.
-        head, tail = os.path.split(prefix + rel)
-        parent = real_dir(head)
-        full = os.path.join(parent, tail) if tail else parent
+        path = prefix + rel
+        head, _, tail = path.rpartition(os.sep)
+        if tail and not head.endswith(os.sep):
+            # What os.path.split and os.path.join give here, for less (the scan's hot loop).
+            parent = parents.get(head) or real_dir(head)
+            full = (parent if parent.endswith(os.sep) else parent + os.sep) + tail
+        else:
+            head, tail = os.path.split(path)
+            parent = real_dir(head)
+            full = os.path.join(parent, tail) if tail else parent
         try:
             st = os.lstat(full)
             if stat.S_ISLNK(st.st_mode):

@@ -108,6 +108,7 @@ _STATUS_STEMS: Final = (
     ("block", Status.BLOCKED),
 )
 _STATUS_VALUES: Final = tuple(s.value for s in Status)
+_STATUS_BY_VALUE: Final = {s.value: s for s in Status}
 
 
 def suggest_status(raw: str, operation: str | None) -> Status | None:
@@ -490,11 +491,7 @@ def validate(
     )
     timeout_s = timeout_for(operation, options.timeouts)
     raw_status = doc.get("status")
-    status = (
-        Status(raw_status)
-        if isinstance(raw_status, str) and raw_status in Status.__members__.values()
-        else None
-    )
+    status = _STATUS_BY_VALUE.get(raw_status) if isinstance(raw_status, str) else None
 
     structural, model = structure(
         MetadataFile,

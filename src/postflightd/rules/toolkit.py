@@ -219,10 +219,11 @@ def asked_fields(
     """
     for key in keys:
         value = obj.get(key)
-        where = _field(loc, key)
         if value is None:
+            where = _field(loc, key)
             yield finding("PF207", where, f"{where} is missing; {missing}")
         elif blank is not None and is_blank(value):
+            where = _field(loc, key)
             yield finding("PF207", where, f"{where} is blank; {blank}")
 
 
