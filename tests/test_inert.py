@@ -117,7 +117,7 @@ def test_scan_text_and_github_output_stay_one_line_per_finding(
         assert not any("forged.py::" in ln.split("::", 2)[1] for ln in lines)
     else:
         # Paths are shown from the current directory: absolute here (tmp_path is outside it).
-        assert all(ln.startswith((str(root), "2 file(s)")) for ln in lines), lines
+        assert all(ln.startswith((str(root), "2 files")) for ln in lines), lines
     assert any("259_ev\\x1b[2Jil" in ln for ln in lines)
 
 

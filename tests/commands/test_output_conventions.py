@@ -218,7 +218,7 @@ def test_exit_zero_quiet_and_verbose(
     assert main(["scan", "--apply", "-v"]) == 1
     out = capsys.readouterr().out
     assert f"applied specs/{A}/.return-meta.json (task 259)" in out
-    assert out.endswith("1 file(s) applied\n")
+    assert out.endswith("1 file applied\n")
 
 
 def test_scan_apply_says_how_many_files_it_applied(
@@ -227,7 +227,7 @@ def test_scan_apply_says_how_many_files_it_applied(
     root = _project(tmp_path / "p")
     assert main(["scan", "--apply", str(root)]) == 1
     out = capsys.readouterr().out
-    assert out.endswith("1 file(s) applied\n")
+    assert out.endswith("1 file applied\n")
     assert "applied specs/" not in out  # per file only with -v
 
 
@@ -246,7 +246,9 @@ def test_scan_apply_dry_run_prints_the_diff_and_writes_nothing(
     assert '-      "status": "researching",\n+      "status": "researched",' in out
     assert "--- a/specs/TODO.md\n+++ b/specs/TODO.md\n" in out
     assert "+- **Status**: [RESEARCHED]" in out
-    assert out.endswith("dry run: 2 file(s) would change; nothing was written\n")
+    assert out.endswith(
+        "dry run: would write specs/state.json and specs/TODO.md; nothing was written\n"
+    )
     assert _tree(root) == before
     assert main(["history", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == []  # nothing journaled either
@@ -265,7 +267,7 @@ def test_process_dry_run_prints_the_diff_and_writes_nothing(
     out = capsys.readouterr().out
     assert "+++ b/specs/state.json" in out
     assert "+++ b/specs/TODO.md" in out
-    assert "would apply (researched) to task 259" in out
+    assert "would apply to task 259 as researched, write specs/state.json and specs/TODO.md" in out
     assert main(["process", f"specs/{B}/.return-meta.json", "--dry-run"]) == 1
     out = capsys.readouterr().out
     assert "PF303" in out

@@ -64,7 +64,7 @@ def test_the_configured_specs_dir_and_the_config_file_mark_the_root(
     assert main(["scan", "--select", "PF5"]) == 1
     out = capsys.readouterr().out
     assert f"{PF502_FILE}:" in out
-    assert f"\n{EXAMPLE_FILES} file(s): " in out
+    assert f"\n{EXAMPLE_FILES} files: " in out
 
 
 def test_a_user_configured_specs_dir_is_what_the_search_looks_for(

@@ -543,4 +543,4 @@ def test_a_version_2_journal_is_read_as_it_is_with_its_unapplied_runs_unknown(
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (2,)  # not migrated
     assert main(["report", str(built.root)]) == 0
-    assert "3 run(s) have no agent type on record" in capsys.readouterr().out
+    assert "3 runs have no agent type on record" in capsys.readouterr().out

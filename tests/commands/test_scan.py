@@ -162,7 +162,7 @@ def test_text_format_is_one_line_per_finding_then_a_summary(
     assert re.search(
         rf"{re.escape(meta_path(WARNED))}:[2-9]\d*:\d+: PF205 warning: ", "\n".join(lines)
     )
-    assert lines[-1] == "4 file(s): 2 valid, 2 invalid; 2 error(s), 1 warning(s), 1 stuck"
+    assert lines[-1] == "4 files: 2 valid, 2 invalid; 2 errors, 1 warning, 1 stuck"
 
 
 def test_github_format_is_workflow_commands(
@@ -251,7 +251,7 @@ def test_unknown_code_is_a_usage_error(
 
 def test_missing_root_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scan", str(tmp_path / "nope")]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_a_project_without_its_specs_dir_yet_is_noted_and_passes(

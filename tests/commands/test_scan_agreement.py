@@ -21,8 +21,8 @@ FINDING_LINE = re.compile(
     r"^(?P<path>\S+?):(\d+):(\d+): (?P<code>PF\d{3}) (?P<sev>error|warning): "
 )
 SUMMARY = re.compile(
-    r"^(?P<files>\d+) file\(s\): (?P<valid>\d+) valid, (?P<invalid>\d+) invalid; "
-    r"(?P<errors>\d+) error\(s\), (?P<warnings>\d+) warning\(s\)(, (?P<stuck>\d+) stuck)?$"
+    r"^(?P<files>\d+) files?: (?P<valid>\d+) valid, (?P<invalid>\d+) invalid; "
+    r"(?P<errors>\d+) errors?, (?P<warnings>\d+) warnings?(, (?P<stuck>\d+) stuck)?$"
 )
 #: turns two of the example's errors into warnings, so that --strict has something to judge
 WARNINGS_CONFIG = '[validation]\nseverity = { PF502 = "warning", PF305 = "warning" }\n'

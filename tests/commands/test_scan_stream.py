@@ -118,7 +118,7 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     text, github = io.StringIO(), io.StringIO()
     write_text(Scanned(report.roots, report.files, report.tally()), text)
     write_github(Scanned(report.roots, report.files, report.tally()), github)
-    assert text.getvalue() == "0 file(s): 0 valid, 0 invalid; 0 error(s), 0 warning(s)\n"
+    assert text.getvalue() == "0 files: 0 valid, 0 invalid; 0 errors, 0 warnings\n"
     assert github.getvalue() == ""
 
 
@@ -264,7 +264,7 @@ def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
         scan.stdout.close()  # as `head -1` does
         err = scan.stderr.read()
         assert scan.wait(timeout=120) == 141
-    assert b"PF102 error: invalid JSON" in first
+    assert b"PF102 error: the file ends at 1:2 before its JSON is complete" in first
     assert b"Traceback" not in err
 
 

@@ -76,7 +76,7 @@ def test_a_root_given_beside_one_of_its_files_scans_the_whole_root(
     ("make", "message"),
     [
         (lambda root: root / "specs" / "999_gone" / ".return-meta.json", "no such file"),
-        (lambda root: root / "specs" / "state.json", "not a project root"),
+        (lambda root: root / "specs" / "state.json", "neither a project root"),
         (lambda root: root / ".return-meta.json", "not inside a project"),
     ],
 )

@@ -134,12 +134,12 @@ def test_status_follows_the_run_table_and_sighup_sends_reloading(
 
         proc = _start(daemons, root, tmp_path / "d.log", env={"NOTIFY_SOCKET": address})
         receive_until(lambda line: line == "READY=1")
-        assert "0 run(s) in flight" in receive_until(lambda line: line.startswith("STATUS="))
+        assert "0 runs in flight" in receive_until(lambda line: line.startswith("STATUS="))
         doc = _stuck_doc()
         doc["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_meta(root, "1_task1", doc)
-        assert "1 run(s) in flight" in receive_until(
-            lambda line: line.startswith("STATUS=") and "1 run(s)" in line
+        assert "1 run in flight" in receive_until(
+            lambda line: line.startswith("STATUS=") and "1 run in" in line
         )
         proc.send_signal(signal.SIGHUP)
         receive_until(lambda line: line == "RELOADING=1")

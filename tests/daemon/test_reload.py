@@ -64,8 +64,8 @@ def test_a_reloaded_timeout_applies_to_the_run_in_flight(
         # due at once since the forced rescan re-read the file with the new timeout.
         assert messages(listener) == [
             "RELOADING=1\nSTATUS=reloading the configuration",
-            "READY=1\nSTATUS=watching 1 root(s); 1 run(s) in flight",
-            "STATUS=watching 1 root(s); 1 run(s) in flight, 1 stuck",
+            "READY=1\nSTATUS=watching 1 root; 1 run in flight",
+            "STATUS=watching 1 root; 1 run in flight, 1 stuck",
         ]
         (stuck,) = events(logs, "run_stuck")
         assert (stuck["task"], stuck["timeout_s"]) == (1, 60)

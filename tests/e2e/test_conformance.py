@@ -65,7 +65,7 @@ def test_case_1_plain_text_return(root: Path, capsys: pytest.CaptureFixture[str]
     code, file = _scan(root, capsys)
     assert code == 1
     assert [f["code"] for f in file["findings"]] == ["PF102"]
-    assert "invalid JSON" in file["findings"][0]["message"]
+    assert "not valid JSON at 1:1" in file["findings"][0]["message"]
     assert file["valid"] is False
 
 

@@ -115,7 +115,7 @@ def test_scan_apply(tmp_path: Path, shape: str) -> None:
     root, before = ready_project(tmp_path / "p", shape)
     run = cli("scan", "--apply", root)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "1 file(s) applied" in run.stdout
+    assert "1 file applied" in run.stdout
     assert_applied_in_proportion(root, before)
 
 

@@ -103,7 +103,7 @@ def test_a_stale_invalid_file_of_another_session_is_said_once_never_blocked(
     stale = written(write_meta(root, OTHER, BROKEN), STALE)
     first = subagent_stop(root, FIXTURES / "write.jsonl")
     assert "decision" not in first, first
-    assert "1 invalid metadata file(s) not written by this agent" in first["systemMessage"]
+    assert "1 invalid metadata file not written by this agent" in first["systemMessage"]
     assert f"specs/{OTHER}/.return-meta.json" in first["systemMessage"]
     assert not own.exists()  # applied: valid files are post-flighted whoever wrote them
     second = subagent_stop(root, FIXTURES / "nothing.jsonl")

@@ -568,7 +568,7 @@ def test_json_fence_cut_off_before_its_closing_fence_reads_as_truncated() -> Non
     raw = b'All done.\n```json\n{"status": "completed", "summary": "Cre'
     report = check_bytes(raw, "msg").to_json()
     assert codes(report) == ["PF102"]
-    assert "ends early" in report["findings"][0]["message"]
+    assert "the block ends inside a string" in report["findings"][0]["message"]
 
 
 def test_fences_inside_another_fence_are_content() -> None:
@@ -613,8 +613,8 @@ def test_empty_input_is_reported() -> None:
 @pytest.mark.parametrize(
     ("raw", "code", "words"),
     [
-        (b'{"status": "completed", "summary": "Do', "PF102", "ends early"),
-        (b'{"status": "completed",}', "PF102", "invalid JSON"),
+        (b'{"status": "completed", "summary": "Do', "PF102", "ends inside a string"),
+        (b'{"status": "completed",}', "PF102", "a key in double quotes was expected"),
         (b'{"status": NaN}', "PF102", "NaN"),
         (b'\xef\xbb\xbf{"status": "completed"}', "PF102", "byte-order mark"),
         (b'{"summary": "caf\xe9"}', "PF102", "not UTF-8"),
@@ -701,8 +701,8 @@ def test_text_output_names_source_code_and_verdict(
     code = main(["check-return", path, "--root", str(tmp_path)])
     out = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert f"{path}:PF202 error: status 'success'" in "\n".join(out)
-    assert out[-1].startswith(f"{path}: invalid subagent-return return, status success; ")
+    assert f"{path}: PF202 error: status 'success'" in "\n".join(out)
+    assert out[-1].startswith(f"{path}: invalid subagent return, status success; ")
 
 
 def test_stdin_is_the_default_input(
@@ -712,7 +712,7 @@ def test_stdin_is_the_default_input(
     code = main(["check-return", "--root", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
-    assert out == "<stdin>: valid subagent-return return, status failed; 0 error(s), 0 warning(s)\n"
+    assert out == "<stdin>: valid subagent return, status failed; 0 errors, 0 warnings\n"
 
 
 def test_strict_makes_warnings_fail_and_ignore_drops_codes(

@@ -107,13 +107,13 @@ def test_valid_file_is_read_and_parsed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ('{"status": "researched", "artif', "ends early"),
-        ('{"status": "researched", "artifacts": [', "ends early"),
+        ('{"status": "researched", "artif', "the file ends inside a string that starts at 1:26"),
+        ('{"status": "researched", "artifacts": [', "the file ends at 1:40 before its JSON"),
         ("", "empty"),
         ("   \n", "empty"),
-        ("Research completed successfully", "invalid JSON"),
+        ("Research completed successfully", "not valid JSON at 1:1: a value was expected"),
         ('{"a": NaN}', "NaN"),
-        ('{"a": 1} {"b": 2}', "Extra data"),
+        ('{"a": 1} {"b": 2}', "more text after the end of the JSON value"),
         ("\ufeff{}", "byte-order mark"),
     ],
     ids=["truncated-key", "truncated-array", "empty", "blank", "plain-text", "nan", "two", "bom"],
@@ -288,7 +288,7 @@ def test_missing_state_json_is_not_usable_but_not_existing(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("content", "problem"),
     [
-        ('{"active_projects": [', "invalid JSON"),
+        ('{"active_projects": [', "state.json: the file ends at 1:22"),
         ("", "empty"),
         ("[]", "not a JSON object"),
         ('{"next_project_number": 1}', "active_projects"),
@@ -533,7 +533,7 @@ def test_every_bad_input_in_one_tree_gives_findings_and_exit_1(
 
 @pytest.mark.parametrize(
     ("content", "note"),
-    [("{broken", "invalid JSON"), ('{"active_projects": 3}', "active_projects")],
+    [("{broken", "not valid JSON at 1:2"), ('{"active_projects": 3}', "active_projects")],
 )
 def test_corrupt_state_json_is_pf604_on_every_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, note: str

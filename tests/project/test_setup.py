@@ -224,7 +224,7 @@ def test_init_of_a_missing_root_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["init", str(tmp_path / "nope"), "--yes"]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
 
 
 def test_hook_already_present_with_whitespace_around_it_is_not_added_twice() -> None:

@@ -261,7 +261,7 @@ def test_report_in_a_subprocess(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("postflightd report: 1 runs")
+    assert done.stdout.startswith("postflightd report: 1 run, ")
 
 
 # --- the pure parts ---------------------------------------------------------------------------

@@ -151,7 +151,7 @@ def test_status_of_a_missing_root_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["status", str(tmp_path / "nope")]) == 2
-    assert "not a directory" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

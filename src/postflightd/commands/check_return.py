@@ -15,6 +15,7 @@ from postflightd.errors import UsageError
 from postflightd.models.console_return import Dialect
 from postflightd.pipeline.console_extract import MAX_RETURN_BYTES
 from postflightd.pipeline.console_return import check_bytes, read_input, return_probe, too_big
+from postflightd.project.root import why_not_a_directory
 from postflightd.reporters.check_return import REPORTERS
 from postflightd.reporters.style import Options
 
@@ -37,7 +38,10 @@ def run_check_return(
     config = load_config(config_path, [root_dir] if root_dir.is_dir() else [])
     chosen = policy(config, select, ignore, strict)
     if not root_dir.is_dir():
-        raise UsageError(f"--root {root}: not a directory (give the project root)")
+        raise UsageError(
+            f"--root {root}: {why_not_a_directory(root_dir)}; give the project root that "
+            "artifact paths are relative to"
+        )
     probe = return_probe(root_dir)
     source = "<stdin>" if file == "-" else file
     raw = read_input(file)

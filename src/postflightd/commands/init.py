@@ -21,7 +21,7 @@ from postflightd.project.hook_files import (
     SettingsShapeError,
     packaged_plugin,
 )
-from postflightd.project.root import resolve_root
+from postflightd.project.root import resolve_root, why_not_a_directory
 from postflightd.project.setup import (
     CONFIG_NAME,
     GITIGNORE_NAME,
@@ -38,6 +38,7 @@ from postflightd.project.units import (
     private_tmp,
     user_unit_dir,
 )
+from postflightd.words import counted
 
 
 def run_init(
@@ -50,6 +51,13 @@ def run_init(
     runtimes: Sequence[str] | None = None,
 ) -> int:
     """Exit 0 set up (or already), 1 changes shown but not written, 2 error."""
+    given = Path(root_arg).expanduser()
+    if not given.is_dir():
+        # Not resolve_root's message: init asks for no specs directory, only a place to write.
+        raise UsageError(
+            f"{root_arg}: {why_not_a_directory(given)}; init sets up an existing directory: "
+            "create the project's directory first, or give its path"
+        )
     root = resolve_root(root_arg)
     config = load_config(config_path, [root])
     chosen, why = _choose_runtimes(root, runtimes)
@@ -92,7 +100,7 @@ def run_init(
                 file=sys.stderr,
             )
             return int(ExitCode.FINDINGS)
-        out.write(f"Write these changes to {count} file(s)? [y/N] ")
+        out.write(f"Write these changes to {counted(count, 'file')}? [y/N] ")
         out.flush()
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):

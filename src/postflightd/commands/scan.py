@@ -174,7 +174,8 @@ def scan_targets(
             continue
         if path.exists() and not path.is_dir():
             raise UsageError(
-                f"{arg}: not a project root (a directory) nor a {META_NAME} metadata file"
+                f"{arg}: is a file, but neither a project root (a directory) nor a "
+                f"{META_NAME} metadata file"
             )
         root = require_project(arg, load)
         whole.add(root)

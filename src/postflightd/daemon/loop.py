@@ -42,6 +42,7 @@ from postflightd.journal.database import Journal, journal_path
 from postflightd.logs import configure_logging, get_logger
 from postflightd.rules.findings import state_unusable_text
 from postflightd.runs.lifecycle import RunTable
+from postflightd.words import counted
 
 log = get_logger()
 
@@ -456,7 +457,10 @@ class Daemon:
         in_flight = sum(1 for r in self.runs if r.in_progress)
         stuck = sum(1 for r in self.runs if r.in_progress and r.stuck)
         stuck_s = f", {stuck} stuck" if stuck else ""
-        return f"watching {len(self._roots)} root(s); {in_flight} run(s) in flight{stuck_s}"
+        return (
+            f"watching {counted(len(self._roots), 'root')}; "
+            f"{counted(in_flight, 'run')} in flight{stuck_s}"
+        )
 
     def _notify_status(self) -> None:
         """STATUS= for `systemctl status`, sent when the run table's summary changed."""

@@ -36,6 +36,7 @@ from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project
 from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 from postflightd.runs.lifecycle import operation_of, timeout_for
+from postflightd.words import counted
 
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
 MAX_REASONS_PER_FILE: Final = 8
@@ -178,7 +179,9 @@ def block_reason(
         if len(shown) > MAX_REASONS_PER_FILE:
             lines.append(f"  - ... and {len(shown) - MAX_REASONS_PER_FILE} more")
     lines.append(
-        "Rewrite the file(s) with these fixed; postflightd applies them when they validate."
+        "Rewrite the file with these fixed; postflightd applies it when it validates."
+        if len(invalid) == 1
+        else "Rewrite the files with these fixed; postflightd applies each when it validates."
     )
     return "\n".join(lines)
 
@@ -190,7 +193,7 @@ def _state_problem(reports: Sequence[FileReport]) -> str | None:
     problem = next(
         (f.message for f in kept[0].findings if f.code == STATE_UNUSABLE), STATE_UNUSABLE
     )
-    return f"{len(kept)} valid metadata file(s) not applied and kept: {problem}"
+    return f"{counted(len(kept), 'valid metadata file')} not applied and kept: {problem}"
 
 
 def _incomplete_problem(reports: Sequence[FileReport]) -> str | None:
@@ -200,7 +203,8 @@ def _incomplete_problem(reports: Sequence[FileReport]) -> str | None:
     if not kept:
         return None
     problem = next((f.message for f in kept[0].findings if f.code == "PF606"), "PF606")
-    return f"{len(kept)} outcome(s) only partly written and kept for the next run: {problem}"
+    written = f"{counted(len(kept), 'outcome')} only partly written"
+    return f"{written} and kept for the next run: {problem}"
 
 
 def answer(
@@ -345,6 +349,8 @@ def _others_problem(
     more = len(fresh) - MAX_OTHERS_NAMED
     tail = f", and {more} more" if more > 0 else ""
     return (
-        f"{len(fresh)} invalid metadata file(s) not written by this agent, so not blocked "
-        f"on (said once; `postflightd scan` lists them): " + ", ".join(named) + tail
+        f"{counted(len(fresh), 'invalid metadata file')} not written by this agent, so not "
+        "blocked on (said once; `postflightd scan` lists every invalid file): "
+        + ", ".join(named)
+        + tail
     )

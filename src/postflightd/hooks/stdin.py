@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.errors import MalformedInputError
+from postflightd.models.files import json_problem
 
 MAX_HOOK_INPUT: Final = 1024 * 1024
 #: How long stdin may stay silent before a complete JSON object has arrived.
@@ -122,9 +123,17 @@ def load_object(raw: bytes) -> dict[str, Any]:
         )
     try:
         doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except json.JSONDecodeError as exc:
         raise HookInputError(
-            f"hook input on stdin is not JSON ({exc}); expected the hook's JSON object"
+            f"hook input on stdin: {json_problem(exc, 'it')}; expected the hook's JSON object"
+        ) from None
+    except UnicodeDecodeError:
+        raise HookInputError(
+            "hook input on stdin is not UTF-8 text; expected the hook's JSON object"
+        ) from None
+    except RecursionError:
+        raise HookInputError(
+            "hook input on stdin is JSON nested too deeply to read; expected the hook's JSON object"
         ) from None
     if not isinstance(doc, dict):
         raise HookInputError('hook input on stdin must be a JSON object with at least "cwd"')

@@ -26,8 +26,9 @@ def _reject_constant(name: str) -> Any:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def parse_json(raw: bytes) -> tuple[Any, str | None]:
-    """(value, None) or (None, why it is not JSON) for a file's bytes."""
+def parse_json(raw: bytes, what: str = "the file") -> tuple[Any, str | None]:
+    """(value, None) or (None, why it is not JSON) for a file's bytes (``what`` names them in
+    that reason: the file, the block)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -35,14 +36,48 @@ def parse_json(raw: bytes) -> tuple[Any, str | None]:
     if text.startswith("\ufeff"):
         return None, "starts with a byte-order mark: write plain UTF-8 without a BOM"
     if not text.strip():
-        return None, "the file is empty"
+        return None, f"{what} is empty"
     try:
         return _DECODER.decode(text), None
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string")
-        hint = ": the file ends early (truncated, or still being written)" if truncated else ""
-        return None, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
+        return None, json_problem(exc, what)
     except ValueError as exc:
         return None, str(exc)
     except RecursionError:
         return None, "JSON nested too deeply to read"
+
+
+#: What the JSON decoder's messages mean, in words that say what to look for.
+_DECODER_WORDS: Final = {
+    "Expecting value": "a value was expected (a string, number, object, array, true, false "
+    "or null)",
+    "Expecting property name enclosed in double quotes": "a key in double quotes was expected "
+    "(a trailing comma, or a key in single quotes?)",
+    "Expecting ':' delimiter": "a ':' was expected after the key",
+    "Expecting ',' delimiter": "a ',' was expected between two items (a missing comma?)",
+    "Invalid control character at": "a raw control character (a line break, a tab) inside a "
+    "string: write it as \\n or \\t",
+    "Invalid \\escape": "an invalid backslash escape in a string (write a backslash as \\\\)",
+    "Invalid \\uXXXX escape": "an invalid \\uXXXX escape in a string",
+    "Extra data": "more text after the end of the JSON value (two documents, or a stray "
+    "character?)",
+}
+
+
+def json_problem(exc: json.JSONDecodeError, what: str = "the file") -> str:
+    """Why a text is not JSON, in plain words, with the line:col where to look (``what`` names
+    the text: the file, the hook's input)."""
+    at = f"{exc.lineno}:{exc.colno}"
+    if exc.msg.startswith("Unterminated string"):
+        # The decoder points at the string's opening quote: nothing after it closes it.
+        return (
+            f"{what} ends inside a string that starts at {at} (truncated, or still being written?)"
+        )
+    if exc.pos >= len(exc.doc.rstrip()):
+        return (
+            f"{what} ends at {at} before its JSON is complete (truncated, or still being written?)"
+        )
+    words = _DECODER_WORDS.get(exc.msg)
+    if words is None:
+        words = exc.msg[:1].lower() + exc.msg[1:]
+    return f"not valid JSON at {at}: {words}"

@@ -41,7 +41,7 @@ from postflightd.pipeline.records import (
 )
 from postflightd.pipeline.results import FileReport, Outcome, Ready, ScanReport
 from postflightd.pipeline.unrecordable import unrecordable
-from postflightd.postflight.errors_json import ErrorRecord
+from postflightd.postflight.errors_json import ErrorRecord, error_key
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import (
@@ -277,7 +277,9 @@ def _commit(
     ]
     # Records of invalid files: a failure to write them is a note (the files are kept
     # anyway). Records of applied files are part of their outcome.
-    problem = write_errors(project, config, records + applied.errors)
+    present: set[tuple[str, str, str]] = set()
+    problem = write_errors(project, config, records + applied.errors, present)
+    _mark_recorded_before(reports, records, present)
     if problem is not None:
         for report in reports:
             report.notes.append(problem)
@@ -290,6 +292,23 @@ def _commit(
     with journal.batch(durable=False):
         for report in deleted:
             journal_row(journal, "deleted", report)
+
+
+def _mark_recorded_before(
+    reports: Sequence[FileReport],
+    records: Sequence[ErrorRecord],
+    present: set[tuple[str, str, str]],
+) -> None:
+    """An interrupted run whose errors.json record was there already (``process`` run again on
+    the same file): it says so, rather than that it recorded it."""
+    held = {
+        r["context"]["file"]
+        for r in records
+        if r["type"] == "delegation_interrupted" and error_key(r) in present
+    }
+    for report in reports:
+        if report.outcome is Outcome.IN_PROGRESS and report.rel_path in held:
+            report.recorded_before = True
 
 
 def _classify(report: FileReport, report_unparsed: bool, policy: Policy) -> Outcome:

@@ -19,7 +19,7 @@ from postflightd.pipeline.parallel import check_all
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import Loaded, read_task, task_context
 from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
-from postflightd.project.root import Project
+from postflightd.project.root import Project, why_not_a_directory
 from postflightd.rules.findings import (
     Finding,
     Policy,
@@ -214,7 +214,7 @@ def check_specs_dir(root: Path, config: Config) -> None:
     if "specs_dir" in config.model_fields_set and not specs.is_dir():
         raise ConfigError(
             f"{config.source or 'configuration'}: specs_dir = {config.specs_dir!r}, "
-            f"but {specs} is not a directory"
+            f"but {specs} {why_not_a_directory(specs)}"
         )
 
 

@@ -46,7 +46,7 @@ class Extracted:
 
 
 def _parse_block(text: str, where: str, origin: Origin, marked: bool) -> Extracted:
-    doc, problem = parse_json(text.encode("utf-8"))
+    doc, problem = parse_json(text.encode("utf-8"), "the block")
     if problem is not None:
         return Extracted(
             origin=origin,
@@ -117,7 +117,7 @@ def extract_return(raw: bytes) -> Extracted:
                 "PF700", "", "the return is empty: the subagent must end with its JSON return"
             )
         )
-    doc, whole_problem = parse_json(raw)
+    doc, whole_problem = parse_json(raw, "the return")
     if whole_problem is None:
         return Extracted(doc, Origin.BARE)
 

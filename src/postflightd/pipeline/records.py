@@ -7,6 +7,7 @@ stuck one, added under the project lock, without duplicates (``postflight.errors
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +22,7 @@ from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
 from postflightd.postflight.errors_json import (
     ErrorRecord,
+    error_key,
     error_record,
     errors_text,
     merge_errors,
@@ -157,13 +159,24 @@ def record_stuck(
     return added > 0
 
 
-def write_errors(project: Project, config: Config, records: list[ErrorRecord]) -> str | None:
-    """Add records to errors.json, de-duplicated; None, or why they could not be written."""
-    added = _add_errors(project, config, records)
+def write_errors(
+    project: Project,
+    config: Config,
+    records: list[ErrorRecord],
+    present: set[tuple[str, str, str]] | None = None,
+) -> str | None:
+    """Add records to errors.json, de-duplicated; None, or why they could not be written.
+    ``present`` gets the keys (``error_key``) of the records errors.json already held."""
+    added = _add_errors(project, config, records, present)
     return added if isinstance(added, str) else None
 
 
-def _add_errors(project: Project, config: Config, records: list[ErrorRecord]) -> int | str:
+def _add_errors(
+    project: Project,
+    config: Config,
+    records: list[ErrorRecord],
+    present: set[tuple[str, str, str]] | None = None,
+) -> int | str:
     """The number of records added to errors.json, or why none could be."""
     if not records:
         return 0
@@ -186,6 +199,10 @@ def _add_errors(project: Project, config: Config, records: list[ErrorRecord]) ->
             except UNWRITABLE:
                 continue  # the file it belongs to was dropped (PF106) before state.json
             writable.append(record)
+        if present is not None:
+            held = {error_key(r) for r in existing if isinstance(r, Mapping)}
+            present.clear()
+            present.update(error_key(r) for r in writable if error_key(r) in held)
         merged, count = merge_errors(existing, writable)
         if not count:
             return None

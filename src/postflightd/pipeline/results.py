@@ -56,6 +56,8 @@ class FileReport:
     raw_status: str | None = None
     session: str | None = None
     stuck: bool = False
+    #: an interrupted run's errors.json record was there already: this run added none
+    recorded_before: bool = False
 
     @property
     def rel_path(self) -> str:

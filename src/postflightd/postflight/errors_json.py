@@ -89,7 +89,8 @@ def error_record(
     }
 
 
-def _error_key(record: Mapping[str, Any]) -> tuple[str, str, str]:
+def error_key(record: Mapping[str, Any]) -> tuple[str, str, str]:
+    """What makes two records the same error: their session, type and message."""
     context = record.get("context")
     session = context.get("session_id") if isinstance(context, Mapping) else None
     # json.dumps makes the key hashable and total even for odd hand-written records.
@@ -113,7 +114,7 @@ def merge_errors(
     """
     # Existing entries are kept exactly as they are, even ones another tool wrote oddly.
     merged: list[Any] = list(existing)
-    seen = {_error_key(record) for record in merged if isinstance(record, Mapping)}
+    seen = {error_key(record) for record in merged if isinstance(record, Mapping)}
     ids = {
         record["id"]
         for record in merged
@@ -121,7 +122,7 @@ def merge_errors(
     }
     added = 0
     for record in new:
-        key = _error_key(record)
+        key = error_key(record)
         if key in seen:
             continue
         copied = copy.deepcopy(dict(record))

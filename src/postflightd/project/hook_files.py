@@ -30,6 +30,7 @@ from importlib.resources import files
 from typing import Any, Final
 
 from postflightd.inert import clip
+from postflightd.models.files import json_problem
 from postflightd.postflight.json_layout import (
     PLAIN_INDENT,
     LayoutBudget,
@@ -218,10 +219,7 @@ def _load_settings(text: str) -> Any:
                 f"holds a comment (line {exc.lineno}, column {exc.colno}), which init cannot "
                 "keep in a rewrite: add the hook by hand"
             ) from None
-        raise SettingsShapeError(
-            f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-            "fix it, then run init again"
-        ) from None
+        raise SettingsShapeError(f"{json_problem(exc)}; fix it, then run init again") from None
     except RecursionError:
         raise SettingsShapeError(_TOO_DEEP) from None
     except ValueError as exc:

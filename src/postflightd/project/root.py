@@ -108,10 +108,25 @@ class Project:
         self.close()
 
 
+def why_not_a_directory(path: Path) -> str:
+    """What is at ``path`` instead of a directory, as a message says it: nothing, a file, a
+    link to nothing, or something else."""
+    if path.is_symlink() and not path.exists():
+        return "is a symbolic link to nothing"
+    if not path.exists():
+        return "does not exist"
+    if path.is_file():
+        return "is a file, not a directory"
+    return "is not a directory"
+
+
 def resolve_root(raw: str | Path) -> Path:
     root = Path(raw).expanduser()
     if not root.is_dir():
-        raise UsageError(f"{raw}: not a directory (give a project root holding a specs directory)")
+        raise UsageError(
+            f"{raw}: {why_not_a_directory(root)}; give the project root (the directory holding "
+            f"the specs directory or {ROOT_CONFIG_NAME})"
+        )
     if not os.access(root, os.R_OK | os.X_OK):
         raise UsageError(f"{raw}: permission denied: cannot read this directory")
     return root.resolve()

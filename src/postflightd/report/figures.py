@@ -39,6 +39,7 @@ from postflightd.report.runs import (
 )
 from postflightd.rules.metadata import suggest_status
 from postflightd.runs.lifecycle import DEFAULT_OPERATION, timeout_for
+from postflightd.words import counted
 
 #: Outcome columns, in the order they are shown (the JSON report has every key, always).
 OUTCOMES: Final = (
@@ -601,7 +602,10 @@ def advise(
     verdict, suggested = "ok", None
     if len(durations) < MIN_RUNS_FOR_ADVICE or p95 is None:
         verdict = "too_few_runs"
-        advice = f"{len(durations)} timed run(s): too few to judge (at least {MIN_RUNS_FOR_ADVICE})"
+        advice = (
+            f"{counted(len(durations), 'timed run')}: too few to judge "
+            f"(at least {MIN_RUNS_FOR_ADVICE})"
+        )
     elif timeout < p95:
         verdict, suggested = "raise", nice_ceil(p95 * 1.5)
         advice = (

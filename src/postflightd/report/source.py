@@ -238,6 +238,7 @@ def make_report(
     """The report and notes for stderr (roots whose configuration could not be read)."""
     from postflightd.config import Config, load_config
     from postflightd.journal.database import journal_path
+    from postflightd.project.root import why_not_a_directory
 
     wanted = [_root_arg(r) for r in roots]
     # The journal's path comes from the user's configuration, as for `history`.
@@ -255,7 +256,8 @@ def make_report(
     for root in sorted(counted.roots | set(wanted)):
         root_path = Path(root)
         if not root_path.is_dir():
-            notes.append(f"{root}: not a directory now; its timeouts are the defaults")
+            problem = why_not_a_directory(root_path)
+            notes.append(f"{root}: {problem} now; its runs are judged by the default timeouts")
         try:
             root_config = load_config(config_path, [root_path] if root_path.is_dir() else [])
         except ConfigError as exc:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 from postflightd.inert import inert, json_text
+from postflightd.models.console_return import Dialect
 from postflightd.reporters import Reporter
 from postflightd.reporters.scan import github_annotation
 from postflightd.reporters.style import Options
 from postflightd.rules.findings import Severity
+from postflightd.words import counted
 
 if TYPE_CHECKING:
     from postflightd.pipeline.console_return import ReturnReport
+
+
+#: What each dialect is called in a sentence (its ``--dialect`` name is hyphenated).
+_KIND: Final = {
+    Dialect.SUBAGENT_RETURN: "subagent return",
+    Dialect.AGENT_OUTPUT: "agent output",
+}
 
 
 def report_text(report: ReturnReport, out: TextIO, options: Options | None = None) -> None:
@@ -19,12 +28,13 @@ def report_text(report: ReturnReport, out: TextIO, options: Options | None = Non
     del options  # one shape
     source = inert(report.source)
     for f in report.findings:
-        out.write(f"{source}:{f.code} {f.severity.value}: {inert(f.message)}\n")
+        out.write(f"{source}: {f.code} {f.severity.value}: {inert(f.message)}\n")
     verdict = "valid" if report.valid else "invalid"
     status = f", status {inert(report.status)}" if report.status is not None else ""
     out.write(
-        f"{source}: {verdict} {report.dialect.value} return{status}; "
-        f"{report.count(Severity.ERROR)} error(s), {report.count(Severity.WARNING)} warning(s)\n"
+        f"{source}: {verdict} {_KIND[report.dialect]}{status}; "
+        f"{counted(report.count(Severity.ERROR), 'error')}, "
+        f"{counted(report.count(Severity.WARNING), 'warning')}\n"
     )
 
 

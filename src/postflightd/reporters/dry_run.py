@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from postflightd.inert import inert
 from postflightd.reporters.style import display_path
+from postflightd.words import joined
 
 if TYPE_CHECKING:
     from postflightd.pipeline.dry_run import PlannedWrite
@@ -21,9 +22,17 @@ def write_diffs(writes: Sequence[PlannedWrite], out: TextIO, cwd: str) -> None:
         out.write(unified_diff(write, display_path(write.path, cwd)))
 
 
+def _named(writes: Sequence[PlannedWrite], cwd: str) -> str:
+    """The files the writes change, by name (``specs/state.json and specs/TODO.md``)."""
+    return joined([inert(display_path(w.path, cwd)) for w in writes])
+
+
 def report_scan_dry_run(writes: Sequence[PlannedWrite], out: TextIO, cwd: str) -> None:
     write_diffs(writes, out, cwd)
-    out.write(f"dry run: {len(writes)} file(s) would change; nothing was written\n")
+    if not writes:
+        out.write("dry run: nothing would change\n")
+        return
+    out.write(f"dry run: would write {_named(writes, cwd)}; nothing was written\n")
 
 
 def report_process_dry_run(
@@ -42,7 +51,8 @@ def report_process_dry_run(
         out.write(f"dry run: {refusal}: nothing would be applied\n")
         return
     write_diffs(writes, out, cwd)
+    writing = f"write {_named(writes, cwd)}" if writes else "change no file (already applied)"
     out.write(
-        f"dry run: would apply ({report.raw_status}) to task {report.task}, changing "
-        f"{len(writes)} file(s), and delete the metadata file; nothing was written\n"
+        f"dry run: would apply to task {report.task} as {inert(report.raw_status or '')}, "
+        f"{writing} and delete the metadata file; nothing was written\n"
     )

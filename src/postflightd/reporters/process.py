@@ -35,14 +35,15 @@ def _outcome_text(report: FileReport) -> str:
     from postflightd.pipeline.results import Outcome
 
     what = {
-        Outcome.APPLIED: f"applied ({inert(report.raw_status or '')}) to task {report.task}; "
+        Outcome.APPLIED: f"applied to task {report.task} as {inert(report.raw_status or '')}; "
         + ("file kept" if report.path.exists() else "file deleted"),
         Outcome.GONE: "the file vanished before it could be applied (another run took it; "
         "this journal has no record of it)",
         Outcome.INCOMPLETE: "applied to state.json, but not every file of the outcome could be "
         "written (see below); the file is kept: run again once fixed",
-        Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; recorded in "
-        "errors.json, task status left as it was",
+        Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; "
+        + ("already recorded" if report.recorded_before else "recorded")
+        + " in errors.json, task status left as it was",
         Outcome.STATE_UNUSABLE: state_unusable_text("not applied: state.json is unusable")
         + "; the file is kept",
         Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",

@@ -16,6 +16,7 @@ from postflightd.inert import inert, json_text
 from postflightd.report.figures import Group, Report, human, outcome_mix, success_rate
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options
+from postflightd.words import counted, joined, plural
 
 BAR_WIDTH: Final = 40
 
@@ -58,20 +59,30 @@ def report_text(report: Report, out: TextIO, options: Options | None = None) -> 
 
 def _text(report: Report) -> str:
     lines: list[str] = []
+    since = f" (since {report.since[:10]})" if report.since else ""
+    if not report.runs:
+        # Nothing to tabulate: one sentence, not a page of empty tables.
+        when = f" since {report.since[:10]}" if report.since else ""
+        where = f" for {joined([inert(r) for r in report.roots])}" if report.roots else ""
+        return (
+            f"postflightd report: no runs recorded{where}{when}. The journal records a run "
+            "when `postflightd watch`, the stop hook, `process` or `scan --apply` handles its "
+            "metadata file.\n"
+        )
     period = (
         f"{report.first_ts[:10]} .. {report.last_ts[:10]}"
         if report.first_ts and report.last_ts
-        else "no runs"
+        else "dates unknown"
     )
-    since = f" (since {report.since[:10]})" if report.since else ""
     lines.append(
-        f"postflightd report: {report.runs} runs, {period}{since}, "
-        f"{len(report.roots)} root{'s' if len(report.roots) != 1 else ''}"
+        f"postflightd report: {counted(report.runs, 'run')}, {period}{since}, "
+        f"{counted(len(report.roots), 'root')}"
     )
     lines += [f"  {inert(r)}" for r in report.roots]
     if report.unattributed:
         lines.append(
-            f"  {report.unattributed} run(s) have no agent type on record (the file named "
+            f"  {counted(report.unattributed, 'run')} {plural(report.unattributed, 'has')} "
+            "no agent type on record (the file named "
             "none, or it was journalled before version 3 and never applied): shown as 'unknown'"
         )
     lines.append("")
@@ -159,10 +170,7 @@ def _findings(report: Report) -> list[str]:
     if report.near_misses:
         lines.append("  Near-miss statuses (what the agent wrote -> what it meant):")
         for n in report.near_misses:
-            lines.append(
-                f"    {json_text(inert(n.status))} -> {n.meant}: "
-                f"{n.runs} run{'s' if n.runs != 1 else ''}"
-            )
+            lines.append(f"    {json_text(inert(n.status))} -> {n.meant}: {counted(n.runs, 'run')}")
     return lines
 
 

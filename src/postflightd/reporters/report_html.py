@@ -23,6 +23,7 @@ from postflightd.report.figures import (
     outcome_mix,
     success_rate,
 )
+from postflightd.words import counted, plural
 
 #: Bins of each duration histogram.
 BINS: Final = 20
@@ -137,7 +138,7 @@ def duration_chart(group: Group, timeouts: Sequence[float]) -> str:
             f'<g class="bar" data-value="{n}" data-from="{_num(lo)}" data-to="{_num(hi)}">'
             f'<rect class="dur" x="{_num(left + i * bin_w + 1)}" y="{_num(base - h)}" '
             f'width="{_num(bin_w - 2)}" height="{_num(h)}">'
-            f"<title>{human(lo)}\u2013{human(hi)}: {n} run{'s' if n != 1 else ''}</title>"
+            f"<title>{human(lo)}\u2013{human(hi)}: {counted(n, 'run')}</title>"
             "</rect></g>"
         )
     for t in sorted(set(timeouts)):
@@ -177,7 +178,8 @@ def codes_chart(report: Report) -> str:
             f'<g class="bar" data-label="{esc(c.code)}" data-value="{c.files}">'
             f'<text x="84" y="{y + 14}" text-anchor="end" class="label">{esc(c.code)}</text>'
             f'<rect class="sev-{sev}" x="90" y="{y}" width="{_num(w)}" height="{ROW_H - 6}">'
-            f"<title>{esc(c.code)}: {c.files} files, {c.count} findings</title></rect>"
+            f"<title>{esc(c.code)}: {counted(c.files, 'file')}, "
+            f"{counted(c.count, 'finding')}</title></rect>"
             f'<text x="{_num(90 + w + 6)}" y="{y + 14}" class="value">{c.files}</text></g>'
         )
     return _svg("findings-by-code", "Files per finding code", 8 + len(shown) * ROW_H, body)
@@ -203,7 +205,8 @@ def days_chart(report: Report) -> str:
         body.append(
             f'<g class="bar" data-label="{day}" data-value="{n}" data-trouble="{trouble}">'
             f'<rect class="day" x="{_num(x)}" y="{_num(base - h)}" width="{_num(slot - gap)}" '
-            f'height="{_num(h)}"><title>{day}: {n} runs, {trouble} in trouble</title></rect>'
+            f'height="{_num(h)}"><title>{day}: {counted(n, "run")}, {trouble} in trouble'
+            "</title></rect>"
             f'<rect class="o-failed" x="{_num(x)}" y="{_num(base - th)}" '
             f'width="{_num(slot - gap)}" height="{_num(th)}"/></g>'
         )
@@ -306,7 +309,7 @@ def render_html(report: Report) -> str:
     )
     add("<h1>postflightd report</h1>")
     add(
-        f'<p class="muted">{report.runs} runs, {period}'
+        f'<p class="muted">{counted(report.runs, "run")}, {period}'
         + (f" (since {esc(report.since[:10])})" if report.since else "")
         + f"; generated {esc(report.generated)}.<br>Roots: "
         + ", ".join(f"<code>{esc(r)}</code>" for r in report.roots)
@@ -332,7 +335,8 @@ def render_html(report: Report) -> str:
     )
     if report.unattributed:
         add(
-            f'<p class="muted">{report.unattributed} run(s) have no agent type on record: the '
+            f'<p class="muted">{counted(report.unattributed, "run")} '
+            f"{plural(report.unattributed, 'has')} no agent type on record: the "
             "file named none, or it was journalled before journal version 3 and never applied "
             "(only an applied file's content was kept then).</p>"
         )
@@ -355,9 +359,10 @@ def render_html(report: Report) -> str:
         marks = [t.timeout_s for t in report.timeouts if t.operation == group.name]
         add(f"<h3>{esc(group.name)}</h3>")
         add(
-            f"<figure>{duration_chart(group, marks)}<figcaption>{len(group.durations)} timed "
-            f"runs: median {human(group.median_s)}, p95 {human(group.p95_s)}; the dashed red "
-            "line is the configured timeout.</figcaption></figure>"
+            f"<figure>{duration_chart(group, marks)}<figcaption>"
+            f"{counted(len(group.durations), 'timed run')}: "
+            f"median {human(group.median_s)}, p95 {human(group.p95_s)}; "
+            "the dashed red line is the configured timeout.</figcaption></figure>"
         )
     if report.timeouts:
         rows = [

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 from postflightd.inert import inert, json_text
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, display_path, paint
+from postflightd.words import counted
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -60,11 +61,11 @@ def write_text(scanned: Scanned, out: TextIO, options: Options | None = None) ->
     s = tally.summary()
     stuck = f", {s['stuck']} stuck" if s["stuck"] else ""
     out.write(
-        f"{s['files']} file(s): {s['valid']} valid, {s['invalid']} invalid; "
-        f"{s['errors']} error(s), {s['warnings']} warning(s){stuck}\n"
+        f"{counted(s['files'], 'file')}: {s['valid']} valid, {s['invalid']} invalid; "
+        f"{counted(s['errors'], 'error')}, {counted(s['warnings'], 'warning')}{stuck}\n"
     )
     if tally.postflighted:
-        out.write(f"{tally.applied} file(s) applied\n")
+        out.write(f"{counted(tally.applied, 'file')} applied\n")
 
 
 def finding_line(f: Finding, color: bool = False) -> str:

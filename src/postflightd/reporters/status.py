@@ -12,6 +12,7 @@ from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, paint
 from postflightd.runs.lifecycle import IN_PROGRESS
 from postflightd.runs.status import WRITING
+from postflightd.words import counted
 
 if TYPE_CHECKING:
     from postflightd.runs.status import RootStatus, RunStatus
@@ -47,8 +48,8 @@ def report_status_text(
         healing = entry.healing or {}
         if healing.get("reapplied") or healing.get("overwritten"):
             out.write(
-                f"  healed: {healing.get('reapplied', 0)} outcome(s) re-applied after writes "
-                f"that ignored the lock, {healing.get('overwritten', 0)} edited since "
+                f"  healed: {counted(healing.get('reapplied', 0), 'outcome')} re-applied after "
+                f"writes that ignored the lock, {healing.get('overwritten', 0)} edited since "
                 "(last 24 h; `postflightd verify` lists them)\n"
             )
         if entry.note:

@@ -10,6 +10,7 @@ from postflightd.pipeline.verify import Verdict
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, display_path
 from postflightd.timestamps import iso_timestamp, parse_timestamp
+from postflightd.words import counted
 
 if TYPE_CHECKING:
     from postflightd.pipeline.verify import VerifyReport
@@ -56,16 +57,36 @@ def report_text(report: VerifyReport, out: TextIO, options: Options | None = Non
             f"{path}: task {t.task} {inert(t.status or '?')} "
             f"({_second(t.ts)}): {c.judgement.verdict.value}: {inert(what)}\n"
         )
+    out.write(summary_line(report) + "\n")
+
+
+#: How the summary counts each verdict but the outcomes still in place.
+_COUNTED: Final = {
+    Verdict.LOST: "lost",
+    Verdict.REVERTED: "reverted by an edit",
+    Verdict.SUPERSEDED: "replaced by later edits",
+    Verdict.REMOVED: "whose task left state.json",
+    Verdict.TODO: "missing from TODO.md",
+}
+
+
+def summary_line(report: VerifyReport) -> str:
+    """``3 outcomes applied since ...: 2 still in state.json and TODO.md, 1 lost``."""
     s = report.summary()
-    parts = [f"{s[v.value]} {v.value}" for v in Verdict if v is not Verdict.SHOWN and s[v.value]]
+    since = _second(report.since)
+    checked, kept = s["checked"], s[Verdict.SHOWN.value]
+    if not checked:
+        return f"no outcome was applied since {since}: nothing to verify"
+    if kept == checked:
+        place = "still in state.json and TODO.md"
+        in_place = place if checked == 1 else f"all {checked} {place}"
+    else:
+        in_place = f"{kept} still in state.json and TODO.md"
+    parts = [in_place] if kept else []
+    parts += [f"{s[v.value]} {words}" for v, words in _COUNTED.items() if s[v.value]]
     if s["repaired"]:
         parts.append(f"{s['repaired']} re-applied")
-    out.write(
-        f"{s['checked']} outcome(s) recorded since {_second(report.since)}: "
-        f"{s['shown']} still shown by state.json and TODO.md"
-        + (f", {', '.join(parts)}" if parts else "")
-        + "\n"
-    )
+    return f"{counted(checked, 'outcome')} applied since {since}: " + ", ".join(parts)
 
 
 def report_json(report: VerifyReport, out: TextIO, options: Options | None = None) -> None:
