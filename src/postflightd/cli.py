@@ -78,7 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     scan.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
     scan.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
-    process = sub.add_parser("process", help="post-flight one metadata file now (hook target)")
+    process = sub.add_parser(
+        "process", help="validate one metadata file and apply its outcome now (for a workflow)"
+    )
     process.add_argument("file", metavar="FILE", help="specs/{N}_{SLUG}/.return-meta.json")
     _add_format(process, "postflightd.reporters.process")
     process.add_argument("--config", metavar="PATH", help="configuration file (TOML)")

@@ -333,7 +333,7 @@ def _read_config(path: Path, *, in_project: bool = False) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        raise ConfigError(f"{path}: not valid TOML{_toml_problem(exc)}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not valid TOML: the file is not UTF-8") from None
     except RecursionError:
@@ -347,6 +347,27 @@ def _read_config(path: Path, *, in_project: bool = False) -> Config:
     if in_project:
         _refuse_user_only_keys(data, path)
     return parse_config(data, str(path))
+
+
+def _lower_first(text: str) -> str:
+    """pydantic's and tomllib's sentences (``Input should be ...``) inside ours: lower case."""
+    return text[:1].lower() + text[1:]
+
+
+def _toml_problem(exc: tomllib.TOMLDecodeError) -> str:
+    """tomllib's ``Expected ... (at line 1, column 12)`` as `` at 1:12: expected ...``, to follow
+    "not valid TOML"."""
+    text = str(exc)
+    where = _TOML_AT.search(text)
+    if where is None:
+        return f": {_lower_first(text)}"
+    what = _lower_first(text[: where.start()].rstrip())
+    if where.group(1) is None:
+        return f": {what} at the end of the file"
+    return f" at {where.group(1)}:{where.group(2)}: {what}"
+
+
+_TOML_AT = re.compile(r"\((?:at line (\d+), column (\d+)|at end of document)\)$")
 
 
 def _quote(text: str) -> str:
@@ -363,7 +384,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> Config:
             if err["type"] == "extra_forbidden":
                 problems.append(f"unknown key {key!r}")
             else:
-                msg = err["msg"].removeprefix("Value error, ")
+                msg = _lower_first(err["msg"].removeprefix("Value error, ").removeprefix("Input "))
                 problems.append(f"key {key!r}: {msg} (got {_quote(repr(err.get('input')))})")
         raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
     return config.model_copy(update={"source": source})

@@ -41,12 +41,17 @@ def _with_context_keys(
     return event
 
 
+def _is_container(value: object) -> bool:
+    return isinstance(value, list | tuple | dict)
+
+
 def _drop_none(
     _logger: object, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    # Console lines are read by a person: `task=None session=None` is noise. JSON lines keep
-    # every context key (a query on `.task` must not find the key missing).
-    for key in [k for k, v in event.items() if v is None]:
+    # Console lines are read by a person: `task=None session=None` or an empty `warnings=` is
+    # noise. JSON lines keep every context key (a query on `.task` must not find the key
+    # missing).
+    for key in [k for k, v in event.items() if v is None or (_is_container(v) and not v)]:
         del event[key]
     return event
 

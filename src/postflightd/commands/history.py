@@ -20,9 +20,13 @@ from postflightd.reporters.style import Options
 def _known_root(raw: str, root: Path, config_path: str | None) -> None:
     """``--root`` with no rows: fine for a project (nothing recorded yet), a usage error for a
     directory that is none, so that a mistyped path is not an empty, green answer."""
-    from postflightd.project.root import project_marker
+    from postflightd.project.root import project_marker, why_not_a_directory
 
-    if root.is_dir() and project_marker(root, lambda rs: load_config(config_path, rs)):
+    if not root.is_dir():
+        raise UsageError(
+            f"--root {raw}: {why_not_a_directory(root)}, and the journal has no runs of it"
+        )
+    if project_marker(root, lambda rs: load_config(config_path, rs)):
         return
     raise UsageError(
         f"--root {raw}: not a project root (a directory holding the specs directory or "

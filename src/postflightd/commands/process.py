@@ -123,7 +123,7 @@ def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> 
         elif report.status is Status.IN_PROGRESS:
             refusal, code = "the file is still in_progress", ExitCode.IN_PROGRESS
         elif not report.valid:
-            refusal, code = "invalid", ExitCode.FINDINGS
+            refusal, code = "the file is invalid", ExitCode.FINDINGS
         writes = preview(project, [report], config, now) if refusal is None else []
     report_process_dry_run(report, writes, refusal, sys.stdout, str(Path.cwd()))
     return int(code)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from postflightd.errors import ExitCode, UsageError
-from postflightd.rules.findings import RULES
+from postflightd.rules.findings import RULES, UnknownCodeError, expand_codes
 
 
 def run_rules(*, code: str | None = None) -> int:
@@ -15,7 +15,15 @@ def run_rules(*, code: str | None = None) -> int:
 
         key = code.strip().upper()
         if key not in RULES:
-            raise UsageError(f"unknown rule code {code!r} (`postflightd rules` lists them)")
+            # The words --select and --ignore use for a code that does not exist.
+            try:
+                expand_codes([code])
+            except UnknownCodeError as exc:
+                raise UsageError(str(exc)) from None
+            raise UsageError(
+                f"{code} is a group of rules, not one: give a full code, e.g. "
+                f"`postflightd rules {next(c for c in RULES if c.startswith(key))}`"
+            )
         sys.stdout.write(explain(key))
         return int(ExitCode.OK)
     for rule in RULES.values():

@@ -293,7 +293,10 @@ class Daemon:
                 pid=os.getpid(),
                 roots=[str(r) for r in self._roots],
                 config=config.source or None,
-                root_configs={str(r): wr.config.source or None for r, wr in self._roots.items()},
+                # Only the roots with a configuration file of their own.
+                root_configs={
+                    str(r): wr.config.source for r, wr in self._roots.items() if wr.config.source
+                },
             )
         except BaseException:
             self.close()

@@ -22,7 +22,7 @@ from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace
 from postflightd.fs.directory import FileIdentity, StoreError
 from postflightd.fs.faults import crash_point
 from postflightd.journal.database import Journal, TaskChange, content_text
-from postflightd.models.files import META_NAME, parse_json
+from postflightd.models.files import META_NAME, json_problem, parse_json
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
@@ -301,7 +301,12 @@ def commit_outcomes(
         replace_if_unchanged(specs, name, transform, crash_label="state")
     except (UnicodeDecodeError, json.JSONDecodeError, StateUnusableError) as exc:
         # state.json went bad between the first read and the lock: never overwrite it.
-        problem = str(exc) if isinstance(exc, StateUnusableError) else f"not valid JSON ({exc})"
+        if isinstance(exc, json.JSONDecodeError):
+            problem = f"{config.postflight.state_file}: {json_problem(exc)}"
+        elif isinstance(exc, UnicodeDecodeError):
+            problem = f"{config.postflight.state_file}: not UTF-8 text"
+        else:
+            problem = str(exc)
         for item in live:
             report = item.report
             if report.outcome is Outcome.APPLIED:

@@ -218,7 +218,7 @@ def _known_root(raw: str, root: Path, conn: sqlite3.Connection, config_path: str
     """A ROOT asked for is a project, or one the journal has runs of (a project since moved
     or removed); anything else is a usage error: a mistyped path must not report nothing."""
     from postflightd.config import load_config
-    from postflightd.project.root import project_marker
+    from postflightd.project.root import project_marker, why_not_a_directory
 
     if root.is_dir() and project_marker(root, lambda rs: load_config(config_path, rs)):
         return
@@ -226,6 +226,8 @@ def _known_root(raw: str, root: Path, conn: sqlite3.Connection, config_path: str
     query = "SELECT 1 FROM observations WHERE root = ? LIMIT 1"
     if conn.execute(query, (str(root),)).fetchone() is not None:
         return
+    if not root.is_dir():
+        raise UsageError(f"{raw}: {why_not_a_directory(root)}, and the journal has no runs of it")
     raise UsageError(
         f"{raw}: neither a project root (a directory holding the specs directory or "
         ".postflightd.toml) nor a root the journal has runs of"
@@ -266,7 +268,7 @@ def make_report(
             continue
         timeouts[root] = root_config.timeouts.as_mapping()
     if not counted.runs:
-        notes.append(f"the journal ({path}) holds no runs for this scope")
+        notes.append(f"no runs in the journal at {path} for these roots and dates")
     report = build_report(counted, timeouts, now=now, since=since)
     if wanted:
         report.roots = wanted

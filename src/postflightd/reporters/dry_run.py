@@ -48,7 +48,7 @@ def report_process_dry_run(
     for f in positioned(report):
         out.write(f"{inert(display_path(report.path, cwd))}:{finding_line(f)}\n")
     if refusal is not None:
-        out.write(f"dry run: {refusal}: nothing would be applied\n")
+        out.write(f"dry run: {refusal}, so nothing would be applied\n")
         return
     write_diffs(writes, out, cwd)
     writing = f"write {_named(writes, cwd)}" if writes else "change no file (already applied)"

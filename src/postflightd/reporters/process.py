@@ -47,7 +47,7 @@ def _outcome_text(report: FileReport) -> str:
         Outcome.STATE_UNUSABLE: state_unusable_text("not applied: state.json is unusable")
         + "; the file is kept",
         Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",
-        Outcome.INVALID: "not applied: invalid; the file is kept",
+        Outcome.INVALID: "not applied: the file is invalid; it is kept until it is fixed",
     }
     if report.outcome is None:  # check_file's report: postflight always sets one
         return "not applied"

@@ -82,8 +82,8 @@ def _text(report: Report) -> str:
     if report.unattributed:
         lines.append(
             f"  {counted(report.unattributed, 'run')} {plural(report.unattributed, 'has')} "
-            "no agent type on record (the file named "
-            "none, or it was journalled before version 3 and never applied): shown as 'unknown'"
+            "no agent type on record (its file named none, or an older postflightd recorded "
+            "it without one): shown as 'unknown'"
         )
     lines.append("")
     lines += _groups("By operation", "OPERATION", report.operations)

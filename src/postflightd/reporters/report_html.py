@@ -336,9 +336,9 @@ def render_html(report: Report) -> str:
     if report.unattributed:
         add(
             f'<p class="muted">{counted(report.unattributed, "run")} '
-            f"{plural(report.unattributed, 'has')} no agent type on record: the "
-            "file named none, or it was journalled before journal version 3 and never applied "
-            "(only an applied file's content was kept then).</p>"
+            f"{plural(report.unattributed, 'has')} no agent type on record: its "
+            "file named none, or an older postflightd recorded the run without one (it kept "
+            "only an applied file's content).</p>"
         )
 
     add("<h2>Outcomes per agent type</h2>")
