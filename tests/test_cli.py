@@ -116,7 +116,10 @@ def test_exit_code_of_maps_each_failure(capsys: pytest.CaptureFixture[str]) -> N
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "postflightd: bad \\x1b[31mflag"
     assert err[1] == "postflightd: interrupted"
-    assert err[2].startswith("postflightd: internal error (RuntimeError); details in ")
+    assert err[2].startswith(
+        "postflightd: internal error (RuntimeError), a bug in postflightd: please report it, "
+        "with the details in "
+    )
 
 
 def test_store_errors_take_their_codes_from_errors() -> None:
@@ -147,7 +150,10 @@ def test_internal_error_exits_70_and_writes_the_crash_log(tmp_path: Path) -> Non
     assert proc.returncode == 70
     assert proc.stdout == ""
     (line,) = proc.stderr.splitlines()
-    prefix = "postflightd: internal error (OSError); details in "
+    prefix = (
+        "postflightd: internal error (OSError), a bug in postflightd: please report it, "
+        "with the details in "
+    )
     assert line.startswith(prefix)
     log = Path(line.removeprefix(prefix))
     # The autouse fixture's state directory: platformdirs' user log directory lives in it.

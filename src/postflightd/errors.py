@@ -84,11 +84,18 @@ def exit_code_of(exc: Exception | KeyboardInterrupt) -> ExitCode:
         # stdout goes nowhere, or the interpreter's flush at exit fails again (and exits 120).
         _discard_stdout()
         return ExitCode.BROKEN_PIPE
-    where = write_crash_log(exc)
-    print(
-        f"postflightd: internal error ({type(exc).__name__}); details in {where}", file=sys.stderr
-    )
+    print(f"postflightd: {internal_error_text(exc)}", file=sys.stderr)
     return ExitCode.INTERNAL
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """What an error no command expects says, once its traceback is in the crash log: that it
+    is a bug, and what to do with it."""
+    where = write_crash_log(exc)
+    return (
+        f"internal error ({type(exc).__name__}), a bug in postflightd: please report it, "
+        f"with the details in {where}"
+    )
 
 
 def _discard_stdout() -> None:

@@ -17,7 +17,9 @@ plural (``1 file(s)``: counts say ``1 file``, ``2 files``) and a doubled word (`
 return``, ``the the``).
 
 ``schema`` and ``completion`` print data, not messages (the JSON Schema, a shell script):
-they are checked for their exit code and an empty stderr, not compared line by line.
+they are checked for their exit code and an empty stderr, not compared line by line. Every
+rule's explanation (``rules CODE``) is read and checked for the two faults above; one of them
+is in a transcript.
 """
 
 from __future__ import annotations
@@ -348,6 +350,22 @@ def test_watch_start_up_errors_and_bad_arguments(tmp_path: Path) -> None:
     user_config("[journal]\nkeep_days = -1\n")
     run(t, "history")
     compare(t, "watch-and-arguments")
+
+
+def test_every_rule_explanation_reads_without_a_plural_s_or_a_doubled_word(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``rules CODE`` for every code (one, PF102, is in a transcript): read in this process,
+    each checked for what reads wrong, and each naming its own code first."""
+    from postflightd.cli import main
+    from postflightd.rules.findings import RULES
+
+    for code in RULES:
+        assert main(["rules", code.lower()]) == 0
+        out, err = capsys.readouterr()
+        assert out.startswith(f"{code} ("), out
+        assert err == ""
+        _check_words([out])
 
 
 def test_every_transcript_reads_without_a_plural_s_or_a_doubled_word() -> None:

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from postflightd.commands.arguments import open_journal
 from postflightd.config import load_config
-from postflightd.errors import ExitCode, PostflightError, write_crash_log
+from postflightd.errors import ExitCode, PostflightError, internal_error_text
 from postflightd.hooks import claude, codex, copilot, cursor, gemini, opencode
 from postflightd.hooks.decision import Runtime, Verdict, answer, message_of
 from postflightd.hooks.stdin import HookInputError, load_object, read_hook_input
@@ -54,10 +54,7 @@ def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
     except PostflightError as exc:
         verdict = Verdict(message=message_of([str(exc)]))
     except Exception as exc:  # noqa: BLE001 - the hook must answer the runtime whatever happens
-        where = write_crash_log(exc)
-        verdict = Verdict(
-            message=message_of([f"internal error ({type(exc).__name__}); details in {where}"])
-        )
+        verdict = Verdict(message=message_of([internal_error_text(exc)]))
     reply: dict[str, Any] = runtime.render(verdict)
     if verdict.message is not None and runtime.person != "answer":
         print(verdict.message, file=sys.stderr)
