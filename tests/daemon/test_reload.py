@@ -140,6 +140,6 @@ def test_roots_changed_in_the_configuration_are_ignored_until_restart(tmp_path: 
         daemon.request_reload()
         daemon.iterate()
         assert [e["reason"] for e in events(logs, "config_roots_ignored")] == [
-            "roots are fixed until the daemon restarts"
+            "[watch] roots changed: restart the daemon to watch the new roots"
         ]
         assert [wr.root for wr in daemon.roots] == [root]

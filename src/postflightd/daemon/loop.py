@@ -532,7 +532,10 @@ class Daemon:
             self._notes.clear()
             write_daemon_notes(self._notes)
         if new.watch.roots != old.watch.roots:
-            log.warning("config_roots_ignored", reason="roots are fixed until the daemon restarts")
+            log.warning(
+                "config_roots_ignored",
+                reason="[watch] roots changed: restart the daemon to watch the new roots",
+            )
         retry = fell_back or new.watch.observer != old.watch.observer
         for root, wr in list(self._roots.items()):
             try:
