@@ -260,7 +260,7 @@ def test_history_limit_at_the_journal_range_is_accepted(capsys: pytest.CaptureFi
     assert main(["history", "--limit", str(2**63 - 1), "--task", str(-(2**63))]) == 0
     assert "no runs recorded for that filter" in capsys.readouterr().out
     assert main(["history", "--events", "--limit", str(2**63 - 1), "--task", "-1"]) == 0
-    assert "no observations recorded for that filter" in capsys.readouterr().out
+    assert "no journal rows recorded for that filter" in capsys.readouterr().out
 
 
 # --- options: spelled in full, near misses named, no option without effect ------------------

@@ -217,6 +217,7 @@ def test_status_history_report_verify(tmp_path: Path) -> None:
     t = Transcript(tmp_path)
     root = example(tmp_path)
     run(t, "history", cwd=root)
+    run(t, "history", "--events", cwd=root)
     run(t, "report", cwd=root)
     run(t, "verify", cwd=root)
     run(t, "status", cwd=root)

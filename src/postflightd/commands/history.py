@@ -79,7 +79,7 @@ def run_history(
         pruned = None  # the range asked for starts after the pruned edge
     if pruned is not None and complete:
         note = (
-            f"note: observations before {pruned} were pruned ([journal] keep_days = "
+            f"note: journal rows before {pruned} were pruned ([journal] keep_days = "
             f"{config.journal.keep_days:g}); older runs are not shown"
         )
     filtered = any(x is not None for x in (task, session, root, since))
