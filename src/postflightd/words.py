@@ -17,7 +17,13 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     (``many``, else ``word`` + "s", or its irregular form)."""
     if count == 1:
         return word
-    return many or _IRREGULAR.get(word) or word + "s"
+    if many is not None:
+        return many
+    head, _, last = word.rpartition(" ")
+    irregular = _IRREGULAR.get(last)
+    if irregular is not None:
+        return f"{head} {irregular}" if head else irregular
+    return word + "s"
 
 
 def counted(count: int, word: str, many: str | None = None) -> str:

@@ -94,8 +94,11 @@ def test_process_twice_is_idempotent(tmp_path: Path) -> None:
     }
 
 
-def test_process_in_progress_exits_3_and_records_interruption_once(tmp_path: Path) -> None:
-    """An in_progress file: exit 3, one delegation_interrupted record, task status untouched."""
+def test_process_in_progress_exits_3_and_records_interruption_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An in_progress file: exit 3, one delegation_interrupted record, task status untouched;
+    the second run says the record was there already, not that it recorded it."""
     root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     doc = {
         "status": "in_progress",
@@ -106,7 +109,9 @@ def test_process_in_progress_exits_3_and_records_interruption_once(tmp_path: Pat
     }
     meta = write_meta(root, "259_prove_completeness", doc)
     assert main(["process", str(meta)]) == 3
+    assert "interrupted; recorded in errors.json, task status" in capsys.readouterr().out
     assert main(["process", str(meta)]) == 3
+    assert "interrupted; already recorded in errors.json, task" in capsys.readouterr().out
     records = [r for r in errors_json(root) if r["type"] == "delegation_interrupted"]
     assert len(records) == 1
     assert records[0]["context"]["session_id"] == SESSION
