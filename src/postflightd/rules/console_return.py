@@ -46,6 +46,7 @@ from postflightd.rules.toolkit import (
     structure,
     unknown_fields,
 )
+from postflightd.words import counted
 
 #: The subagent-return contract asks for a summary under 100 tokens (about 400 characters),
 #: and its orchestrators refuse one over 500 characters.
@@ -139,7 +140,8 @@ def _output_rules(
             yield finding(
                 "PF705",
                 f"{loc}.key_points",
-                f"{loc}.key_points has {len(points)} entries; give {low}-{high} key findings",
+                f"{loc}.key_points has {counted(len(points), 'entry')}; "
+                f"give {low}-{high} key findings",
             )
 
 

@@ -28,6 +28,7 @@ from postflightd.inert import clip
 from postflightd.models.metadata import MAX_DELEGATION_DEPTH
 from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
+from postflightd.words import counted
 
 # --- accessors that never raise -------------------------------------------------------------
 
@@ -330,7 +331,7 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
             "PF403",
             "metadata.delegation_depth",
             f"delegation_depth {depth} does not match delegation_path "
-            f"({len(path)} entries means depth {len(path) - 2})",
+            f"({counted(len(path), 'entry')} means depth {len(path) - 2})",
         )
     agent = get_str(meta, "agent_type")
     if agent and names and names[-1] != agent:
@@ -342,7 +343,11 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
         )
     duration = get_number(meta, "duration_seconds")
     if duration is not None and duration < 0:
-        yield finding("PF406", "metadata.duration_seconds", "duration_seconds is negative")
+        yield finding(
+            "PF406",
+            "metadata.duration_seconds",
+            "duration_seconds is negative: give the run's length in seconds",
+        )
 
 
 # --- artifacts (PF5xx) ----------------------------------------------------------------------
