@@ -145,7 +145,7 @@ def _text(report: Report) -> str:
 
 
 def _findings(report: Report) -> list[str]:
-    lines = [f"What the agents get wrong ({report.validated_files} validated files)"]
+    lines = [f"What the agents get wrong ({counted(report.validated_files, 'validated file')})"]
     if not report.codes:
         lines.append("  no findings")
     else:
