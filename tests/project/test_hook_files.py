@@ -180,8 +180,8 @@ def test_a_command_that_merely_contains_the_hook_is_not_it() -> None:
     [
         ("codex", '{"hooks": {"Stop": {}}}', '"hooks.Stop" is not a list'),
         ("cursor", '{"version": 1, "hooks": []}', '"hooks" is not an object'),
-        ("gemini", '{\n  // mine\n  "a": 1}', "holds a comment (line 2, column 3)"),
-        ("gemini", '{"a": 1,}', "not valid JSON (line 1, column 9"),
+        ("gemini", '{\n  // mine\n  "a": 1}', "holds a comment at 2:3"),
+        ("gemini", '{"a": 1,}', "not valid JSON at 1:9: a key in double quotes"),
         ("copilot", "[]", "the top-level value is not an object"),
     ],
 )
@@ -249,7 +249,7 @@ def test_without_runtime_init_sets_up_the_runtimes_whose_directories_exist(
     root = _root(tmp_path, ".gemini", ".cursor", ".github/workflows")
     assert main(["init", str(root), "--yes"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Stop hook for: Gemini CLI, Cursor (.gemini/, .cursor/ found;")
+    assert out.startswith("Stop hook for: Gemini CLI, Cursor (.gemini/ and .cursor/ found;")
     assert set(_files(root)) == {
         ".gitignore",
         ".postflightd.toml",
@@ -284,7 +284,7 @@ def test_a_malformed_file_is_refused_naming_it_and_nothing_is_written(
     assert main(["init", str(root), "--yes", "--runtime", "cursor", "--runtime", "codex"]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert f"{hooks}: not valid JSON (line 1, column 35" in captured.err
+    assert f"{hooks}: not valid JSON at 1:35: a value was expected" in captured.err
     assert "fix it, then run init again" in captured.err
     assert set(_files(root)) == {".cursor/hooks.json"}
 

@@ -38,7 +38,7 @@ from postflightd.project.units import (
     private_tmp,
     user_unit_dir,
 )
-from postflightd.words import counted
+from postflightd.words import counted, joined
 
 
 def run_init(
@@ -130,8 +130,8 @@ def _choose_runtimes(root: Path, names: Sequence[str] | None) -> tuple[list[Runt
         why = "as --runtime asks"
     else:
         chosen = [r for r in RUNTIMES if (root / r.marker).is_dir()]
-        markers = ", ".join(f"{r.marker}/" for r in chosen)
-        why = f"{markers} found; `--runtime NAME` chooses"
+        markers = joined([f"{r.marker}/" for r in chosen])
+        why = f"{markers} found; `--runtime NAME` chooses others"
         if not chosen:
             chosen = [CLAUDE]
             why = "no runtime's directory found; `--runtime NAME` chooses another"

@@ -216,7 +216,7 @@ def _load_settings(text: str) -> Any:
         if text.startswith(("//", "/*"), exc.pos):
             # Gemini CLI accepts comments in its settings; a rewrite would drop them.
             raise SettingsShapeError(
-                f"holds a comment (line {exc.lineno}, column {exc.colno}), which init cannot "
+                f"holds a comment at {exc.lineno}:{exc.colno}, which init cannot "
                 "keep in a rewrite: add the hook by hand"
             ) from None
         raise SettingsShapeError(f"{json_problem(exc)}; fix it, then run init again") from None
