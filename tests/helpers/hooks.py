@@ -30,7 +30,7 @@ MINUTE_AGO = 60.0
 #: A file left behind by a run dead for 321 days: no runtime's agent wrote it.
 STALE = 321 * 86400.0
 REPAIR_HEAD = "postflightd: metadata to repair before stopping:\n"
-REPAIR_TAIL = "\nRewrite the file(s) with these fixed; postflightd applies them when they validate."
+REPAIR_TAIL = "\nRewrite the file with these fixed; postflightd applies it when it validates."
 
 
 def codex_rollout(root: Path) -> Path:

@@ -93,7 +93,7 @@ def test_another_agents_invalid_file_is_told_to_the_person_once(
     assert "decision" not in first.doc and "followup_message" not in first.doc
     message = person_told(runtime, first)
     assert message.startswith(
-        "postflightd: 1 invalid metadata file(s) not written by this agent, so not blocked on"
+        "postflightd: 1 invalid metadata file not written by this agent, so not blocked on"
     )
     assert f"specs/{OTHER}/.return-meta.json (PF102" in message
     assert hook(runtime, payload(runtime, root)) == Answer({}, "", 0)  # said once
