@@ -32,6 +32,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,7 @@ from helpers.documents import final_text
 from helpers.paths import REPO
 from helpers.project import project, user_config, write_meta
 from postflightd.project.setup import systemd_escape_path
+from postflightd.timestamps import iso_timestamp
 
 MESSAGES = Path(__file__).resolve().parent / "messages"
 UPDATE_ENV = "POSTFLIGHTD_UPDATE_MESSAGES"
@@ -143,8 +145,14 @@ def compare(t: Transcript, name: str) -> None:
 
 
 def example(tmp: Path, name: str = "project") -> Path:
+    """A copy of the example project, its stuck run started 3 hours ago: its elapsed time
+    keeps one width (``3h00m``), and with it the columns of the tables that show it."""
     root = tmp / name
     shutil.copytree(EXAMPLE, root)
+    stuck = root / "specs" / "262_parser_rewrite" / ".return-meta.json"
+    doc = json.loads(stuck.read_text(encoding="utf-8"))
+    doc["started_at"] = iso_timestamp(datetime.now(UTC) - timedelta(hours=3))
+    stuck.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return root
 
 
