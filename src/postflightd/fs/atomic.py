@@ -3,8 +3,8 @@
 Used together with the project lock (``locks.project_lock``) by postflight:
 
 * ``replace_if_unchanged`` is an optimistic read-modify-write for the writers that do not lock
-  (a bare ``jq ... > tmp && mv tmp state.json``): it checks just before replacing that the file
-  is still what it read, and otherwise re-reads and re-applies.
+  (a bare ``jq ... > tmp && mv tmp state.json``): it replaces only the version it read, and
+  otherwise re-reads and re-applies.
 * ``atomic_write`` makes every replacement all-or-nothing, whatever instant a crash hits;
   ``write_file`` is the same for a file outside a project tree.
 * ``delete_if_unchanged`` deletes a metadata file only if it is still the content processed.
@@ -14,13 +14,23 @@ directory), never by a path: a project file that is a link or not a regular file
 and nothing is read, written or created through it (an agent can plant a link anywhere in
 the project).
 
-The remaining window: ``replace_if_unchanged`` checks ``unchanged`` after the new content is
-written and fsynced to its temporary file and immediately before ``os.replace``; a writer that
-does not lock and replaces the file in the microseconds between that check and the replace
-still has its update overwritten. POSIX offers no compare-and-swap rename, so no check can
-close it. It is acceptable because it only concerns tools outside the protocol, it is orders
-of magnitude narrower than the whole read-modify-write it replaces, and any tool can close it
-completely by taking the lock, which the README documents.
+How ``replace_if_unchanged`` keeps a writer that does not lock from losing its update: the new
+file is written and fsynced under a temporary name, the target checked (one lstat) to still be
+the version read, and the two names are then exchanged atomically (``renameat2`` with
+RENAME_EXCHANGE). The file that comes out is in hand, under the temporary name: the version
+read, it is deleted and the directory fsynced; another writer's (renamed in between the check
+and the exchange), it is exchanged back at once, and the file read and the outcome applied
+again. So an update that lands before our write is never overwritten, whatever the timing.
+Two windows remain, both microseconds wide and only for tools outside the protocol: between
+an exchange that caught a foreign version and the exchange back, a reader sees our version
+(a non-locking writer reading then builds on it and loses its own previous write); and an
+update written *after* ours, by a writer that read before it, replaces ours (the daemon's
+healer re-applies ours). A tool closes both by taking the lock.
+
+Where the kernel or the filesystem cannot exchange two names (not Linux, before 3.15, some
+FUSE and network filesystems), the version is compared, bytes included, immediately before a
+plain rename: a writer that renames its file in the microseconds between that comparison and
+the rename has its update overwritten; no check by path can close that window.
 
 The temporary and set-aside names made here are matched by ``litter`` after a crash: both the
 names (``temp_name``, ``aside_name``) and their patterns (``TEMP_RE``, ``ASIDE_RE``) are
@@ -31,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import re
 import secrets
@@ -51,6 +60,7 @@ from postflightd.fs.directory import (
 )
 from postflightd.fs.faults import crash_point, fault_point
 from postflightd.fs.locks import LOCK_NAME
+from postflightd.fs.renameat2 import UNSUPPORTED
 
 #: What ``temp_name`` and ``aside_name`` make; ``litter`` finds a killed writer's files by them.
 TEMP_RE: Final = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp")
@@ -137,7 +147,7 @@ def atomic_write(
     ``StoreError`` says what failed. A symbolic link (or any non-regular file) at ``name`` is
     refused: nothing is written, neither through it nor over it.
     """
-    _replace(directory, name, data, crash_label, precondition=None)
+    _replace(directory, name, data, crash_label)
 
 
 def write_file(path: Path, data: bytes) -> None:
@@ -161,10 +171,11 @@ def replace_if_unchanged(
     """Read-modify-write ``name`` without losing an update made by a writer that does not lock.
 
     ``transform`` gets the file as read and returns the new bytes (None: nothing to write).
-    Just before the replace the file must still be unchanged since it was read; otherwise it
-    is read again and ``transform`` re-applied, up to ``attempts`` times. Returns the snapshot
-    that was written over, or None when ``transform`` wrote nothing. See the module docstring
-    for the window that remains between the check and the rename.
+    The new file is swapped in only over the very version read: when another writer replaced
+    it meanwhile, theirs is put back, the file read again and ``transform`` re-applied, up to
+    ``attempts`` times. Returns the snapshot that was written over, or None when ``transform``
+    wrote nothing. The module docstring says how, and what remains where the kernel or the
+    filesystem cannot swap two names.
     """
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
@@ -173,8 +184,7 @@ def replace_if_unchanged(
         data = transform(snapshot)
         if data is None:
             return None
-        check = functools.partial(unchanged, snapshot)
-        if _replace(directory, name, data, crash_label, precondition=check):
+        if _replace(directory, name, data, crash_label, expected=snapshot):
             return snapshot
     raise StoreError(
         f"{directory.child(name)}: {name} keeps changing while postflightd updates it (another "
@@ -188,9 +198,10 @@ def _replace(
     name: str,
     data: bytes,
     crash_label: str | None,
-    precondition: Callable[[], bool] | None,
+    expected: Snapshot | None = None,
 ) -> bool:
-    """Write ``data`` over ``name`` atomically; False (nothing written) if the check fails."""
+    """Write ``data`` over ``name`` atomically; with ``expected``, only over that version of
+    it: False (nothing written, nothing left behind) when another writer replaced it."""
     path = directory.child(name)
     try:
         original = directory.lstat(name)
@@ -205,6 +216,7 @@ def _replace(
             "followed: nothing was written; replace it with a regular file"
         )
     temp = temp_name(name)
+    ours: int | None = None
     try:
         # O_EXCL|O_NOFOLLOW: never write through a link someone planted at the temp name.
         # A new file gets 0o644 less the umask, as any file this user creates.
@@ -221,19 +233,19 @@ def _replace(
                 os.fchmod(fd, stat.S_IMODE(original.st_mode))
                 _keep_owner(fd, original)
             os.fsync(fd)
+            ours = os.fstat(fd).st_ino
         finally:
             os.close(fd)
         if crash_label is not None:
             crash_point(f"{crash_label}:after-temp-write")
-        if precondition is not None and not precondition():
-            directory.unlink(temp)
+        if expected is None:
+            if crash_label is not None:
+                fault_point(f"{crash_label}:replace")
+            directory.rename(temp, name)
+        elif not _swap_in(directory, name, temp, expected, ours, crash_label):
             return False
-        if crash_label is not None:
-            fault_point(f"{crash_label}:replace")
-        directory.rename(temp, name)
     except BaseException as exc:
-        with contextlib.suppress(FileNotFoundError):
-            directory.unlink(temp)
+        _discard(directory, temp, ours, expected)
         if isinstance(exc, OSError):
             raise StoreError(f"{path}: cannot write: {exc.strerror or exc}") from None
         raise
@@ -241,6 +253,99 @@ def _replace(
         crash_point(f"{crash_label}:after-replace")
     _fsync_directory(directory, path)
     return True
+
+
+def _swap_in(
+    directory: Directory,
+    name: str,
+    temp: str,
+    expected: Snapshot,
+    ours: int,
+    crash_label: str | None,
+) -> bool:
+    """Put ``temp`` (inode ``ours``, written and fsynced) in place of ``name``, only over the
+    version ``expected``: True when done; False when another writer's version stands instead
+    (then ``temp`` is gone and ``name`` holds theirs).
+
+    The names are exchanged, so the file that comes out is in hand, under ``temp``: if it is
+    not the version read, it is another writer's, landed since the check just before, and the
+    names are exchanged back at once (see the module docstring).
+    """
+    if not _same_version(directory, name, expected, read=False):
+        # The cheap check first (one lstat): a version that changed while the new one was
+        # computed and written never leaves its place, not even for microseconds.
+        directory.unlink(temp)
+        return False
+    if crash_label is not None:
+        fault_point(f"{crash_label}:replace")
+        crash_point(f"{crash_label}:before-exchange")
+    try:
+        if crash_label is not None:
+            # A test hook: ENOSYS here takes the path of a kernel without the call.
+            fault_point(f"{crash_label}:exchange")
+        if expected.raw is None:
+            directory.rename_noreplace(temp, name)
+            return True
+        directory.exchange(temp, name)
+    except (FileExistsError, FileNotFoundError):
+        # Created (or deleted) by another writer since the check.
+        directory.unlink(temp)
+        return False
+    except OSError as exc:
+        if exc.errno not in UNSUPPORTED:
+            raise
+        # Neither call on this kernel or filesystem: compare, then rename (the window the
+        # module docstring describes remains).
+        if not _same_version(directory, name, expected, read=True):
+            directory.unlink(temp)
+            return False
+        directory.rename(temp, name)
+        return True
+    if _same_version(directory, temp, expected, read=True):
+        directory.unlink(temp)  # the version read, now superseded by ours
+        return True
+    # Another writer's version came out: it goes back in place before anything else.
+    directory.exchange(temp, name)
+    back = directory.lstat(temp)
+    if back is not None and back.st_ino != ours:
+        # A third write landed on ours in the microseconds between: the newest goes in place.
+        directory.exchange(temp, name)
+    directory.unlink(temp)
+    return False
+
+
+def _same_version(directory: Directory, name: str, expected: Snapshot, *, read: bool) -> bool:
+    """Whether ``name`` is the version ``expected`` was read from: the same identity (inode,
+    size, mtime) and, with ``read``, the same bytes (a rewrite in place within the
+    filesystem's timestamp granularity keeps all three)."""
+    try:
+        st = directory.lstat(name)
+    except OSError:
+        return False
+    if st is None or expected.raw is None:
+        return st is None and expected.raw is None
+    if FileIdentity.of(st) != expected.identity:
+        return False
+    if not read:
+        return True
+    try:
+        raw, st = directory.read(name)
+    except OSError:
+        return False
+    return FileIdentity.of(st) == expected.identity and raw == expected.raw
+
+
+def _discard(directory: Directory, temp: str, ours: int | None, expected: Snapshot | None) -> None:
+    """Remove the temporary name after a failure, unless it holds another writer's version
+    (a failure between the exchange and the exchange back): that one is left for a person,
+    never deleted."""
+    with contextlib.suppress(OSError):
+        st = directory.lstat(temp)
+        if st is None:
+            return
+        mine = ours is None or st.st_ino == ours
+        if mine or (expected is not None and FileIdentity.of(st) == expected.identity):
+            directory.unlink(temp)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from postflightd.errors import ProjectFileError
+from postflightd.fs import renameat2
 
 #: Opening a directory that must not be a link, to list it or fsync it (the specs directory).
 DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -300,6 +301,21 @@ class Directory:
         _check_name(src)
         _check_name(dst)
         os.rename(src, dst, src_dir_fd=self.fd, dst_dir_fd=self.fd)
+
+    def exchange(self, a: str, b: str) -> None:
+        """Swap names ``a`` and ``b`` in this directory atomically (``renameat2``'s
+        RENAME_EXCHANGE): ``OSError`` with an errno of ``renameat2.UNSUPPORTED`` where the
+        kernel or the filesystem cannot."""
+        _check_name(a)
+        _check_name(b)
+        renameat2.exchange(self.fd, a, b)
+
+    def rename_noreplace(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst`` only if ``dst`` does not exist (FileExistsError); the
+        same ``OSError`` as ``exchange`` where that cannot be done."""
+        _check_name(src)
+        _check_name(dst)
+        renameat2.rename_noreplace(self.fd, src, dst)
 
     def link(self, src: str, dst: str) -> None:
         """A hard link ``dst`` to ``src`` (itself, were it a link); never replaces ``dst``."""
