@@ -165,7 +165,7 @@ def replace_if_unchanged(
     name: str,
     transform: Callable[[Snapshot], bytes | None],
     *,
-    attempts: int = 5,
+    attempts: int = 10,
     crash_label: str | None = None,
 ) -> Snapshot | None:
     """Read-modify-write ``name`` without losing an update made by a writer that does not lock.
@@ -173,7 +173,9 @@ def replace_if_unchanged(
     ``transform`` gets the file as read and returns the new bytes (None: nothing to write).
     The new file is swapped in only over the very version read: when another writer replaced
     it meanwhile, theirs is put back, the file read again and ``transform`` re-applied, up to
-    ``attempts`` times. Returns the snapshot that was written over, or None when ``transform``
+    ``attempts`` times (each costs a read, the transform and an fsync: against a `jq` loop
+    rewriting the file a dozen times a second, five in a row sometimes all lost the race on
+    a loaded machine). Returns the snapshot that was written over, or None when ``transform``
     wrote nothing. The module docstring says how, and what remains where the kernel or the
     filesystem cannot swap two names.
     """
