@@ -6,11 +6,12 @@ throttled, held back by a busy lock or an unusable state.json), post-flighting t
 batches, following their runs (``runs.lifecycle.RunTable``) and logging what changed. Time comes
 from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
 
-Why this module stays whole at ~600 lines: it is one class over one root's bookkeeping (the maps of
-deferred, throttled, checked, held and lock-busy files, and the identities last processed),
-and each method keeps those maps consistent with the others (a file still being written is
-never throttled too; whatever ends a file's life goes through ``gone``, which clears it from
-all of them). Split across modules, those rules would have no single place to be read.
+Why this module stays whole at ~700 lines: it is one class over one root's bookkeeping (the
+maps of deferred, throttled, checked, held, lock-busy and stuck-unrecorded files, and the
+identities last processed), and each method keeps those maps consistent with the others (a
+file still being written is never throttled too; whatever ends a file's life goes through
+``gone``, which clears it from all of them). Split across modules, those rules would have no
+single place to be read.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ POLL_COST_FACTOR: Final = 50.0
 LOCK_WAIT_S: Final = 0.5
 #: How often files held back by a busy project lock probe it again.
 LOCK_RETRY_S: Final = 1.0
+#: Task directories a periodic reconciliation looks into for crash litter (a listing each:
+#: all 10,000 of a large tree would cost ~150 ms, five times the rest of the pass).
+LITTER_DIRS_PER_PASS: Final = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +196,10 @@ class WatchedRoot:
         self.next_poll = 0.0
         #: polling: state.json's identity at the last poll (a change retries the held files).
         self.state_identity: FileIdentity | None = None
+        #: where in the sorted task directories the next periodic litter sweep starts.
+        self.litter_cursor = 0
+        #: files of runs flagged stuck whose record a busy lock postponed.
+        self.stuck_unrecorded: set[str] = set()
 
     @property
     def _config(self) -> Config:
@@ -380,6 +388,9 @@ class WatchedRoot:
         wall = shared.clock.wall()
         settle = self._settle_s
         identities, task_dirs = _metadata_identities(self.specs_dir)
+        if reason == "periodic":
+            self._sweep_litter(task_dirs)
+            self.retry_stuck(shared.clock.now())
         for path, identity in identities:
             found.add(path)
             if force or path not in self.identities or self.identities[path] != identity:
@@ -409,6 +420,19 @@ class WatchedRoot:
         )
         if dirty:
             self.process(dirty, report_unparsed=False)
+
+    def _sweep_litter(self, task_dirs: list[str]) -> None:
+        """What a killed writer left (another process's, since the start): the temporary files
+        beside state.json, and ``LITTER_DIRS_PER_PASS`` task directories' set-aside metadata
+        files, the next ones each pass, so the whole tree is covered every few passes while a
+        pass at 10,000 task directories stays a few milliseconds."""
+        names = sorted(task_dirs)
+        start = self.litter_cursor if self.litter_cursor < len(names) else 0
+        chunk = names[start : start + LITTER_DIRS_PER_PASS]
+        self.litter_cursor = start + len(chunk)
+        with self._project() as project:
+            for note in clean_litter(project, self.config, self.shared.journal, chunk):
+                log.warning("crash_leftover", root=str(self.root), note=note)
 
     def process(self, paths: Iterable[str], *, report_unparsed: bool) -> None:
         """Post-flight ``paths`` (metadata files of this root) in batches of BATCH_MAX."""
@@ -506,6 +530,7 @@ class WatchedRoot:
         self.checked.pop(path, None)
         self.throttled.pop(path, None)
         self.held.discard(path)
+        self.stuck_unrecorded.discard(path)
         key = (str(self.root), Path(path).parent.name)
         ended = self.shared.runs.ended(key, applied=False)
         if ended is not None:
@@ -627,12 +652,51 @@ class WatchedRoot:
             if flagged is None:
                 return
             self._log_transition(flagged)
-            try:
-                record_stuck(project, report, self.config, shared.journal, now, LOCK_WAIT_S)
-            except (OSError, PostflightError) as exc:
+            self._record_stuck(project, report, now)
+
+    def _record_stuck(self, project: Project, report: FileReport, now: datetime) -> None:
+        """errors.json's timeout record and the journal's row for a run just flagged stuck; a
+        lock held by another writer postpones them to the next reconciliation (``retry_stuck``).
+        """
+        path = str(report.path)
+        try:
+            record_stuck(project, report, self.config, self.shared.journal, now, LOCK_WAIT_S)
+        except LockTimeoutError as exc:
+            first = path not in self.stuck_unrecorded
+            self.stuck_unrecorded.add(path)
+            if first:
                 log.error(  # noqa: TRY400 - expected; no traceback
-                    "stuck_record_failed", **self._context(report), error=str(exc)
+                    "stuck_record_failed",
+                    **self._context(report),
+                    error=str(exc),
+                    retry="at the next reconciliation",
                 )
+            return
+        except (OSError, PostflightError) as exc:
+            self.stuck_unrecorded.discard(path)
+            log.error(  # noqa: TRY400 - expected; no traceback
+                "stuck_record_failed", **self._context(report), error=str(exc)
+            )
+            return
+        if path in self.stuck_unrecorded:
+            self.stuck_unrecorded.discard(path)
+            log.info("stuck_recorded", **self._context(report))
+
+    def retry_stuck(self, now: datetime) -> None:
+        """Record the stuck runs a busy lock kept from being recorded, if still stuck."""
+        for path in list(self.stuck_unrecorded):
+            if self.shared.stopping():
+                return
+            meta = Path(path)
+            with self._project() as project:
+                report = check_file(
+                    project, MetaFileRef(meta, meta.parent.name), self.config, self.policy, now
+                )
+                if not report.stuck or not report.path.exists():
+                    # Finished, rewritten or gone since: nothing stuck to record any more.
+                    self.stuck_unrecorded.discard(path)
+                    continue
+                self._record_stuck(project, report, now)
 
 
 def _finding_line(finding: Finding) -> str:
