@@ -27,6 +27,8 @@ pytestmark = pytest.mark.slow
 CRASH_POINTS = [
     "before-state-write",
     "state:after-temp-write",
+    "state:before-exchange",
+    "state:after-exchange",
     "state:after-replace",
     "after-state-write",
     "todo:after-temp-write",

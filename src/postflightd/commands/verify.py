@@ -11,7 +11,7 @@ from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import Config, load_config
 from postflightd.errors import UsageError
 from postflightd.journal.database import format_ts
-from postflightd.pipeline.verify import Verdict, VerifyReport, inspect_root, repair_root
+from postflightd.pipeline.verify import VerifyReport, inspect_root, repair_root
 from postflightd.project.root import find_project, require_project
 from postflightd.reporters.style import Options
 from postflightd.reporters.verify import REPORTERS
@@ -44,9 +44,8 @@ def run_verify(
         checked = []
         for root in resolved:
             root_config = load_config(config_path, [root])
-            result = inspect_root(root, root_config, journal, since)
-            if repair and any(c.judgement.verdict is Verdict.LOST for c in result.checks):
-                result = repair_root(root, root_config, journal, since)
+            # --repair even with nothing lost: it also clears what a repair killed mid-write left.
+            result = (repair_root if repair else inspect_root)(root, root_config, journal, since)
             checked.append(result)
     report = VerifyReport(since, repair, checked)
     REPORTERS[fmt](report, sys.stdout, Options())

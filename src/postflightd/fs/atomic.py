@@ -289,6 +289,8 @@ def _swap_in(
             directory.rename_noreplace(temp, name)
             return True
         directory.exchange(temp, name)
+        if crash_label is not None:
+            crash_point(f"{crash_label}:after-exchange")
     except (FileExistsError, FileNotFoundError):
         # Created (or deleted) by another writer since the check.
         directory.unlink(temp)

@@ -31,6 +31,8 @@ from postflightd.config import Config
 from postflightd.errors import ExitCode, StateUnusableError
 from postflightd.fs.atomic import Snapshot, read_snapshot, replace_if_unchanged
 from postflightd.fs.directory import Directory, StoreError, open_specs
+from postflightd.fs.faults import crash_point
+from postflightd.fs.litter import remove_stale_temps
 from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal, RecordedChange, TaskChange
 from postflightd.logs import get_logger
@@ -348,8 +350,8 @@ def repair_root(
     committed meanwhile has journaled its outcome too, so nothing it did is taken for a loss.
     The write is the one every postflight makes (``fs.atomic.replace_if_unchanged``: atomic,
     and re-applied if a writer that does not lock replaces the file meanwhile;
-    ``render_state``: formatting kept). A healed task's TODO.md edits are re-applied too; they
-    are idempotent.
+    ``render_state``: formatting kept). A healed task's TODO.md edits are re-applied too, before
+    state.json (see below); they are idempotent.
     """
     result = RootCheck(root)
     specs_dir = root / config.specs_dir
@@ -359,6 +361,9 @@ def repair_root(
             open_specs(root, config.specs_dir) as specs,
             project_lock(specs, timeout_s=lock_timeout_s),
         ):
+            # What a killed writer left beside the files repaired (a repair killed mid-write).
+            files = config.postflight
+            remove_stale_temps(specs, frozenset({files.state_file, files.todo_file}))
             tracked = track(journal.changes(roots=[str(root)], since=since))
             wanted = [t for t in tracked.values() if tasks is None or t.task in tasks]
 
@@ -368,6 +373,15 @@ def repair_root(
                 new, healed = heal_state(doc, wanted)
                 return render_state(text, doc, new).encode("utf-8") if healed else None
 
+            if wanted and config.postflight.sync_todo:
+                # TODO.md first: a repair killed between the two writes then leaves state.json
+                # still showing the loss, and running it again finishes both. The other order
+                # would leave a TODO.md section that no repair rewrites (a stale section alone
+                # is only reported: nothing in TODO.md proves which version is stale).
+                found = load_state(specs, config.postflight.state_file).doc
+                _, losses = heal_state(found, wanted) if found is not None else (None, [])
+                if losses:
+                    _reapply_todo(specs, config, [t for t, _ in losses], result.notes)
             if wanted:
                 replace_if_unchanged(
                     specs, config.postflight.state_file, transform, crash_label="state"
@@ -384,7 +398,10 @@ def repair_root(
                         change=TaskChange(entry, t.after, t.latest.change.todo),
                         ref=t.latest.id,
                     )
+            crash_point("repair:after-journal")
             if healed and config.postflight.sync_todo:
+                # Those whose loss showed only under the lock's second read (their edits are
+                # idempotent: the others' write nothing).
                 _reapply_todo(specs, config, [t for t, _ in healed], result.notes)
             view = load_state(specs, config.postflight.state_file)
             if view.doc is None:

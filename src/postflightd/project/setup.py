@@ -217,9 +217,13 @@ def write_project_text(root: Path, rel: str, text: str) -> None:
     """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
     from postflightd.fs.atomic import atomic_write
     from postflightd.fs.directory import StoreError
+    from postflightd.fs.litter import remove_stale_temps
 
+    name = PurePosixPath(rel).name
     with _parent(root, rel, create=True) as directory:
         try:
-            atomic_write(directory, PurePosixPath(rel).name, text.encode("utf-8"))
+            # What an init killed mid-write left (its writer is dead): this run finishes it.
+            remove_stale_temps(directory, frozenset({name}))
+            atomic_write(directory, name, text.encode("utf-8"), crash_label=f"init:{rel}")
         except StoreError as exc:
             raise OSError(str(exc)) from None
