@@ -1,5 +1,5 @@
 """Fixtures for every test: isolated config/state directories, a fresh state cache, and the
-check that a test leaves no thread or child process running.
+check that a test leaves no thread, child process or open file descriptor behind.
 
 Plain helper functions are in tests/helpers/ (imported as ``helpers.<module>``), not here.
 """
@@ -14,7 +14,7 @@ import pytest
 # Before the first import of a helper: their asserts report values as the tests' own do.
 pytest.register_assert_rewrite("helpers")
 
-from helpers.processes import child_processes  # noqa: E402
+from helpers.processes import child_processes, open_descriptors  # noqa: E402
 from helpers.waiting import wait_until  # noqa: E402
 from postflightd.daemon.watch.inotify_tree import EVENT_READER  # noqa: E402
 from postflightd.project.state import STATE_CACHE  # noqa: E402
@@ -46,8 +46,9 @@ LEAK_GRACE_S = 10.0
 
 @pytest.fixture(autouse=True)
 def _no_leaked_threads_or_processes() -> Iterator[None]:
-    """Fail a test that leaves a thread running or a child process unwaited: either would
-    outlive the test and act on, or hold open, the files of the tests after it.
+    """Fail a test that leaves a thread running, a child process unwaited or a file descriptor
+    open: each would outlive the test and act on, or hold open, the files of the tests after
+    it (and a daemon that leaks a descriptor per postflight runs out of them in a month).
 
     Compared with what ran before the test, after a grace deadline for what is shutting down.
     The inotify reader thread is process-wide by design: it is stopped here once no watch
@@ -55,18 +56,34 @@ def _no_leaked_threads_or_processes() -> Iterator[None]:
     """
     threads = set(threading.enumerate())
     children = {pid for pid, _ in child_processes()}
+    descriptors = set(open_descriptors().items())
     yield
     EVENT_READER.stop_if_unused()
+    import gc
+    import os
+
+    if os.environ.get("PF_GC"):
+        gc.collect()
     leaked: list[str] = []
 
     def settled() -> bool:
-        leaked[:] = [
-            f"thread {t.name!r}" for t in threading.enumerate() if t not in threads and t.is_alive()
-        ] + [f"process {pid} {name}" for pid, name in child_processes() if pid not in children]
+        leaked[:] = (
+            [
+                f"thread {t.name!r}"
+                for t in threading.enumerate()
+                if t not in threads and t.is_alive()
+            ]
+            + [f"process {pid} {name}" for pid, name in child_processes() if pid not in children]
+            + [
+                f"file descriptor {fd} ({target})"
+                for fd, target in sorted(open_descriptors().items())
+                if (fd, target) not in descriptors
+            ]
+        )
         return not leaked
 
     try:
-        wait_until("threads and child processes to end", settled, LEAK_GRACE_S)
+        wait_until("threads, child processes and descriptors to end", settled, LEAK_GRACE_S)
     except pytest.fail.Exception:
         pytest.fail(f"the test left running: {', '.join(leaked)}")
 

@@ -297,8 +297,9 @@ def test_lock_timeout_names_the_lock_file(
     released = tmp_path / "released"
     start_holder(tmp_path, released, procs)
     with (
+        Directory.anchor(tmp_path) as directory,
         pytest.raises(LockTimeoutError) as info,
-        project_lock(Directory.anchor(tmp_path), timeout_s=0.2),
+        project_lock(directory, timeout_s=0.2),
     ):
         pytest.fail("acquired a lock another process holds")
     assert not released.exists(), "the lock was held throughout"
@@ -570,8 +571,9 @@ def test_replace_if_unchanged_gives_up_when_the_file_keeps_changing(tmp_path: Pa
         other.replace(target)
         return b"ours"
 
-    with pytest.raises(StoreError, match="keeps changing") as info:
-        replace_if_unchanged(*at(target), transform, attempts=3)
+    directory, name = at(target)
+    with directory, pytest.raises(StoreError, match="keeps changing") as info:
+        replace_if_unchanged(directory, name, transform, attempts=3)
     assert calls == 3
     assert "state.json" in str(info.value)
     assert target.read_bytes() == b"theirs 3"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,10 @@ from postflightd.fs.directory import Directory, RefusedError, open_specs
 
 
 @pytest.fixture
-def specs(tmp_path: Path) -> Directory:
+def specs(tmp_path: Path) -> Iterator[Directory]:
     (tmp_path / "specs").mkdir()
-    return Directory.anchor(tmp_path / "specs")
+    with Directory.anchor(tmp_path / "specs") as directory:
+        yield directory
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../x", "/etc/passwd", "x\0y"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ def test_text_output_and_the_journal_hold_at_most_101_findings(
     out = capsys.readouterr().out
     finding_line = re.compile(r"\.return-meta\.json:\d+:\d+: PF")
     assert sum(1 for line in out.splitlines() if finding_line.search(line)) == 101
-    with sqlite3.connect(default_journal_path()) as conn:
+    with closing(sqlite3.connect(default_journal_path())) as conn:
         rows = conn.execute("SELECT findings FROM observations WHERE kind = 'validated'").fetchall()
     assert rows and all(len(json.loads(r[0])) <= 101 for r in rows)
 

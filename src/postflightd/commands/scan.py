@@ -87,15 +87,19 @@ def run_scan(
         # Postflight works on the batch as a whole (and --dry-run previews it): in memory.
         report = ScanReport(roots=list(resolved), strict=strict_any)
         journal = None if out.dry_run else open_journal(load_config(config_path))
-        for root in resolved:
-            config, chosen = configs[root], policies[root]
-            if journal is None:
-                one = scan([root], config, chosen, now, only, positions=positions)
-            else:
-                one = apply_all([root], config, chosen, journal, now, only)
-            report.files.extend(one.files)
-            report.notes.extend(one.notes)
-            report.refused |= one.refused
+        try:
+            for root in resolved:
+                config, chosen = configs[root], policies[root]
+                if journal is None:
+                    one = scan([root], config, chosen, now, only, positions=positions)
+                else:
+                    one = apply_all([root], config, chosen, journal, now, only)
+                report.files.extend(one.files)
+                report.notes.extend(one.notes)
+                report.refused |= one.refused
+        finally:
+            if journal is not None:
+                journal.close()
         for text in report.notes:
             note(text)
         tally = report.tally()
