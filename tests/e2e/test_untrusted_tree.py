@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def journal_mentions(word: str) -> bool:
     path = Path(os.environ["XDG_STATE_HOME"]) / "postflightd" / "journal.sqlite3"
     if not path.exists():
         return False
-    with sqlite3.connect(path) as db:
+    with closing(sqlite3.connect(path)) as db:
         rows = db.execute("SELECT * FROM observations").fetchall()
     return any(word in str(row) for row in rows)
 

@@ -26,7 +26,7 @@ from postflightd.project.metafiles import (
     parse_task_dir,
     task_order,
 )
-from postflightd.project.state import STATE_CACHE, StateView, load_state
+from postflightd.project.state import MAX_STATE_FILES, STATE_CACHE, StateView, load_state
 from postflightd.rules.context import ArtifactState
 
 LIMIT = 1024 * 1024
@@ -332,6 +332,24 @@ def test_state_cache_holds_one_parse_per_file_until_cleared(tmp_path: Path) -> N
     again = state_at(one)
     assert again is not first
     assert again.tasks == first.tasks
+
+
+def test_state_cache_keeps_the_most_recently_used_files_only(tmp_path: Path) -> None:
+    """Past MAX_STATE_FILES the least recently used parse goes: memory stays bounded
+    whatever the number of roots, and a file read again is parsed again."""
+    paths = [
+        project(tmp_path / f"r{n}", [task_entry(n, "a")]) / "specs" / "state.json"
+        for n in range(MAX_STATE_FILES + 1)
+    ]
+    first = [state_at(p) for p in paths[:MAX_STATE_FILES]]
+    assert state_at(paths[0]) is first[0]  # used again: now the most recent
+    state_at(paths[-1])  # one too many: the least recently used, paths[1], goes
+    assert STATE_CACHE.size == MAX_STATE_FILES
+    assert state_at(paths[0]) is first[0]
+    assert state_at(paths[2]) is first[2]
+    again = state_at(paths[1])
+    assert again is not first[1]
+    assert again.tasks == first[1].tasks
 
 
 def test_an_unusable_state_json_is_not_cached(tmp_path: Path) -> None:

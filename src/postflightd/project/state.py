@@ -56,6 +56,10 @@ def tasks_by_number(doc: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
     return {t["project_number"]: t for t in doc["active_projects"]}
 
 
+#: The parsed state.json files ``STATE_CACHE`` keeps (see there).
+MAX_STATE_FILES: Final = 8
+
+
 class StateCache:
     """Parsed state.json documents by path, with the bytes they were parsed from.
 
@@ -64,6 +68,10 @@ class StateCache:
     compare. Keyed on content, not on (inode, size, mtime): an in-place rewrite of the same
     size within one tick of the file system's clock keeps all three. One per process
     (``STATE_CACHE``): the daemon's roots and in-process commands share it; tests clear it.
+
+    At most ``MAX_STATE_FILES`` files, the most recently used: a parsed 1,000-task state.json
+    holds about 1 MB, so a daemon watching 50 roots kept 50 MB of them (97 MB in all against
+    42 MB for one root); a root whose file was dropped pays one parse at its next postflight.
     """
 
     def __init__(self) -> None:
@@ -71,13 +79,21 @@ class StateCache:
 
     def get(self, path: Path, raw: bytes | None) -> StateView | None:
         """The usable state.json parsed earlier from exactly these bytes, if any."""
-        entry = self._entries.get(str(path))
-        return entry[1] if entry is not None and raw is not None and entry[0] == raw else None
+        key = str(path)
+        entry = self._entries.get(key)
+        if entry is None or raw is None or entry[0] != raw:
+            return None
+        self._entries[key] = self._entries.pop(key)  # the most recently used goes last
+        return entry[1]
 
     def remember(self, path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
         """Record that ``raw`` (already checked for shape) parses to ``doc``."""
         view = StateView(path, exists=True, doc=doc, tasks=tasks_by_number(doc))
-        self._entries[str(path)] = (raw, view)
+        key = str(path)
+        self._entries.pop(key, None)
+        self._entries[key] = (raw, view)
+        while len(self._entries) > MAX_STATE_FILES:
+            del self._entries[next(iter(self._entries))]
         return view
 
     @property

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def make_tree(base: Path, count: int) -> None:
 
 def journal_times(kind: str, task: int) -> list[str]:
     """When the daemon recorded each ``kind`` row of ``task``, by its own clock (ISO 8601)."""
-    with sqlite3.connect(default_journal_path()) as conn:
+    with closing(sqlite3.connect(default_journal_path())) as conn:
         rows = conn.execute(
             "SELECT ts FROM observations WHERE kind = ? AND task = ? ORDER BY id", (kind, task)
         ).fetchall()
@@ -67,7 +68,7 @@ def journal_times(kind: str, task: int) -> list[str]:
 
 
 def journal_rows(kind: str, task: int) -> list[tuple[str | None, str | None]]:
-    with sqlite3.connect(default_journal_path()) as conn:
+    with closing(sqlite3.connect(default_journal_path())) as conn:
         return conn.execute(
             "SELECT content, findings FROM observations WHERE kind = ? AND task = ? ORDER BY id",
             (kind, task),
