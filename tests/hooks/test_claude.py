@@ -53,7 +53,7 @@ def hook(
 def one_object(out: subprocess.CompletedProcess[bytes]) -> dict[str, Any]:
     """The hook's stdout is exactly one JSON object, and its exit code is never 2.
 
-    What the protocol promises (``hook claude``; docs/decisions.md, "The hook's protocol"):
+    What the protocol promises (docs/hooks/claude.md, docs/decisions/hook-protocol.md):
     stdout holds only that object, ``{}`` when the hook does not block. So the object is
     compared, not the bytes: the whitespace around it (a trailing newline) is not part of the
     promise, and anything else printed there fails ``json.loads``.

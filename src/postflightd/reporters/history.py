@@ -87,7 +87,7 @@ def _outcome_text(run: Run) -> str:
 
 
 def run_json(key: RunKey, run: Run, cwd: str) -> dict[str, Any]:
-    """One run, in the fixed shape the README documents."""
+    """One run, in the fixed shape docs/postflight.md documents."""
     root, file, session = key
     outcome, status, codes = _outcome(run)
     seconds = _seconds(run)
