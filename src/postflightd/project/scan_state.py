@@ -6,7 +6,7 @@ megabyte at a time with the standard library's own decoder (``raw_decode``), one
 at a time, and keeps only those fields: measured on that file, +10 MB peak and 60 ms, against
 +71 MB and 62 ms for ``json.loads`` of the bytes, +24 MB and 33 ms for msgspec decoding the
 bytes into typed structs (its speed needs the whole file in memory), and +38 MB and 90 ms for
-``json.loads`` with a trimming ``object_pairs_hook`` (docs/decisions.md).
+``json.loads`` with a trimming ``object_pairs_hook`` (docs/benchmarks.md).
 
 Anything unusual (not UTF-8, a byte-order mark, NaN, a task that is not an object with an
 integer number, bad JSON anywhere) is read again by ``state``'s full reader, so a state.json

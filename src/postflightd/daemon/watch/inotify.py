@@ -6,7 +6,8 @@ trees included): watching ``specs/`` and each task directory one level down, and
 deeper, would take one thread per task directory. Its inotify internals (``InotifyFD``) are
 not a public API and were rewritten between 6.x and 7.x. This module is the minimum instead:
 one inotify instance per root, watches added with exactly the mask the daemon uses, events
-read as (wd, mask, cookie, name) tuples. docs/decisions.md has the full reasoning.
+read as (wd, mask, cookie, name) tuples. docs/decisions/daemon-watching.md has the full
+reasoning.
 """
 
 from __future__ import annotations
