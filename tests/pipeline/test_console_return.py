@@ -31,7 +31,7 @@ from postflightd.rules.context import ArtifactState
 from postflightd.rules.findings import RULES, Policy, Severity
 
 RETURNS = FIXTURES / "returns"
-README = REPO / "README.md"
+METADATA_DOC = REPO / "docs" / "metadata.md"
 SESSION = "sess_1735460684_a1b2c3"
 
 Report = dict[str, Any]
@@ -470,12 +470,16 @@ def test_absolute_path_outside_the_root_does_not_reveal_whether_it_exists(
     assert findings[0] == findings[1]
 
 
-def test_every_new_rule_is_registered_and_documented() -> None:
-    """PF700-PF706 live in the one registry and in the README's rules table."""
-    readme = README.read_text(encoding="utf-8")
+def test_every_new_rule_is_registered_and_documented(capsys: pytest.CaptureFixture[str]) -> None:
+    """PF700-PF706 live in the one registry, in `postflightd rules` (which the rules page is
+    made from) and in the page that documents console returns."""
+    assert main(["rules"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    page = METADATA_DOC.read_text(encoding="utf-8")
     for code in ("PF700", "PF701", "PF702", "PF703", "PF704", "PF705", "PF706"):
         assert code in RULES
-        assert f"| {code} | {RULES[code].severity.value} |" in readme
+        assert any(line.split()[:2] == [code, RULES[code].severity.value] for line in listed)
+        assert code in page
 
 
 # --- dialect detection -----------------------------------------------------------------------
