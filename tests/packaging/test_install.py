@@ -1,4 +1,5 @@
-"""The README's Install section: `python -m build` makes a wheel that installs and runs."""
+"""The README's Install section (pipx or pip from the clone, each building a wheel): the wheel
+`python -m build` makes installs into a fresh environment and runs."""
 
 from __future__ import annotations
 
