@@ -29,8 +29,7 @@ OUTSIDE = re.compile(
     )
 )
 
-#: Where to look; a directory is read whole. docs/ and README.md are being rewritten without
-#: these references: until they are, a hit there is expected (the xfail mark below).
+#: Where to look; a directory is read whole.
 PLACES = {
     "src": ["src"],
     "tests": ["tests"],
@@ -48,7 +47,6 @@ PLACES = {
     "docs": ["docs"],
     "README.md": ["README.md"],
 }
-PENDING = {"docs", "README.md"}
 SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
 
 
@@ -76,18 +74,7 @@ def _hits(path: Path) -> Iterator[str]:
             yield f"{relative}:{number}: {match.group(0)!r} in {line.strip()[:120]!r}"
 
 
-@pytest.mark.parametrize(
-    "place",
-    [
-        pytest.param(
-            place,
-            marks=pytest.mark.xfail(
-                place in PENDING, reason="being rewritten without such references", strict=False
-            ),
-        )
-        for place in PLACES
-    ],
-)
+@pytest.mark.parametrize("place", list(PLACES))
 def test_nothing_cites_a_document_outside_the_repository(place: str) -> None:
     this_file = Path(__file__).resolve()
     hits = [hit for path in _files(place) if path.resolve() != this_file for hit in _hits(path)]
