@@ -43,6 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("daemon",),
     ("hooks",),
     ("reporters",),
+    ("serve",),
     ("commands",),
     ("cli",),
     ("__main__",),

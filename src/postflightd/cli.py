@@ -192,7 +192,17 @@ def _parser() -> argparse.ArgumentParser:
     completion = sub.add_parser("completion", help="print the shell completion script")
     completion.add_argument("shell", choices=("bash", "zsh", "fish"))
     _add_report_parsers(sub, status)
+    _add_serve_parser(sub)
     return parser
+
+
+def _add_serve_parser(sub: _SubParsers) -> None:
+    serve = sub.add_parser("serve", help="the live dashboard and /metrics (the [web] extra)")
+    serve.add_argument("roots", nargs="*", metavar="ROOT", help="default: as for status")
+    serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1 (loopback)")
+    serve.add_argument("--port", type=int, default=8427, help="default: 8427")
+    serve.add_argument("--token", help="needed beyond loopback (else generated and printed)")
+    serve.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
 
 class RegistryKeys:
@@ -412,6 +422,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                 log_format=args.log_format,
                 log_level=args.log_level,
             )
+        case "serve":
+            from postflightd.commands.serve import run_serve
+
+            kwargs = {k: getattr(args, k) for k in ("roots", "host", "port", "token")}
+            return run_serve(**kwargs, config_path=args.config)
         case "status" if args.watch:
             from postflightd.commands.status import run_status_watch
 

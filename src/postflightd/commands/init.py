@@ -85,6 +85,7 @@ def run_init(
         out.write(f"{root}: already set up for postflightd; nothing to change\n")
         _print_systemd_line(root, unit, unit_path, installed is not None, out)
         _print_hook_line(config.hook.apply, chosen, out)
+        _print_dashboard_line(root, out)
         return int(ExitCode.OK)
     for change in changes:
         out.write(change.diff())
@@ -118,7 +119,15 @@ def run_init(
         out.write(f"created {unit_path}\n")
     _print_systemd_line(root, unit, unit_path, installed is not None or new_unit is not None, out)
     _print_hook_line(config.hook.apply, chosen, out)
+    _print_dashboard_line(root, out)
     return int(ExitCode.OK)
+
+
+def _print_dashboard_line(root: Path, out: TextIO) -> None:
+    out.write(
+        f"To watch its runs live in a browser: postflightd serve {shlex.quote(str(root))} "
+        "(needs pip install 'postflightd[web]')\n"
+    )
 
 
 def _choose_runtimes(root: Path, names: Sequence[str] | None) -> tuple[list[Runtime], str]:

@@ -29,7 +29,7 @@ from postflightd.project.root import Project, find_project, require_project, res
 from postflightd.reporters.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import Options, use_color
-from postflightd.rules.findings import Policy
+from postflightd.rules.findings import Finding, Policy
 from postflightd.runs.lifecycle import IN_PROGRESS, Sighting
 from postflightd.runs.status import WRITING, RootStatus, RunStatus, status_exit_code
 
@@ -52,10 +52,14 @@ def _state(status: str | None, valid: bool, stuck: bool) -> str:
 
 
 def collect_status(
-    roots: Iterable[Path], configs: Mapping[Path, tuple[Config, Policy]], now: datetime
+    roots: Iterable[Path],
+    configs: Mapping[Path, tuple[Config, Policy]],
+    now: datetime,
+    findings: dict[tuple[str, str], list[Finding]] | None = None,
 ) -> list[RootStatus]:
     """Every metadata file under each root, with what its run is doing, each root judged by
-    its own configuration and policy (``configs``)."""
+    its own configuration and policy (``configs``); ``findings``, when given, gets the
+    findings of each invalid file by (root, file)."""
     out: list[RootStatus] = []
     for root in roots:
         config, policy = configs[root]
@@ -83,6 +87,8 @@ def collect_status(
                 state = _state(s.status, report.valid, report.stuck)
                 if _being_written(report, now, config.watch.settle_ms / 1000):
                     state = WRITING
+                elif findings is not None and not report.valid:
+                    findings[(str(root), report.rel_path)] = report.findings
                 entry.runs.append(
                     RunStatus(
                         file=report.rel_path,

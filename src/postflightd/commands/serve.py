@@ -1,0 +1,91 @@
+"""``postflightd serve``: the live dashboard (``serve``) on an address of this machine.
+
+The web stack is the ``[web]`` extra: without it, ``serve`` says what to install (exit 2) and
+nothing else in postflightd needs it. The runs in flight are read by the same code as
+``status`` (``commands.status.collect_status``), handed to the server as a function.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import secrets
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
+
+from postflightd.commands.status import add_healing, collect_status, status_target
+from postflightd.errors import ExitCode, UsageError
+
+if TYPE_CHECKING:
+    from postflightd.rules.findings import Finding
+    from postflightd.runs.status import RootStatus
+
+DEFAULT_PORT: Final = 8427
+WEB_MODULES: Final = ("starlette", "uvicorn", "sse_starlette", "prometheus_client")
+INSTALL_HINT: Final = "pip install 'postflightd[web]'"
+
+
+def missing_web_modules() -> list[str]:
+    return [m for m in WEB_MODULES if importlib.util.find_spec(m) is None]
+
+
+def run_serve(
+    *,
+    roots: Sequence[str],
+    host: str,
+    port: int,
+    token: str | None,
+    config_path: str | None,
+    out_ready: bool = True,
+) -> int:
+    """Serve until interrupted (exit 0); 2 for a usage problem (the extra missing, a bad
+    address, a port in use)."""
+    missing = missing_web_modules()
+    if missing:
+        raise UsageError(
+            f"serve needs the web extra ({', '.join(missing)} not installed): {INSTALL_HINT}"
+        )
+    from postflightd.journal.database import journal_path
+    from postflightd.serve.security import is_loopback
+
+    if not 0 < port < 65536:
+        raise UsageError(f"--port {port}: give a port between 1 and 65535")
+    if not is_loopback(host) and not token:
+        token = secrets.token_urlsafe(24)
+        print(
+            f"postflightd: {host} is reachable from other machines: every request needs this "
+            "token (generated; pass --token to choose one)",
+            file=sys.stderr,
+        )
+    resolved, user, configs = status_target(roots, config_path, (), ())
+
+    def collect(now: datetime) -> tuple[list[RootStatus], dict[tuple[str, str], list[Finding]]]:
+        findings: dict[tuple[str, str], list[Finding]] = {}
+        statuses = collect_status(resolved, configs, now, findings)
+        add_healing(statuses, user, now)
+        return statuses, findings
+
+    from postflightd.serve.app import Settings, create_app
+
+    settings = Settings(
+        roots=[(root, configs[root][0].specs_dir) for root in resolved],
+        journal=journal_path(user.journal.path),
+        host=host,
+        port=port,
+        token=token,
+        config_path=config_path,
+    )
+    app = create_app(settings, collect)
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+    if out_ready:
+        print(f"postflightd: dashboard at {address} (Ctrl-C stops it)", file=sys.stderr)
+        sys.stderr.flush()
+    import uvicorn
+
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
+    except (OSError, SystemExit) as exc:
+        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+    return int(ExitCode.OK)

@@ -1,0 +1,218 @@
+"""The dashboard's web application: the page, its data as JSON, the live events, the report's
+figures and ``/metrics``.
+
+Routes (all GET, none takes a file name):
+
+* ``/``, ``/static/dashboard.js``, ``/static/dashboard.css``: the page, its one script and its
+  one style sheet, shipped in the package; nothing is loaded from anywhere else.
+* ``/api/state``: the runs in flight and the invalid files now; ``/api/outcomes``: the latest
+  outcomes. ``/events``: the same, live, as server-sent events.
+* ``/figures?range=7d``: the HTML report (``postflightd report --format html``, run as its own
+  process so that a 100,000-run report never lives in the server's memory), shown in a frame.
+* ``/metrics``: Prometheus' text format (``serve.metrics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import html
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from postflightd.inert import json_text
+from postflightd.serve.live import Collect, Event, Hub, Poller
+from postflightd.serve.metrics import metrics_registry, metrics_text
+from postflightd.serve.security import RANGES, Guard, allowed_hosts
+
+#: How long a rendered figures page is reused while the journal has not changed.
+FIGURES_TTL_S: Final = 30.0
+FIGURES_TIMEOUT_S: Final = 60.0
+_STYLE: Final = re.compile(r"<style>(.*?)</style>", re.DOTALL)
+_STATIC: Final = {
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "dashboard.css": "text/css; charset=utf-8",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What ``commands.serve`` resolved: the roots, where the journal is, and the address."""
+
+    roots: Sequence[tuple[Path, str]]
+    journal: Path
+    host: str
+    port: int
+    token: str | None = None
+    config_path: str | None = None
+    poll_s: float = 0.2
+
+
+def _asset(name: str) -> bytes:
+    return files("postflightd.serve").joinpath("static", name).read_bytes()
+
+
+def figures_csp(page: str) -> str:
+    """The report page's policy: its one inline style sheet by hash, nothing else at all."""
+    hashes = " ".join(
+        "'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
+        for m in _STYLE.findall(page)
+    )
+    return (
+        f"default-src 'none'; style-src {hashes or chr(39) + 'none' + chr(39)}; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+    )
+
+
+class Figures:
+    """The report pages by range, each rendered by a ``postflightd report`` process."""
+
+    def __init__(self, settings: Settings, poller: Poller) -> None:
+        self.settings = settings
+        self.poller = poller
+        self.cache: dict[str, tuple[int, float, str]] = {}
+
+    def page(self, since: str) -> str:
+        journal_id = self.poller.state.journal_id
+        cached = self.cache.get(since)
+        if cached and cached[0] == journal_id and time.monotonic() - cached[1] < FIGURES_TTL_S:
+            return cached[2]
+        argv = [sys.executable, "-m", "postflightd", "report", "--format", "html"]
+        argv += ["--since", since]
+        if self.settings.config_path:
+            argv += ["--config", self.settings.config_path]
+        argv += [str(root) for root, _ in self.settings.roots]
+        try:
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                timeout=FIGURES_TIMEOUT_S,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return _message_page(f"the report could not be made: {exc}")
+        if done.returncode != 0:
+            reason = done.stderr.decode("utf-8", "replace").strip().removeprefix("postflightd: ")
+            return _message_page(reason or f"the report exited {done.returncode}")
+        text = done.stdout.decode("utf-8", "replace")
+        self.cache[since] = (journal_id, time.monotonic(), text)
+        return text
+
+
+def _message_page(message: str) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang=en><head><meta charset=utf-8><title>figures</title>"
+        f"</head><body><p>{html.escape(message)}</p></body></html>\n"
+    )
+
+
+def create_app(settings: Settings, collect: Collect) -> Any:
+    """The ASGI application, guarded (``serve.security``); the poller runs while it does."""
+    hub = Hub()
+    poller = Poller(collect, settings.roots, settings.journal, hub, settings.poll_s)
+    figures = Figures(settings, poller)
+    registry = metrics_registry(poller)
+    page = _asset("dashboard.html")
+    assets = {name: (_asset(name), kind) for name, kind in _STATIC.items()}
+
+    async def poll_forever() -> None:
+        while True:
+            try:
+                events = await anyio.to_thread.run_sync(poller.refresh)
+            except Exception as exc:  # noqa: BLE001 - one failed look must not end the live view
+                events = [Event("problem", json_text({"message": str(exc)[:500]}))]
+            for event in events:
+                hub.publish(event)
+            await asyncio.sleep(settings.poll_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await anyio.to_thread.run_sync(lambda: poller.refresh(force=True))
+        task = asyncio.create_task(poll_forever())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            poller.close()
+
+    async def index(_request: Request) -> Response:
+        return Response(page, media_type="text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        body, kind = assets[request.url.path.rsplit("/", 1)[-1]]
+        return Response(body, media_type=kind)
+
+    async def state(_request: Request) -> Response:
+        return Response(poller.state.snapshot, media_type="application/json")
+
+    async def outcomes(_request: Request) -> Response:
+        return Response(json_text(list(poller.state.recent)), media_type="application/json")
+
+    async def events(_request: Request) -> Response:
+        queue = hub.subscribe()
+
+        async def stream() -> AsyncIterator[ServerSentEvent]:
+            try:
+                yield ServerSentEvent(data=poller.state.snapshot, event="state", retry=1000)
+                for outcome in list(poller.state.recent):
+                    yield ServerSentEvent(
+                        data=json_text(outcome), event="outcome", id=str(outcome["id"])
+                    )
+                while True:
+                    event = await queue.get()
+                    yield ServerSentEvent(data=event.data, event=event.name, id=event.id)
+            finally:
+                hub.unsubscribe(queue)
+
+        return EventSourceResponse(stream(), ping=15, send_timeout=30)
+
+    async def figures_page(request: Request) -> Response:
+        since = request.query_params.get("range", "7d")
+        if since not in RANGES:
+            return Response("unknown range\n", status_code=400)
+        text = await anyio.to_thread.run_sync(figures.page, since)
+        return HTMLResponse(
+            text,
+            headers={"content-security-policy": figures_csp(text), "x-frame-options": "SAMEORIGIN"},
+        )
+
+    async def metrics(_request: Request) -> Response:
+        body = await anyio.to_thread.run_sync(metrics_text, registry)
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def no_icon(_request: Request) -> Response:
+        return Response(status_code=204)
+
+    routes = [
+        Route("/", index, methods=["GET", "HEAD"]),
+        Route("/favicon.ico", no_icon, methods=["GET", "HEAD"]),
+        *(Route(f"/static/{n}", static, methods=["GET", "HEAD"]) for n in _STATIC),
+        Route("/api/state", state, methods=["GET", "HEAD"]),
+        Route("/api/outcomes", outcomes, methods=["GET", "HEAD"]),
+        Route("/events", events, methods=["GET"]),
+        Route("/figures", figures_page, methods=["GET", "HEAD"]),
+        Route("/metrics", metrics, methods=["GET", "HEAD"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.hub = hub
+    app.state.poller = poller
+    return Guard(app, hosts=allowed_hosts(settings.host, settings.port), token=settings.token)

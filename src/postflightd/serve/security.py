@@ -1,0 +1,174 @@
+"""The dashboard's rules for every request, checked before any route sees it.
+
+* The ``Host`` header must name the address served (a page on another site that resolves its
+  own name to 127.0.0.1, DNS rebinding, gets 421 and nothing else).
+* Only GET and HEAD (405 otherwise): the dashboard reads, it never acts.
+* Only the query parameters a route knows (``range``, ``token``), each of a fixed form: no
+  parameter names a file.
+* Beyond loopback, a token on every request: the ``Authorization: Bearer`` header, or the
+  cookie that a first visit with ``?token=`` sets (then redirected to the same page without it,
+  so the token does not stay in the address bar or the history).
+* Headers on every answer: a Content-Security-Policy that allows only the page's own script,
+  style and connections (no inline script, no other origin, no framing by another site),
+  ``nosniff``, no referrer, no caching.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Awaitable, Callable, MutableMapping
+from http.cookies import SimpleCookie
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+COOKIE: Final = "postflightd_token"
+PAGE_CSP: Final = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+#: The query parameters any route accepts, and the values each may take.
+RANGES: Final = ("24h", "7d", "30d", "90d", "all")
+_PARAMS: Final[dict[str, Callable[[str], bool]]] = {
+    "range": lambda v: v in RANGES,
+    "token": lambda v: 0 < len(v) <= 200 and v.isascii(),
+}
+_COMMON_HEADERS: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts(host: str, port: int) -> frozenset[str]:
+    """The ``Host`` values that name the address served (with and without the port)."""
+    names = {host}
+    if ":" in host and not host.startswith("["):
+        names = {f"[{host}]"}
+    if is_loopback(host):
+        names |= {"localhost", "127.0.0.1", "[::1]"}
+    out = set()
+    for name in names:
+        out.add(f"{name}:{port}".lower())
+        if port == 80:
+            out.add(name.lower())
+    return frozenset(out)
+
+
+class Guard:
+    """The ASGI middleware that applies the rules above."""
+
+    def __init__(self, app: ASGIApp, *, hosts: frozenset[str], token: str | None) -> None:
+        self.app = app
+        self.hosts = hosts
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "").lower()
+        if host not in self.hosts:
+            await _plain(send, 421, "this dashboard answers only for its own address\n")
+            return
+        if scope["method"] not in ("GET", "HEAD"):
+            await _plain(
+                send, 405, "the dashboard only reads: GET or HEAD\n", [(b"allow", b"GET, HEAD")]
+            )
+            return
+        query = scope.get("query_string", b"").decode("latin-1")
+        try:
+            params = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+        except ValueError:
+            await _plain(send, 400, "a malformed query string\n")
+            return
+        for name, value in params:
+            check = _PARAMS.get(name)
+            if check is None or not check(value):
+                await _plain(send, 400, f"unknown parameter or value: {name[:40]!r}\n")
+                return
+        if self.token is not None:
+            given = dict(params).get("token")
+            if given is not None and _same(given, self.token):
+                rest = urlencode([(k, v) for k, v in params if k != "token"])
+                location = scope["path"] + (f"?{rest}" if rest else "")
+                cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+                await _plain(
+                    send,
+                    303,
+                    "signed in\n",
+                    [(b"location", location.encode()), (b"set-cookie", cookie.encode())],
+                )
+                return
+            if not self._authorized(headers):
+                await _plain(send, 401, "a token is needed: open the address serve printed\n")
+                return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                extra = [h for h in _COMMON_HEADERS if h[0] not in names]
+                if b"content-security-policy" not in names:
+                    extra.append((b"content-security-policy", PAGE_CSP.encode()))
+                message["headers"] = [*message.get("headers", []), *extra]
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        if self.token is None:
+            return True
+        auth = headers.get("authorization", "")
+        if auth.startswith("Bearer ") and _same(auth[7:].strip(), self.token):
+            return True
+        cookie: SimpleCookie = SimpleCookie()
+        try:
+            cookie.load(headers.get("cookie", ""))
+        except Exception:  # noqa: BLE001 - a malformed cookie header is no token
+            return False
+        morsel = cookie.get(COOKIE)
+        return morsel is not None and _same(morsel.value, self.token)
+
+
+def _same(given: str, token: str) -> bool:
+    """Constant-time comparison (any characters: header bytes arrive as latin-1 text)."""
+    return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
+
+
+async def _plain(
+    send: Send, status: int, body: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    data = body.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(data)).encode()),
+                (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+                *_COMMON_HEADERS,
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})

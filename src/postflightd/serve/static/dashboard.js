@@ -1,0 +1,176 @@
+// postflightd dashboard: every value from the server is set with textContent (never as
+// markup); the server has already made control characters visible.
+"use strict";
+
+const MAX_OUTCOMES = 100;
+const seen = new Set();
+let snapshot = null;
+let receivedAt = 0;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "class") node.className = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function human(seconds) {
+  if (seconds === null || seconds === undefined) return "-";
+  const s = Math.max(0, Math.round(seconds));
+  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60), r = s % 60;
+  if (d) return `${d}d${String(h).padStart(2, "0")}h`;
+  if (h) return `${h}h${String(m).padStart(2, "0")}m`;
+  if (m) return `${m}m${String(r).padStart(2, "0")}s`;
+  return `${r}s`;
+}
+
+function taskLabel(item) {
+  return item.task !== null && item.task !== undefined ? String(item.task) : item.file;
+}
+
+function elapsedCell(run) {
+  const extra = (Date.now() - receivedAt) / 1000;
+  const elapsed = run.elapsed_s === null ? null : run.elapsed_s + extra;
+  const cell = el("td", { class: "elapsed" });
+  if (run.timeout_s) {
+    const meter = el("meter", {
+      min: "0", max: String(run.timeout_s), low: String(run.timeout_s * 0.5),
+      high: String(run.timeout_s * 0.8), optimum: "0",
+      value: String(Math.min(elapsed || 0, run.timeout_s)),
+      "aria-label": `elapsed ${human(elapsed)} of ${human(run.timeout_s)}`,
+    });
+    cell.append(meter, " ");
+  }
+  cell.append(`${human(elapsed)} / ${run.timeout_s ? human(run.timeout_s) : "-"}`);
+  return cell;
+}
+
+function renderRuns() {
+  const body = document.querySelector("#runs tbody");
+  const rows = snapshot.runs.map((run) => {
+    const phases = run.phases_total ? `${run.phases_completed ?? 0}/${run.phases_total}` : "-";
+    const tr = el("tr", { class: run.state, "data-task": taskLabel(run) },
+      el("td", {}, taskLabel(run)),
+      el("td", {}, run.agent || "-"),
+      el("td", {}, el("span", { class: `badge ${run.state}` }, run.state === "stuck" ? "STUCK" : run.state)),
+      el("td", {}, run.stage || run.operation || "-"),
+      el("td", {}, phases),
+      elapsedCell(run));
+    return tr;
+  });
+  body.replaceChildren(...rows);
+  document.getElementById("runs-empty").hidden = rows.length > 0;
+  const stuck = snapshot.stuck ? `, ${snapshot.stuck} stuck` : "";
+  document.getElementById("flight-count").textContent = `(${rows.length}${stuck})`;
+}
+
+function findingNode(f) {
+  const node = el("div", { class: "finding" },
+    f.code ? el("b", {}, f.code) : null, f.code ? " " : null,
+    f.location ? el("code", {}, f.location) : null, f.location ? ": " : null,
+    f.message);
+  if (f.fix) node.append(el("div", { class: "muted" }, "Write instead:"), el("pre", {}, f.fix));
+  return node;
+}
+
+function renderInvalid() {
+  const box = document.getElementById("invalid");
+  const files = snapshot.invalid.map((item) => el("article", { class: "file", "data-file": item.file },
+    el("h3", {}, el("code", {}, item.file), item.agent ? ` (${item.agent})` : ""),
+    ...item.findings.map(findingNode)));
+  box.replaceChildren(...files);
+  document.getElementById("invalid-empty").hidden = files.length > 0;
+  document.getElementById("invalid-count").textContent = `(${files.length})`;
+}
+
+function renderRoots() {
+  const parts = [];
+  for (const root of snapshot.roots) {
+    if (parts.length) parts.push(", ");
+    parts.push(el("code", {}, root.root));
+    parts.push(root.daemon ? " (daemon watching)" : " (no daemon watching: outcomes land only when something applies them)");
+    if (root.note && !root.daemon) parts.push(el("span", { class: "muted" }, ` ${root.note}`));
+  }
+  document.getElementById("roots").replaceChildren(...parts);
+}
+
+function applyState(doc) {
+  snapshot = doc;
+  receivedAt = Date.now();
+  if (!snapshot.runs) return;
+  renderRoots();
+  renderRuns();
+  renderInvalid();
+}
+
+function outcomeText(o) {
+  switch (o.outcome) {
+    case "applied": return `applied as ${o.status}`;
+    case "invalid": return `invalid (${o.findings.map((f) => f.code).filter(Boolean).join(", ")})`;
+    default: return o.outcome;
+  }
+}
+
+function addOutcome(o, live) {
+  if (seen.has(o.id)) return;
+  seen.add(o.id);
+  const list = document.getElementById("outcomes");
+  const cls = o.outcome === "applied" ? (["failed", "blocked", "partial"].includes(o.status) ? o.status : "applied") : o.outcome;
+  const when = new Date(o.ts).toLocaleTimeString();
+  const li = el("li", { class: live ? "new" : "", "data-outcome": o.outcome, "data-task": taskLabel(o) },
+    el("time", { datetime: o.ts }, when), " ",
+    el("span", { class: `badge ${cls}` }, outcomeText(o)), " task ",
+    el("b", {}, taskLabel(o)), o.agent ? ` by ${o.agent}` : "");
+  if (o.findings && o.findings.length) {
+    const details = el("details", {}, el("summary", {}, "findings and the fix"), ...o.findings.map(findingNode));
+    li.append(details);
+  }
+  list.prepend(li);
+  while (list.children.length > MAX_OUTCOMES) {
+    const last = list.lastElementChild;
+    seen.delete(Number(last.dataset.id));
+    last.remove();
+  }
+  li.dataset.id = String(o.id);
+  document.getElementById("outcomes-empty").hidden = true;
+}
+
+function setConnection(state, text) {
+  const node = document.getElementById("connection");
+  node.dataset.state = state;
+  node.textContent = text;
+}
+
+function connect() {
+  const source = new EventSource("/events");
+  source.addEventListener("open", () => setConnection("live", "live"));
+  source.addEventListener("state", (e) => applyState(JSON.parse(e.data)));
+  source.addEventListener("outcome", (e) => addOutcome(JSON.parse(e.data), true));
+  source.addEventListener("problem", (e) => setConnection("reconnecting", JSON.parse(e.data).message));
+  source.addEventListener("error", () => {
+    setConnection("reconnecting", "reconnecting…");
+    if (source.readyState === EventSource.CLOSED) {
+      setTimeout(connect, 2000);
+    }
+  });
+}
+
+function tick() {
+  if (snapshot && snapshot.runs && snapshot.runs.length) renderRuns();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  fetch("/api/state").then((r) => r.json()).then(applyState).catch(() => {});
+  fetch("/api/outcomes").then((r) => r.json()).then((list) => list.forEach((o) => addOutcome(o, false))).catch(() => {});
+  const range = document.getElementById("range");
+  range.addEventListener("change", () => document.getElementById("range-form").requestSubmit());
+  connect();
+  setInterval(tick, 1000);
+});
