@@ -202,6 +202,7 @@ def _add_serve_parser(sub: _SubParsers) -> None:
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1 (loopback)")
     serve.add_argument("--port", type=int, default=8427, help="default: 8427")
     serve.add_argument("--token", help="needed beyond loopback (else generated and printed)")
+    serve.add_argument("--interval", help="how often to look for changes (default: 200ms)")
     serve.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
 
@@ -425,7 +426,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "serve":
             from postflightd.commands.serve import run_serve
 
-            kwargs = {k: getattr(args, k) for k in ("roots", "host", "port", "token")}
+            kwargs = {k: getattr(args, k) for k in ("roots", "host", "port", "token", "interval")}
             return run_serve(**kwargs, config_path=args.config)
         case "status" if args.watch:
             from postflightd.commands.status import run_status_watch

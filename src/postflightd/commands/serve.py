@@ -7,13 +7,14 @@ nothing else in postflightd needs it. The runs in flight are read by the same co
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import secrets
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from postflightd.commands.arguments import parse_interval
 from postflightd.commands.status import add_healing, collect_status, status_target
 from postflightd.errors import ExitCode, UsageError
 
@@ -24,10 +25,62 @@ if TYPE_CHECKING:
 DEFAULT_PORT: Final = 8427
 WEB_MODULES: Final = ("starlette", "uvicorn", "sse_starlette", "prometheus_client")
 INSTALL_HINT: Final = "pip install 'postflightd[web]'"
+#: How often the trees and the journal are looked at: a change reaches the page within it.
+DEFAULT_POLL_S: Final = 0.2
 
 
 def missing_web_modules() -> list[str]:
-    return [m for m in WEB_MODULES if importlib.util.find_spec(m) is None]
+    """The modules of the ``[web]`` extra that cannot be imported here."""
+    missing = []
+    for name in WEB_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            missing.append(name)
+    return missing
+
+
+def build_app(
+    *,
+    roots: Sequence[str],
+    host: str,
+    port: int,
+    token: str | None,
+    config_path: str | None,
+    poll_s: float = DEFAULT_POLL_S,
+) -> Any:
+    """The guarded ASGI application for these roots (``serve.app.create_app``)."""
+    missing = missing_web_modules()
+    if missing:
+        raise UsageError(
+            f"serve needs the web extra ({', '.join(missing)} not installed): {INSTALL_HINT}"
+        )
+    from postflightd.journal.database import journal_path
+    from postflightd.serve.app import Settings, create_app
+    from postflightd.serve.security import is_loopback
+
+    if not 0 < port < 65536:
+        raise UsageError(f"--port {port}: give a port between 1 and 65535")
+    if not is_loopback(host) and not token:
+        raise UsageError(f"--host {host} is reachable from other machines: give --token")
+    resolved, user, configs = status_target(roots, config_path, (), ())
+
+    def collect(now: datetime) -> tuple[list[RootStatus], dict[tuple[str, str], list[Finding]]]:
+        findings: dict[tuple[str, str], list[Finding]] = {}
+        statuses = collect_status(resolved, configs, now, findings)
+        add_healing(statuses, user, now)
+        return statuses, findings
+
+    settings = Settings(
+        roots=[(root, configs[root][0].specs_dir) for root in resolved],
+        journal=journal_path(user.journal.path),
+        host=host,
+        port=port,
+        token=token,
+        config_path=config_path,
+        poll_s=poll_s,
+    )
+    return create_app(settings, collect)
 
 
 def run_serve(
@@ -37,51 +90,26 @@ def run_serve(
     port: int,
     token: str | None,
     config_path: str | None,
-    out_ready: bool = True,
+    interval: str | None = None,
 ) -> int:
     """Serve until interrupted (exit 0); 2 for a usage problem (the extra missing, a bad
     address, a port in use)."""
-    missing = missing_web_modules()
-    if missing:
-        raise UsageError(
-            f"serve needs the web extra ({', '.join(missing)} not installed): {INSTALL_HINT}"
-        )
-    from postflightd.journal.database import journal_path
     from postflightd.serve.security import is_loopback
 
-    if not 0 < port < 65536:
-        raise UsageError(f"--port {port}: give a port between 1 and 65535")
-    if not is_loopback(host) and not token:
+    if not is_loopback(host) and not token and not missing_web_modules():
         token = secrets.token_urlsafe(24)
         print(
             f"postflightd: {host} is reachable from other machines: every request needs this "
             "token (generated; pass --token to choose one)",
             file=sys.stderr,
         )
-    resolved, user, configs = status_target(roots, config_path, (), ())
-
-    def collect(now: datetime) -> tuple[list[RootStatus], dict[tuple[str, str], list[Finding]]]:
-        findings: dict[tuple[str, str], list[Finding]] = {}
-        statuses = collect_status(resolved, configs, now, findings)
-        add_healing(statuses, user, now)
-        return statuses, findings
-
-    from postflightd.serve.app import Settings, create_app
-
-    settings = Settings(
-        roots=[(root, configs[root][0].specs_dir) for root in resolved],
-        journal=journal_path(user.journal.path),
-        host=host,
-        port=port,
-        token=token,
-        config_path=config_path,
+    poll_s = parse_interval(interval) if interval else DEFAULT_POLL_S
+    app = build_app(
+        roots=roots, host=host, port=port, token=token, config_path=config_path, poll_s=poll_s
     )
-    app = create_app(settings, collect)
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
-    if out_ready:
-        print(f"postflightd: dashboard at {address} (Ctrl-C stops it)", file=sys.stderr)
-        sys.stderr.flush()
+    print(f"postflightd: dashboard at {address} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     import uvicorn
 
     try:

@@ -36,7 +36,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from postflightd.inert import json_text
+from postflightd.serve.feed import page_json
 from postflightd.serve.live import Collect, Event, Hub, Poller
 from postflightd.serve.metrics import metrics_registry, metrics_text
 from postflightd.serve.security import RANGES, Guard, allowed_hosts
@@ -137,7 +137,7 @@ def create_app(settings: Settings, collect: Collect) -> Any:
             try:
                 events = await anyio.to_thread.run_sync(poller.refresh)
             except Exception as exc:  # noqa: BLE001 - one failed look must not end the live view
-                events = [Event("problem", json_text({"message": str(exc)[:500]}))]
+                events = [Event("problem", page_json({"message": str(exc)[:500]}))]
             for event in events:
                 hub.publish(event)
             await asyncio.sleep(settings.poll_s)
@@ -165,7 +165,7 @@ def create_app(settings: Settings, collect: Collect) -> Any:
         return Response(poller.state.snapshot, media_type="application/json")
 
     async def outcomes(_request: Request) -> Response:
-        return Response(json_text(list(poller.state.recent)), media_type="application/json")
+        return Response(page_json(list(poller.state.recent)), media_type="application/json")
 
     async def events(_request: Request) -> Response:
         queue = hub.subscribe()
@@ -175,7 +175,7 @@ def create_app(settings: Settings, collect: Collect) -> Any:
                 yield ServerSentEvent(data=poller.state.snapshot, event="state", retry=1000)
                 for outcome in list(poller.state.recent):
                     yield ServerSentEvent(
-                        data=json_text(outcome), event="outcome", id=str(outcome["id"])
+                        data=page_json(outcome), event="outcome", id=str(outcome["id"])
                     )
                 while True:
                     event = await queue.get()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.inert import clip, inert
+from postflightd.inert import clip, inert, json_text
 from postflightd.rules.explanations import EXPLANATIONS
 from postflightd.timestamps import parse_timestamp
 
@@ -33,6 +33,13 @@ def text(value: object) -> str | None:
     if value is None:
         return None
     return inert(clip(str(value), 500))
+
+
+def page_json(obj: Any) -> str:
+    """JSON for the page: inert (``json_text``), and with ``<``, ``>`` and ``&`` as ``\\u``
+    escapes, so that no markup appears in it even to a reader that ignores its media type.
+    They can only occur inside strings, where the escape means the same character."""
+    return json_text(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def fix_for(code: str) -> str:

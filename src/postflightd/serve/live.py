@@ -22,12 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.inert import json_text
 from postflightd.models.files import META_NAME
 from postflightd.rules.findings import Finding
 from postflightd.runs.status import RootStatus, RunStatus
 from postflightd.serve import feed
-from postflightd.serve.feed import findings_json, text
+from postflightd.serve.feed import findings_json, page_json, text
 
 #: Findings of the invalid files, by (root, file as ``status`` names it).
 FindingsByFile = dict[tuple[str, str], list[Finding]]
@@ -216,7 +215,7 @@ class Poller:
             statuses, findings = self.collect(now)
             doc = snapshot_json(statuses, findings, now)
             self.state.snapshot_doc = doc
-            self.state.snapshot = json_text(doc)
+            self.state.snapshot = page_json(doc)
             self.state.built = time.monotonic()
             self.state.signature = signature
             events.append(Event("state", self.state.snapshot))
@@ -229,7 +228,7 @@ class Poller:
                     )
                     for outcome in outcomes:
                         self.state.recent.append(outcome)
-                        events.append(Event("outcome", json_text(outcome), str(outcome["id"])))
+                        events.append(Event("outcome", page_json(outcome), str(outcome["id"])))
             except sqlite3.Error:
                 self._drop_journal()  # pruned, replaced or locked: opened again next time
         return events

@@ -1,5 +1,5 @@
-// postflightd dashboard: every value from the server is set with textContent (never as
-// markup); the server has already made control characters visible.
+/* postflightd dashboard: every value from the server is set with textContent (never as
+   markup); the server has already made control characters visible. */
 "use strict";
 
 const MAX_OUTCOMES = 100;

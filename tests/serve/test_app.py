@@ -1,0 +1,254 @@
+"""The dashboard over HTTP (Starlette's TestClient, the real application and a real journal):
+what it shows, and the rules every request meets."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
+
+from helpers.daemon_process import in_progress_doc
+from helpers.documents import researched_doc
+from helpers.project import project, write_meta
+from postflightd.cli import main
+from postflightd.commands.serve import build_app
+from postflightd.journal.database import default_journal_path
+
+HOSTILE = "<script>alert(1)</script>\u202eevil"
+BASE = "http://127.0.0.1:8427"
+#: Every route, with the parameters it takes.
+ROUTES = (
+    "/",
+    "/static/dashboard.js",
+    "/static/dashboard.css",
+    "/api/state",
+    "/api/outcomes",
+    "/figures?range=all",
+    "/metrics",
+)
+#: A reference to another origin: a scheme, or a protocol-relative ``//host``.
+EXTERNAL = re.compile(r"(?:https?:)?//[^\s/'\")]")
+
+
+def in_progress(n: int) -> dict[str, Any]:
+    return in_progress_doc(n, stage="reading sources")
+
+
+@pytest.fixture
+def root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """Two runs applied, one invalid file whose agent value is hostile, one run in flight."""
+    root = project(tmp_path / "project", 4)
+    for n in (1, 2):
+        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
+    assert main(["scan", "--apply", str(root)]) == 0
+    bad = researched_doc("3_task3")
+    bad["status"] = "completed"
+    bad["metadata"]["agent_type"] = HOSTILE
+    write_meta(root, "3_task3", bad)
+    main(["scan", "--apply", str(root)])
+    write_meta(root, "4_task4", in_progress(4))
+    capsys.readouterr()
+    return root
+
+
+def client_for(root: Path, **kwargs: Any) -> TestClient:
+    options: dict[str, Any] = {"host": "127.0.0.1", "port": 8427, "token": None}
+    options.update(kwargs)
+    app = build_app(roots=[str(root)], config_path=None, **options)
+    base = f"http://{options['host']}:{options['port']}"
+    return TestClient(app, base_url=base, follow_redirects=False)
+
+
+@pytest.fixture
+def client(root: Path) -> Iterator[TestClient]:
+    with client_for(root) as c:
+        yield c
+
+
+def test_state_shows_the_run_in_flight_and_the_invalid_file_with_its_fix(
+    client: TestClient,
+) -> None:
+    state = client.get("/api/state").json()
+    assert [(r["task"], r["state"], r["stage"]) for r in state["runs"]] == [
+        (4, "running", "reading sources")
+    ]
+    assert state["runs"][0]["phases_total"] == 3
+    (invalid,) = state["invalid"]
+    assert invalid["task"] == 3
+    codes = {f["code"]: f for f in invalid["findings"]}
+    assert "PF203" in codes
+    assert codes["PF203"]["fix"]  # what to write instead, from the rule's explanation
+
+
+def test_outcomes_hold_the_applied_runs_and_the_invalid_one(client: TestClient) -> None:
+    outcomes = client.get("/api/outcomes").json()
+    assert [(o["task"], o["outcome"], o["status"]) for o in outcomes] == [
+        (1, "applied", "researched"),
+        (2, "applied", "researched"),
+        (3, "invalid", "completed"),
+    ]
+    assert "PF203" in [f["code"] for f in outcomes[2]["findings"]]
+
+
+def test_agent_values_are_inert_in_json_and_html(client: TestClient) -> None:
+    for path in ("/api/state", "/api/outcomes", "/figures?range=all"):
+        body = client.get(path).text
+        assert "\u202e" not in body, path
+        assert "<script>alert" not in body, path
+    state = client.get("/api/state").json()
+    # Made visible: the override is shown as its escape, the markup as text.
+    assert state["invalid"][0]["agent"] == "<script>alert(1)</script>\\u202eevil"
+    figures = client.get("/figures?range=all").text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\u202eevil" in figures
+    for path in ("/api/state", "/api/outcomes"):
+        response = client.get(path)
+        assert response.headers["content-type"].startswith("application/json")
+        assert response.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_page_loads_only_its_own_script_and_style(client: TestClient) -> None:
+    page = client.get("/").text
+    assert re.findall(r"<script[^>]*>", page) == ['<script src="/static/dashboard.js" defer>']
+    assert "<style" not in page and " style=" not in page
+    assert re.findall(r'<link[^>]*href="([^"]+)"', page) == ["/static/dashboard.css"]
+    script = client.get("/static/dashboard.js").text
+    assert "innerHTML" not in script and "insertAdjacentHTML" not in script
+    assert "eval(" not in script
+
+
+@pytest.mark.parametrize("path", ROUTES)
+def test_every_answer_carries_the_safety_headers_and_no_external_reference(
+    client: TestClient, path: str
+) -> None:
+    response = client.get(path)
+    assert response.status_code == 200
+    csp = response.headers["content-security-policy"]
+    if path.startswith("/figures"):
+        # The report page: its one style sheet by hash; no script at all; framed only by us.
+        assert csp.startswith("default-src 'none'; style-src 'sha256-")
+        assert "frame-ancestors 'self'" in csp
+    else:
+        assert csp.startswith("default-src 'self'")
+        assert "frame-ancestors 'none'" in csp
+        assert "'unsafe-inline'" not in csp
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "no-referrer"
+    assert not EXTERNAL.search(response.text.replace("http://www.w3.org/2000/svg", "")), path
+
+
+def test_figures_policy_allows_exactly_the_style_sheet_the_page_holds(client: TestClient) -> None:
+    import base64
+    import hashlib
+
+    response = client.get("/figures?range=7d")
+    (style,) = re.findall(r"<style>(.*?)</style>", response.text, re.DOTALL)
+    digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in response.headers["content-security-policy"]
+    assert "<script" not in response.text
+
+
+@pytest.mark.parametrize("host", ["evil.example:8427", "127.0.0.1:9999", "attacker.test", ""])
+def test_a_host_that_is_not_the_served_address_is_refused(client: TestClient, host: str) -> None:
+    response = client.get("/api/state", headers={"host": host})
+    assert response.status_code == 421
+    assert "runs" not in response.text
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8427", "localhost:8427", "[::1]:8427"])
+def test_the_loopback_names_of_the_served_address_are_accepted(
+    client: TestClient, host: str
+) -> None:
+    assert client.get("/api/state", headers={"host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"])
+def test_only_get_and_head(client: TestClient, method: str) -> None:
+    response = client.request(method, "/api/state")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, HEAD"
+    assert client.head("/api/state").status_code == 200
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["file=/etc/passwd", "range=../../etc/passwd", "path=specs/state.json", "range=7d&x=1", "%zz"],
+)
+def test_no_parameter_names_a_file(client: TestClient, query: str) -> None:
+    assert client.get(f"/figures?{query}").status_code == 400
+    assert client.get(f"/?{query}").status_code == 400
+
+
+def test_unknown_paths_are_not_found(client: TestClient) -> None:
+    for path in ("/static/../pyproject.toml", "/static/dashboard.html", "/specs/state.json"):
+        assert client.get(path).status_code == 404, path
+
+
+def test_beyond_loopback_every_request_needs_the_token(root: Path) -> None:
+    token = "s3cret-token"  # noqa: S105 - a test's token
+    with client_for(root, host="0.0.0.0", token=token) as c:  # noqa: S104 - the case tested
+        assert c.get("/api/state").status_code == 401
+        assert c.get("/api/state", headers={"authorization": "Bearer wrong"}).status_code == 401
+        ok = c.get("/api/state", headers={"authorization": "Bearer s3cret-token"})
+        assert ok.status_code == 200
+        first = c.get("/?token=s3cret-token&range=7d")
+        assert first.status_code == 303
+        assert first.headers["location"] == "/?range=7d"  # the token leaves the address bar
+        cookie = first.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert c.get("/api/state").status_code == 200  # the cookie now
+        assert c.get("/api/state", headers={"host": "127.0.0.1:8427"}).status_code == 421
+
+
+def test_beyond_loopback_without_a_token_is_a_usage_error(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from postflightd.errors import UsageError
+
+    with pytest.raises(UsageError, match="give --token"):
+        client_for(root, host="0.0.0.0")  # noqa: S104 - the case tested
+
+
+def test_metrics_parse_with_the_expected_families_and_values(
+    client: TestClient, root: Path
+) -> None:
+    text = client.get("/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in families.values()
+        for s in f.samples
+    }
+    assert samples[("postflightd_runs_in_flight", (("state", "running"),))] == 1
+    assert samples[("postflightd_stuck_runs", ())] == 0
+    assert samples[("postflightd_invalid_files", ())] == 1
+    key = (("agent", "neovim-research-agent"), ("status", "researched"))
+    assert samples[("postflightd_outcomes_total", key)] == 2
+    assert samples[("postflightd_findings_total", (("code", "PF203"),))] >= 1
+    assert samples[("postflightd_apply_latency_seconds_count", ())] == 2
+    assert samples[("postflightd_apply_latency_seconds_bucket", (("le", "+Inf"),))] == 2
+    with sqlite3.connect(default_journal_path()) as db:
+        rows = db.execute("SELECT count(*) FROM observations").fetchone()[0]
+    assert samples[("postflightd_journal_rows", ())] == rows
+    assert families["postflightd_apply_latency_seconds"].type == "histogram"
+    assert families["postflightd_outcomes"].type == "counter"
+
+
+def test_a_fresh_project_without_runs_journaled_is_served(tmp_path: Path) -> None:
+    root = project(tmp_path / "fresh", 1)
+    write_meta(root, "1_task1", in_progress(1))
+    with client_for(root) as c:
+        assert [r["task"] for r in c.get("/api/state").json()["runs"]] == [1]
+        assert c.get("/api/outcomes").json() == []
+        figures = c.get("/figures?range=7d")
+        assert figures.status_code == 200
+        assert "No runs." in figures.text
+        metrics = c.get("/metrics").text
+        assert "postflightd_runs_in_flight" in metrics
+        assert json.loads(c.get("/api/state").text)["stuck"] == 0
