@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,7 +18,7 @@ import pytest
 from helpers.daemon_process import in_progress_doc
 from helpers.documents import researched_doc
 from helpers.project import project, write_meta
-from helpers.waiting import wait_until
+from helpers.serve_process import served
 from postflightd.cli import main
 
 WEB = ("starlette", "uvicorn", "sse_starlette", "prometheus_client", "anyio")
@@ -77,45 +75,11 @@ def test_init_mentions_the_dashboard(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert str(root) in line and "postflightd[web]" in line
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+def served_project(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     root = project(tmp_path / "project", 3)
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "postflightd", "serve", str(root), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        assert server.stderr is not None
-        line = server.stderr.readline().decode()
-        assert f"http://127.0.0.1:{port}/" in line, line
-        wait_until("the server answers", lambda: _answers(port), timeout=30)
+    with served(root) as (_, port):
         yield root, port
-    finally:
-        server.terminate()
-        server.wait(10)
-        if server.stderr is not None:
-            server.stderr.close()
-
-
-def _answers(port: int) -> bool:
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        conn.request("GET", "/api/state")
-        ok = conn.getresponse().status == 200
-        conn.close()
-    except OSError:
-        return False
-    return ok
 
 
 class EventStream:
@@ -154,9 +118,9 @@ class EventStream:
 
 @pytest.mark.slow
 def test_an_open_event_stream_sees_a_run_start_and_its_outcome_land(
-    served: tuple[Path, int], capsys: pytest.CaptureFixture[str]
+    served_project: tuple[Path, int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root, port = served
+    root, port = served_project
     stream = EventStream(port)
     try:
         first = stream.until("the first state", lambda n, d: n == "state")

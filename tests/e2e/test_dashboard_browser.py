@@ -1,0 +1,139 @@
+"""The dashboard in a real headless browser (Debian's chromium, driven through chromedriver):
+the page on a copy of the example project, then a simulated agent's run seen live, without a
+reload, from in flight to its applied outcome.
+
+``POSTFLIGHTD_SCREENSHOT=PATH`` saves a screenshot of the page there at the end (the one in
+docs/images/ is taken so).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.paths import REPO
+from helpers.serve_process import served
+from helpers.waiting import wait_until
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1200",
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _need_browser() -> None:
+    if CHROMIUM.exists() and CHROMEDRIVER.exists():
+        return
+    reason = f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER})"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: .ci/run installs them; they are missing")
+    pytest.skip(f"{reason}: apt-get install chromium chromium-driver")
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    _need_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def example(tmp_path: Path) -> Iterator[Path]:
+    """A copy of examples/project, with the daemon watching it (it applies what agents finish)."""
+    root = tmp_path / "project"
+    shutil.copytree(REPO / "examples" / "project", root)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "postflightd", "watch", str(root)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        done = root / "specs" / "259_prove_completeness" / ".return-meta.json"
+        wait_until("the daemon applies task 259", lambda: not done.exists(), timeout=60)
+        yield root
+    finally:
+        daemon.terminate()
+        daemon.wait(15)
+
+
+def _seen(driver: Any, selector: str) -> Callable[[], bool]:
+    from selenium.webdriver.common.by import By
+
+    return lambda: bool(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
+    browser: Any, example: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    with served(example) as (_, port):
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait_until("the page is live", _seen(browser, '#connection[data-state="live"]'), 30)
+        wait_until("the stuck run", _seen(browser, '#runs tr.stuck[data-task="262"]'), 30)
+        row = browser.find_element(By.CSS_SELECTOR, '#runs tr[data-task="262"]').text
+        assert "STUCK" in row and "python-implementation-agent" in row
+        assert browser.find_elements(By.CSS_SELECTOR, "#runs meter")  # elapsed against timeout
+        invalid = browser.find_element(By.ID, "invalid").text
+        for name in ("260_lsp_setup", "261_agent_registry", "263_flaky_ci"):
+            assert name in invalid
+        assert "PF203" in invalid and "Write instead:" in invalid
+        applied = _seen(browser, '#outcomes li[data-task="259"][data-outcome="applied"]')
+        wait_until("task 259's outcome", applied, 30)
+        browser.execute_script("window.postflightdMarker = 'same page'")
+
+        agent = subprocess.Popen(
+            [sys.executable, str(REPO / "examples" / "agent_sim.py"), str(example),
+             "264_demo_run", "--steps", "4", "--interval", "1"],
+            stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            in_flight = _seen(browser, '#runs tr[data-task="264"]')
+            wait_until("task 264 in flight", lambda: in_flight() or agent.poll() is not None, 30)
+            # Seen while the agent was still writing progress: live, not after the fact.
+            assert in_flight(), "the run never showed while the agent was running"
+            assert agent.poll() is None, "the run showed only after the agent had finished"
+            landed = _seen(browser, '#outcomes li[data-task="264"][data-outcome="applied"]')
+            wait_until("task 264's applied outcome", landed, 60)
+        finally:
+            agent.wait(60)
+        text = browser.find_element(By.CSS_SELECTOR, '#outcomes li[data-task="264"]').text
+        assert "applied as researched" in text
+        wait_until("task 264 leaves the runs in flight", lambda: not in_flight(), 30)
+        assert browser.execute_script("return window.postflightdMarker") == "same page"
+        assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"], (
+            "the page logged errors (a refused resource, a script error)"
+        )
+        shot = os.environ.get("POSTFLIGHTD_SCREENSHOT")
+        if shot:
+            time.sleep(1.6)  # the new outcome's highlight fades first
+            browser.save_screenshot(shot)

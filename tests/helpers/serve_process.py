@@ -1,0 +1,58 @@
+"""``postflightd serve`` as a real process on a free loopback port."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from helpers.waiting import wait_until
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def answers(port: int, path: str = "/api/state") -> bool:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        conn.request("GET", path)
+        ok = conn.getresponse().status == 200
+        conn.close()
+    except OSError:
+        return False
+    return ok
+
+
+@contextmanager
+def served(
+    *roots: Path, extra: tuple[str, ...] = ()
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A dashboard on the roots, answering; stopped (SIGTERM) at the end."""
+    port = free_port()
+    argv = [sys.executable, "-m", "postflightd", "serve", *map(str, roots), "--port", str(port)]
+    server = subprocess.Popen(
+        [*argv, *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline().decode()
+        assert f"http://127.0.0.1:{port}/" in line, line
+        wait_until("the server answers", lambda: answers(port), timeout=30)
+        yield server, port
+    finally:
+        server.terminate()
+        server.wait(10)
+        if server.stderr is not None:
+            server.stderr.close()
