@@ -252,3 +252,16 @@ def test_a_fresh_project_without_runs_journaled_is_served(tmp_path: Path) -> Non
         metrics = c.get("/metrics").text
         assert "postflightd_runs_in_flight" in metrics
         assert json.loads(c.get("/api/state").text)["stuck"] == 0
+
+
+def test_the_example_grafana_board_uses_only_metrics_served(client: TestClient) -> None:
+    from helpers.paths import REPO
+
+    board = (REPO / "docs" / "grafana-dashboard.json").read_text(encoding="utf-8")
+    json.loads(board)
+    served = {f.name for f in text_string_to_metric_families(client.get("/metrics").text)}
+    named = set(re.findall(r"postflightd_[a-z_]+", board))
+    assert named
+    for name in named:
+        base = re.sub(r"_(total|bucket|count|sum)$", "", name)
+        assert base in served, name
