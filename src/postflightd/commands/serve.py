@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.commands.arguments import parse_interval
-from postflightd.commands.status import add_healing, collect_status, status_target
+from postflightd.commands.status import collect_status, status_target
 from postflightd.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -67,9 +67,8 @@ def build_app(
 
     def collect(now: datetime) -> tuple[list[RootStatus], dict[tuple[str, str], list[Finding]]]:
         findings: dict[tuple[str, str], list[Finding]] = {}
-        statuses = collect_status(resolved, configs, now, findings)
-        add_healing(statuses, user, now)
-        return statuses, findings
+        # Without status's healing counts: reading them opens the journal for writing.
+        return collect_status(resolved, configs, now, findings), findings
 
     settings = Settings(
         roots=[(root, configs[root][0].specs_dir) for root in resolved],
