@@ -137,3 +137,14 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         if shot:
             time.sleep(1.6)  # the new outcome's highlight fades first
             browser.save_screenshot(shot)
+        server_port = port
+    # The server goes away and comes back: the page says so, reconnects by itself, and shows
+    # what happened meanwhile, still without a reload.
+    reconnecting = _seen(browser, '#connection[data-state="reconnecting"]')
+    wait_until("the page notices the server is gone", reconnecting, 30)
+    (example / "specs" / "262_parser_rewrite" / ".return-meta.json").unlink()
+    with served(example, port=server_port):
+        wait_until("live again", _seen(browser, '#connection[data-state="live"]'), 60)
+        gone = _seen(browser, '#runs tr[data-task="262"]')
+        wait_until("the removed run leaves the page", lambda: not gone(), 30)
+        assert browser.execute_script("return window.postflightdMarker") == "same page"

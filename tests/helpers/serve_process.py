@@ -34,10 +34,11 @@ def answers(port: int, path: str = "/api/state") -> bool:
 
 @contextmanager
 def served(
-    *roots: Path, extra: tuple[str, ...] = ()
+    *roots: Path, extra: tuple[str, ...] = (), port: int | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """A dashboard on the roots, answering; stopped (SIGTERM) at the end."""
-    port = free_port()
+    """A dashboard on the roots (on ``port``, else a free one), answering; stopped (SIGTERM)
+    at the end."""
+    port = port or free_port()
     argv = [sys.executable, "-m", "postflightd", "serve", *map(str, roots), "--port", str(port)]
     server = subprocess.Popen(
         [*argv, *extra],
