@@ -4,6 +4,9 @@ Each command's module is imported only when it runs, so that ``--version`` and `
 stay fast (the CLI starts in at most 250 ms: a hook or pre-commit runs it on every stop or
 commit). ``_dispatch`` passes each ``run_*`` its arguments by keyword, and every ``run_*``
 takes keywords only.
+
+Why this module stays whole: it is the one table of every command's arguments and of the
+function each runs; split, a command's options and its dispatch would live apart.
 """
 
 from __future__ import annotations

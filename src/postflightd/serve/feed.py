@@ -8,6 +8,7 @@ agent: strings are made inert here, before any of it is sent.
 
 from __future__ import annotations
 
+import bisect
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -180,8 +181,10 @@ class JournalFigures:
     outcomes: dict[tuple[str, str], int] = field(default_factory=dict)
     #: code -> findings recorded
     findings: dict[str, int] = field(default_factory=dict)
-    #: seconds from the final file's validation to its application, per applied file
-    latencies: list[float] = field(default_factory=list)
+    #: seconds from the final file's validation to its application, per applied file, as
+    #: counts per ``LATENCY_BUCKETS`` bucket (the last: above them all), their sum and count
+    latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    latency_sum: float = 0.0
 
 
 def journal_figures(conn: sqlite3.Connection, roots: Sequence[str]) -> JournalFigures:
@@ -227,5 +230,6 @@ def journal_figures(conn: sqlite3.Connection, roots: Sequence[str]) -> JournalFi
             continue
         delta = (end - start).total_seconds()
         if delta >= 0:
-            figures.latencies.append(delta)
+            figures.latency_counts[bisect.bisect_left(LATENCY_BUCKETS, delta)] += 1
+            figures.latency_sum += delta
     return figures

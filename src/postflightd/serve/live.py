@@ -186,16 +186,24 @@ class Poller:
         self.poll_s = poll_s
         self.state = LiveState()
         self._conn: sqlite3.Connection | None = None
+        self._first_look = True
 
     def _journal(self) -> sqlite3.Connection | None:
+        """The read-only connection, opened when the journal is there. At the first look, what
+        it holds is history (the recent outcomes a page opens with); a journal that appears or
+        is replaced later is read from its first row, as outcomes."""
         if self._conn is None:
             self._conn = feed.connect(self.journal_path)
             if self._conn is not None:
                 try:
-                    self.state.recent.extend(
-                        feed.recent(self._conn, self.root_names, RECENT_OUTCOMES)
-                    )
-                    self.state.journal_id = feed.last_id(self._conn)
+                    last = feed.last_id(self._conn)
+                    if self._first_look:
+                        self.state.recent.extend(
+                            feed.recent(self._conn, self.root_names, RECENT_OUTCOMES)
+                        )
+                        self.state.journal_id = last
+                    elif last < self.state.journal_id:
+                        self.state.journal_id = 0
                 except sqlite3.Error:
                     self._drop_journal()
         return self._conn
@@ -231,6 +239,7 @@ class Poller:
                         events.append(Event("outcome", page_json(outcome), str(outcome["id"])))
             except sqlite3.Error:
                 self._drop_journal()  # pruned, replaced or locked: opened again next time
+        self._first_look = False
         return events
 
     def close(self) -> None:

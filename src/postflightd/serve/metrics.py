@@ -7,7 +7,6 @@ scraping every machine's dashboard into one Prometheus; nothing here aggregates 
 
 from __future__ import annotations
 
-import bisect
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -104,9 +103,7 @@ class DashboardCollector:
         for code, n in sorted(figures.findings.items()):
             findings.add_metric([code], n)
         yield findings
-        counts = [0] * (len(feed.LATENCY_BUCKETS) + 1)
-        for value in figures.latencies:
-            counts[bisect.bisect_left(feed.LATENCY_BUCKETS, value)] += 1
+        counts = figures.latency_counts
         cumulative: list[tuple[str, float]] = []
         running = 0
         for bound, n in zip([*map(str, feed.LATENCY_BUCKETS), "+Inf"], counts, strict=True):
@@ -116,7 +113,7 @@ class DashboardCollector:
             f"{_PREFIX}_apply_latency_seconds",
             "From the final file's validation to its outcome in state.json, per applied file",
             buckets=cumulative,
-            sum_value=sum(figures.latencies),
+            sum_value=figures.latency_sum,
         )
 
 
