@@ -22,6 +22,7 @@ import html
 import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -87,8 +88,14 @@ class Figures:
         self.settings = settings
         self.poller = poller
         self.cache: dict[str, tuple[int, float, str]] = {}
+        # One report process at a time: pages opened together wait for it and share its page.
+        self.lock = threading.Lock()
 
     def page(self, since: str) -> str:
+        with self.lock:
+            return self._page(since)
+
+    def _page(self, since: str) -> str:
         journal_id = self.poller.state.journal_id
         cached = self.cache.get(since)
         if cached and cached[0] == journal_id and time.monotonic() - cached[1] < FIGURES_TTL_S:
