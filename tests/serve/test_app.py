@@ -3,6 +3,7 @@ what it shows, and the rules every request meets."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -233,7 +234,7 @@ def test_metrics_parse_with_the_expected_families_and_values(
     assert samples[("postflightd_findings_total", (("code", "PF203"),))] >= 1
     assert samples[("postflightd_apply_latency_seconds_count", ())] == 2
     assert samples[("postflightd_apply_latency_seconds_bucket", (("le", "+Inf"),))] == 2
-    with sqlite3.connect(default_journal_path()) as db:
+    with contextlib.closing(sqlite3.connect(default_journal_path())) as db:
         rows = db.execute("SELECT count(*) FROM observations").fetchone()[0]
     assert samples[("postflightd_journal_rows", ())] == rows
     assert families["postflightd_apply_latency_seconds"].type == "histogram"
