@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -187,6 +188,10 @@ class Poller:
         self.state = LiveState()
         self._conn: sqlite3.Connection | None = None
         self._first_look = True
+        # A look runs in a worker thread that outlives a cancelled poll: closing waits for it,
+        # and no look opens the journal again after.
+        self._lock = threading.Lock()
+        self._closed = False
 
     def _journal(self) -> sqlite3.Connection | None:
         """The read-only connection, opened when the journal is there. At the first look, what
@@ -215,6 +220,12 @@ class Poller:
 
     def refresh(self, force: bool = False) -> list[Event]:
         """One look (blocking I/O: run it in a worker thread); the events to publish."""
+        with self._lock:
+            if self._closed:
+                return []
+            return self._look(force)
+
+    def _look(self, force: bool) -> list[Event]:
         events: list[Event] = []
         signature = tree_signature(self.roots)
         stale = time.monotonic() - self.state.built >= REFRESH_S
@@ -243,4 +254,6 @@ class Poller:
         return events
 
     def close(self) -> None:
-        self._drop_journal()
+        with self._lock:
+            self._closed = True
+            self._drop_journal()
