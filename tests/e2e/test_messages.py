@@ -28,6 +28,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -40,6 +42,8 @@ import pytest
 from helpers.documents import final_text
 from helpers.paths import REPO
 from helpers.project import project, user_config, write_meta
+from helpers.serve_process import answers
+from helpers.waiting import wait_until
 from postflightd.project.setup import systemd_escape_path
 from postflightd.timestamps import iso_timestamp
 
@@ -308,6 +312,43 @@ def test_hook_claude(tmp_path: Path) -> None:
     run(t, "hook", "claude", stdin=json.dumps({"cwd": str(root)}))
     run(t, "hook", "claude", "--bogus", stdin="{}")
     compare(t, "hook")
+
+
+def test_serve(tmp_path: Path) -> None:
+    t = Transcript(tmp_path)
+    root = example(tmp_path)
+    run(t, "serve", "--port", "0", cwd=root)
+    run(t, "serve", "missing", cwd=root)
+    run(t, "serve", "--interval", "soon", cwd=root)
+    run(t, "serve", "--host", "192.0.2.1", "--token", "secret", cwd=root)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        done = run(t, "serve", "--port", port, cwd=root, show=False)
+        shown = f"[exit {done.returncode}]\n" + done.stderr.replace(port, "<PORT>")
+        t.blocks.append(t.stable(f"$ postflightd serve --port <PORT>  (in use)\n{shown}".rstrip()))
+    # Served until Ctrl-C: the address it announces, and a quiet stop.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    server = subprocess.Popen(
+        [sys.executable, "-m", "postflightd", "serve", "--port", port],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert server.stderr is not None
+    first = server.stderr.readline()
+    wait_until("the dashboard answers", lambda: answers(int(port)), timeout=30)
+    server.send_signal(signal.SIGINT)
+    out, rest = server.communicate(timeout=30)
+    _check_words([first, out, rest])
+    shown = f"[exit {server.returncode}]\n{first}{rest}".replace(port, "<PORT>").rstrip()
+    t.blocks.append(t.stable(f"$ postflightd serve --port <PORT>  (then Ctrl-C)\n{shown}"))
+    compare(t, "serve")
 
 
 def test_rules_schema_completion_check_return(tmp_path: Path) -> None:

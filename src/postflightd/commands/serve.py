@@ -7,8 +7,11 @@ nothing else in postflightd needs it. The runs in flight are read by the same co
 
 from __future__ import annotations
 
+import errno
 import importlib
 import secrets
+import signal
+import socket
 import sys
 from collections.abc import Sequence
 from datetime import datetime
@@ -82,6 +85,32 @@ def build_app(
     return create_app(settings, collect)
 
 
+#: What a failed bind means, in words that say what to do.
+_BIND_PROBLEMS: Final = {
+    errno.EADDRINUSE: "the port is in use (another serve, or another program): choose one with "
+    "--port",
+    errno.EADDRNOTAVAIL: "this machine has no such address: give one of its own (127.0.0.1 is "
+    "the default)",
+    errno.EACCES: "a port below 1024 needs privileges: choose one above it with --port",
+}
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, bound here rather than by the server so
+    that an address in use is one clear message before anything is announced."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError as exc:
+        listener.close()
+        why = _BIND_PROBLEMS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
+        raise UsageError(f"cannot serve on {host}:{port}: {why}") from None
+    return listener
+
+
 def run_serve(
     *,
     roots: Sequence[str],
@@ -91,7 +120,7 @@ def run_serve(
     config_path: str | None,
     interval: str | None = None,
 ) -> int:
-    """Serve until interrupted (exit 0); 2 for a usage problem (the extra missing, a bad
+    """Serve until SIGINT or SIGTERM (exit 0); 2 for a usage problem (the extra missing, a bad
     address, a port in use)."""
     from postflightd.serve.security import is_loopback
 
@@ -106,13 +135,20 @@ def run_serve(
     app = build_app(
         roots=roots, host=host, port=port, token=token, config_path=config_path, poll_s=poll_s
     )
+    listener = _listen(host, port)
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     print(f"postflightd: dashboard at {address} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     import uvicorn
 
-    try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, lifespan="on")
-    except (OSError, SystemExit) as exc:
-        raise UsageError(f"cannot serve on {host}:{port}: {exc}") from None
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    # SIGINT and SIGTERM stop the server gracefully (it handles them while it runs, then
+    # raises them again once it has stopped): a stop asked for is the normal end, exit 0, as
+    # for the daemon.
+    stopped: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: stopped.append(signum))
+    with listener:
+        uvicorn.Server(config).run(sockets=[listener])
+    print("postflightd: dashboard stopped", file=sys.stderr, flush=True)
     return int(ExitCode.OK)
