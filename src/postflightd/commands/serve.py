@@ -43,6 +43,15 @@ def missing_web_modules() -> list[str]:
     return missing
 
 
+def require_web() -> None:
+    """A UsageError naming what to install when the ``[web]`` extra is missing."""
+    missing = missing_web_modules()
+    if missing:
+        raise UsageError(
+            f"serve needs the web extra ({', '.join(missing)} not installed): {INSTALL_HINT}"
+        )
+
+
 def build_app(
     *,
     roots: Sequence[str],
@@ -53,11 +62,7 @@ def build_app(
     poll_s: float = DEFAULT_POLL_S,
 ) -> Any:
     """The guarded ASGI application for these roots (``serve.app.create_app``)."""
-    missing = missing_web_modules()
-    if missing:
-        raise UsageError(
-            f"serve needs the web extra ({', '.join(missing)} not installed): {INSTALL_HINT}"
-        )
+    require_web()
     from postflightd.journal.database import journal_path
     from postflightd.serve.app import Settings, create_app
     from postflightd.serve.security import is_loopback
@@ -122,9 +127,10 @@ def run_serve(
 ) -> int:
     """Serve until SIGINT or SIGTERM (exit 0); 2 for a usage problem (the extra missing, a bad
     address, a port in use)."""
+    require_web()
     from postflightd.serve.security import is_loopback
 
-    if not is_loopback(host) and not token and not missing_web_modules():
+    if not is_loopback(host) and not token:
         token = secrets.token_urlsafe(24)
         print(
             f"postflightd: {host} is reachable from other machines: every request needs this "

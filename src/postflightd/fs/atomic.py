@@ -118,19 +118,7 @@ def unchanged(snapshot: Snapshot) -> bool:
     The content comparison covers what stat cannot: a rewrite in place within the
     filesystem's timestamp granularity that happens to keep the size.
     """
-    try:
-        st = snapshot.directory.lstat(snapshot.name)
-    except OSError:
-        return False
-    if st is None:
-        return snapshot.raw is None
-    if snapshot.raw is None or FileIdentity.of(st) != snapshot.identity:
-        return False
-    try:
-        current = read_snapshot(snapshot.directory, snapshot.name)
-    except StoreError:
-        return False
-    return current.identity == snapshot.identity and current.raw == snapshot.raw
+    return _same_version(snapshot.directory, snapshot.name, snapshot, read=True)
 
 
 # --- writing --------------------------------------------------------------------------------

@@ -69,14 +69,21 @@ _REPEAT_SQL = (
 _KINDS: Final[tuple[JournalKind, ...]] = ("validated", "postflighted", "stuck", "interrupted")
 
 
-def open_read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(
+    path: Path, *, timeout_s: float = 10.0, check_same_thread: bool = True
+) -> sqlite3.Connection:
     """A read-only connection; a clear error when there is no usable journal there."""
     if not path.is_file():
         raise UsageError(
             f"no journal at {path}: nothing has been post-flighted yet (or set [journal] path)"
         )
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0)
+        conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=timeout_s,
+            check_same_thread=check_same_thread,
+        )
     except sqlite3.Error as exc:
         raise UsageError(f"the journal cannot be opened: {path}: {exc}") from None
     return conn

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from postflightd.errors import UsageError
 from postflightd.inert import clip, inert, json_text
+from postflightd.report.source import open_read_only
 from postflightd.rules.explanations import EXPLANATIONS
 from postflightd.timestamps import parse_timestamp
 
@@ -117,14 +119,15 @@ def outcome_of_row(row: tuple[Any, ...]) -> dict[str, Any] | None:
 
 def connect(path: Path) -> sqlite3.Connection | None:
     """A read-only connection, or None while there is no usable journal (yet)."""
-    if not path.is_file():
+    try:
+        # Used from the poller's worker threads, one look at a time.
+        conn = open_read_only(path, timeout_s=2.0, check_same_thread=False)
+    except UsageError:
         return None
     try:
-        conn = sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0, check_same_thread=False
-        )
         conn.execute("SELECT 1 FROM observations LIMIT 1").fetchall()
     except sqlite3.Error:
+        conn.close()
         return None
     conn.text_factory = lambda raw: raw.decode("utf-8", errors="replace")
     return conn

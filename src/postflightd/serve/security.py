@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from collections.abc import Awaitable, Callable, MutableMapping
-from http.cookies import SimpleCookie
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 from urllib.parse import parse_qsl, urlencode
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import cookie_parser
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE: Final = "postflightd_token"
 PAGE_CSP: Final = (
@@ -40,13 +38,15 @@ _PARAMS: Final[dict[str, Callable[[str], bool]]] = {
     "range": lambda v: v in RANGES,
     "token": lambda v: 0 < len(v) <= 200 and v.isascii(),
 }
-_COMMON_HEADERS: Final = (
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-    (b"cache-control", b"no-store"),
-    (b"cross-origin-opener-policy", b"same-origin"),
-    (b"cross-origin-resource-policy", b"same-origin"),
-)
+_COMMON_HEADERS: Final = {
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "no-referrer",
+    "cache-control": "no-store",
+    "cross-origin-opener-policy": "same-origin",
+    "cross-origin-resource-policy": "same-origin",
+}
+#: The policy of the guard's own plain-text answers: nothing at all may load.
+_PLAIN_CSP: Final = "default-src 'none'; frame-ancestors 'none'"
 
 
 def is_loopback(host: str) -> bool:
@@ -85,26 +85,28 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "").lower()
-        if host not in self.hosts:
-            await _plain(send, 421, "this dashboard answers only for its own address\n")
+
+        async def refuse(status: int, body: str, **headers: str) -> None:
+            answer = {"content-security-policy": _PLAIN_CSP, **_COMMON_HEADERS, **headers}
+            await PlainTextResponse(body, status, answer)(scope, receive, send)
+
+        headers = Headers(scope=scope)
+        if headers.get("host", "").lower() not in self.hosts:
+            await refuse(421, "this dashboard answers only for its own address\n")
             return
         if scope["method"] not in ("GET", "HEAD"):
-            await _plain(
-                send, 405, "the dashboard only reads: GET or HEAD\n", [(b"allow", b"GET, HEAD")]
-            )
+            await refuse(405, "the dashboard only reads: GET or HEAD\n", allow="GET, HEAD")
             return
         query = scope.get("query_string", b"").decode("latin-1")
         try:
             params = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
         except ValueError:
-            await _plain(send, 400, "a malformed query string\n")
+            await refuse(400, "a malformed query string\n")
             return
         for name, value in params:
             check = _PARAMS.get(name)
             if check is None or not check(value):
-                await _plain(send, 400, f"unknown parameter or value: {name[:40]!r}\n")
+                await refuse(400, f"unknown parameter or value: {name[:40]!r}\n")
                 return
         if self.token is not None:
             given = dict(params).get("token")
@@ -112,63 +114,33 @@ class Guard:
                 rest = urlencode([(k, v) for k, v in params if k != "token"])
                 location = scope["path"] + (f"?{rest}" if rest else "")
                 cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
-                await _plain(
-                    send,
-                    303,
-                    "signed in\n",
-                    [(b"location", location.encode()), (b"set-cookie", cookie.encode())],
-                )
+                await refuse(303, "signed in\n", location=location, **{"set-cookie": cookie})
                 return
             if not self._authorized(headers):
-                await _plain(send, 401, "a token is needed: open the address serve printed\n")
+                await refuse(401, "a token is needed: open the address serve printed\n")
                 return
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                names = {k.lower() for k, _ in message.get("headers", [])}
-                extra = [h for h in _COMMON_HEADERS if h[0] not in names]
-                if b"content-security-policy" not in names:
-                    extra.append((b"content-security-policy", PAGE_CSP.encode()))
-                message["headers"] = [*message.get("headers", []), *extra]
+                message.setdefault("headers", [])
+                answer = MutableHeaders(scope=message)
+                for name, value in _COMMON_HEADERS.items():
+                    answer.setdefault(name, value)
+                answer.setdefault("content-security-policy", PAGE_CSP)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
 
-    def _authorized(self, headers: dict[str, str]) -> bool:
+    def _authorized(self, headers: Headers) -> bool:
         if self.token is None:
             return True
         auth = headers.get("authorization", "")
         if auth.startswith("Bearer ") and _same(auth[7:].strip(), self.token):
             return True
-        cookie: SimpleCookie = SimpleCookie()
-        try:
-            cookie.load(headers.get("cookie", ""))
-        except Exception:  # noqa: BLE001 - a malformed cookie header is no token
-            return False
-        morsel = cookie.get(COOKIE)
-        return morsel is not None and _same(morsel.value, self.token)
+        given = cookie_parser(headers.get("cookie", "")).get(COOKIE)
+        return given is not None and _same(given, self.token)
 
 
 def _same(given: str, token: str) -> bool:
     """Constant-time comparison (any characters: header bytes arrive as latin-1 text)."""
     return hmac.compare_digest(given.encode("utf-8", "replace"), token.encode("utf-8"))
-
-
-async def _plain(
-    send: Send, status: int, body: str, headers: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    data = body.encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"text/plain; charset=utf-8"),
-                (b"content-length", str(len(data)).encode()),
-                (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
-                *_COMMON_HEADERS,
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": data})
