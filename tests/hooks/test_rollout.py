@@ -146,6 +146,33 @@ def test_other_line_types_and_shapes_write_nothing() -> None:
     assert rollout_written(["response_item"]) == set()
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"type": "function_call", "name": "shell", "arguments": '{"command": ["bash", "-lc"'},
+        {"type": "function_call", "name": "shell", "arguments": "[1, 2]"},
+        {"type": "function_call", "name": "shell", "arguments": {"command": "cat > x"}},
+        {"type": "function_call", "name": "shell", "arguments": '{"command": 42}'},
+        {"type": "function_call", "name": "apply_patch", "arguments": '{"input": ["x"]}'},
+        {"type": "function_call", "name": "shell", "arguments": "[" * 100_000},
+        {"type": "custom_tool_call", "name": "apply_patch", "input": None},
+        {"type": "local_shell_call", "action": "cat > specs/259_x/.return-meta.json"},
+    ],
+)
+def test_a_malformed_tool_call_writes_nothing(payload: dict[str, Any]) -> None:
+    """Truncated or mistyped arguments, nesting too deep to parse: read as no write."""
+    assert rollout_written(item(payload)) == set()
+
+
+def test_a_rollout_truncated_mid_line_keeps_what_its_whole_lines_say(tmp_path: Path) -> None:
+    """A rollout still being written ends in half a line: the whole lines before it count."""
+    whole = (CODEX_FIXTURES / "rollout_shell.jsonl").read_bytes()
+    rollout = tmp_path / "rollout.jsonl"
+    rollout.write_bytes(whole + b'{"timestamp": "2026-11-20T10:09:00.000Z", "type": "resp')
+    found = read_transcripts([rollout], written=rollout_written)
+    assert found is not None and found.task_dirs == {OWN}
+
+
 def test_a_rollout_read_from_its_file_says_its_writes_and_when_it_began() -> None:
     patched = CODEX_FIXTURES / "rollout_apply_patch.jsonl"
     found = read_transcripts([patched], written=rollout_written)
