@@ -37,7 +37,15 @@ REPAIR_POINTS = [
     "todo:after-replace",
 ]
 
-INIT_FILES = (".gitignore", ".claude/settings.json", ".postflightd.toml")
+#: Every file init writes in a project using Claude Code, Codex CLI and OpenCode (their
+#: directories exist): each runtime's hook file goes through the same atomic write.
+INIT_FILES = (
+    ".gitignore",
+    ".claude/settings.json",
+    ".codex/hooks.json",
+    ".opencode/plugins/postflightd.ts",
+    ".postflightd.toml",
+)
 INIT_POINTS = [
     f"init:{rel}:{step}" for rel in INIT_FILES for step in ("after-temp-write", "after-replace")
 ]
@@ -110,6 +118,13 @@ def _init_project(root: Path) -> Path:
     (root / ".claude" / "settings.json").write_text(
         json.dumps({"permissions": {"allow": ["Bash(ls)"]}}, indent=2) + "\n", encoding="utf-8"
     )
+    (root / ".codex").mkdir()
+    (root / ".codex" / "hooks.json").write_text(
+        json.dumps({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "lint"}]}]}})
+        + "\n",
+        encoding="utf-8",
+    )
+    (root / ".opencode").mkdir()
     (root / ".gitignore").write_text("node_modules/\n", encoding="utf-8")
     (root / "specs").mkdir()
     return root
@@ -133,6 +148,7 @@ def test_init_killed_at_every_step_then_run_again_sets_up_the_same(
         now = path.read_bytes() if path.exists() else None
         assert now in (before.get(rel), expected[rel]), rel  # old or new, never torn
     json.loads((root / ".claude" / "settings.json").read_bytes())
+    json.loads((root / ".codex" / "hooks.json").read_bytes())
 
     again = run("init", "--yes", str(root))
     assert again.returncode == 0, again.stdout + again.stderr
