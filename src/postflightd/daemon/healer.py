@@ -8,6 +8,7 @@ write costs one comparison per recent task.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -64,7 +65,10 @@ class Healer:
     """
 
     def __init__(self) -> None:
+        #: each root's recent outcomes: the daemon's roots heal on their own worker threads,
+        #: each touching only its own entry once it has it (taken under the lock).
         self._roots: dict[str, _Recent] = {}
+        self._lock = threading.Lock()
 
     def check(
         self,
@@ -81,7 +85,8 @@ class Healer:
         started = time.perf_counter()
         now = now or datetime.now(UTC)
         since = format_ts(now - timedelta(seconds=window))
-        recent = self._roots.setdefault(str(root), _Recent())
+        with self._lock:
+            recent = self._roots.setdefault(str(root), _Recent())
         # One row at a time, keeping its ``after`` only: a burst's rows decoded all at once
         # were the daemon's memory peak (Journal.iter_changes).
         for row in journal.iter_changes(roots=[str(root)], since=since, after_id=recent.last_id):

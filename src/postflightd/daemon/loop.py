@@ -1,28 +1,37 @@
 """``postflightd watch``: the loop turning file events into postflight, and its supervision.
 
-One thread does the project work (validation, postflight, stuck detection): the watches'
-threads only hand dirty paths over (``watch.dirty.DirtySet``), so every state.json commit
-happens here, in order, and a signal only ever lands between two commits; the journal pruner works
-on its own connection. The loop sleeps in ``select`` on a self-pipe until the next thing that
-can be due: an event, the stuck deadline of the earliest run, a deferred (half-written)
-file's settle time, the supervisor's check, the periodic rescan, or the systemd watchdog
-ping. There is no per-second polling of the runs.
+The loop thread keeps the signals, the wake-up, systemd's notifications, SIGHUP's reload and
+the heap trim; every root's file work (validation, postflight, stuck detection, rescans, the
+supervisor's look at its specs directory) runs on that root's worker thread (``turns``), as a
+*turn* the loop hands over with what collected for it: its dirty paths, its due timers, its
+supervision check. So a root whose filesystem hangs (a hard NFS mount that stopped answering)
+blocks its own worker in a syscall and nothing else: the other roots' postflights go on, and
+the loop reports it (``root_stalled`` after ``turns.STALL_S``, then ``root_resumed`` and a
+forced rescan when it answers again). Each root's work stays in order, one turn at a time,
+and a signal only ever lands between two commits. The watches' threads only hand dirty paths
+over (``watch.dirty.DirtySet``); the journal pruner works on its own connection. The loop
+sleeps in ``select`` on a self-pipe until the next thing that can be due: an event, a turn
+coming back, the stuck deadline of an idle root's earliest run, a deferred (half-written)
+file's settle time, the supervisor's check, the periodic rescan, a busy root's stall
+threshold, or the systemd watchdog ping. There is no per-second polling of the runs.
 
 What is done for one root's files is ``root.WatchedRoot``'s; this module keeps the loop, the
-signals, the supervision of the watches, and SIGHUP's reload. Why this module stays whole at
-a little over 500 lines: those four share the loop's deadlines (what ``select`` waits for is
-the earliest of them all), which a split would pass back and forth.
+hand-over of turns, the signals, and SIGHUP's reload. Why this module stays whole at a little
+over 600 lines: those share the loop's deadlines (what ``select`` waits for is the earliest of
+them all) and the roots' busy state, which a split would pass back and forth.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import select
 import signal
-import stat
 import threading
+import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Final
@@ -33,6 +42,7 @@ from postflightd.daemon.notes import remove_daemon_notes, write_daemon_notes
 from postflightd.daemon.pruner import JournalPruner
 from postflightd.daemon.root import Clock, Shared, WatchedRoot
 from postflightd.daemon.sdnotify import SystemdNotifier
+from postflightd.daemon.turns import TURN_GRACE_S, RootWorker, Work, stall_after_s
 from postflightd.daemon.watch.dirty import DirtySet, Pending
 from postflightd.daemon.watch.observer import OverflowTrap, install_overflow_trap
 from postflightd.errors import PostflightError, StateUnusableError, UsageError
@@ -55,6 +65,10 @@ MISSING_RECHECK_S: Final = 0.25
 PERIODIC_COST_FACTOR: Final = 2000.0
 #: A stuck timer fires this long after the deadline, so ``now > deadline`` holds when it does.
 DEADLINE_SLACK_S: Final = 0.005
+#: On SIGTERM, how long the roots' turns in flight may take to finish their commit (each
+#: starts no new batch once told to stop); a root still busy then (hung) is left to its
+#: daemon thread, and the process exits all the same, within the 2 s a stop promises.
+STOP_WAIT_S: Final = 1.5
 
 
 # --- the loop's wake-up ---------------------------------------------------------------------
@@ -90,14 +104,6 @@ class Waker:
         os.close(self._w)
 
 
-def _plain_dir(path: Path) -> bool:
-    """A directory, not a link to one: a specs directory swapped for a link counts as gone."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def _check_specs(root: Path, config: Config) -> None:
     """Refuse to start on a root whose specs directory is missing, or is not a plain one."""
     try:
@@ -130,6 +136,7 @@ class Daemon:
         *,
         notifier: SystemdNotifier | None = None,
         clock: Clock | None = None,
+        stall_s: float | None = None,
     ) -> None:
         self._root_paths = list(dict.fromkeys(roots))
         #: the user's configuration (None: ``load_config(None)``), whose process-wide settings
@@ -143,8 +150,20 @@ class Daemon:
         self._waker = Waker()
         self.dirty = DirtySet(self._waker.set)
         self._notifier = notifier if notifier is not None else SystemdNotifier()
-        #: per-root notes for ``status`` (the polling fallback), kept in the user state dir.
+        #: per-root notes for ``status`` (the polling fallback; a stalled root), kept in the
+        #: user state dir; a root's worker may add one (its fallback), hence the lock.
         self._notes: dict[str, str] = {}
+        self._stalled_notes: dict[str, str] = {}
+        self._notes_lock = threading.Lock()
+        #: each root's worker, the work collected for it since its last turn, and what its
+        #: last periodic reconciliation cost (set by open).
+        self._workers: dict[Path, RootWorker[WatchedRoot]] = {}
+        self._work: dict[Path, Work] = {}
+        self._periodic_costs: dict[Path, float] = {}
+        #: journals replaced by a reload while a root's turn could still be writing to them.
+        self._retired: list[Journal] = []
+        #: how long a turn may go on before its root is reported stalled.
+        self._stall_s = stall_s if stall_s is not None else stall_after_s()
         #: set by ``open``: what the roots share, and each root's work.
         self._shared: Shared | None = None
         self._roots: dict[Path, WatchedRoot] = {}
@@ -183,8 +202,13 @@ class Daemon:
             observer="polling",
             hint="raise fs.inotify.max_user_watches (sysctl) and send SIGHUP to watch again",
         )
-        self._notes[str(root)] = f"polling: {why}"
-        write_daemon_notes(self._notes)
+        with self._notes_lock:
+            self._notes[str(root)] = f"polling: {why}"
+        self._write_notes()
+
+    def _write_notes(self) -> None:
+        with self._notes_lock:
+            write_daemon_notes({**self._notes, **self._stalled_notes})
 
     # --- signals ------------------------------------------------------------------------------
 
@@ -274,6 +298,8 @@ class Daemon:
             root: WatchedRoot(root, configs[root], shared, lock, self._fell_back)
             for root, lock in locks.items()
         }
+        self._work = {root: Work() for root in self._roots}
+        self._periodic_costs = dict.fromkeys(self._roots, 0.0)
         try:
             self._start_pruner()
             # Start every observer first, then scan what is there: a file written between the
@@ -282,6 +308,10 @@ class Daemon:
                 wr.start_watch()
             for wr in self._roots.values():
                 wr.rescan("start", force=True)
+            # The start is done in this thread (a root that hangs already holds the start, as
+            # its lock and its specs directory are checked here); from now on each root's
+            # work runs on its own worker.
+            self._workers = {root: RootWorker(str(root), self._waker.set) for root in self._roots}
             now = self._clock.monotonic()
             self._next_supervise = now + SUPERVISE_S
             self._next_rescan = now + config.watch.rescan_interval_s
@@ -307,9 +337,11 @@ class Daemon:
         if self._closed:
             return
         self._closed = True
+        hung = self._settle_workers()
         try:
-            for wr in self._roots.values():
-                wr.watch.stop()
+            for root, wr in self._roots.items():
+                if root not in hung:
+                    wr.watch.stop()
             if self._pruner is not None:
                 self._pruner.stop()
                 self._pruner = None
@@ -321,14 +353,38 @@ class Daemon:
                 self._previous_hook = None
             if self._shared is not None:
                 self._shared.journal.close()
+            for journal in self._retired:
+                journal.close()
             self._notifier.close()
             self._waker.close()
             remove_daemon_notes()
         finally:
             # The roots' current locks: a reload or a replaced specs directory may have moved
-            # them since ``open``.
-            for wr in self._roots.values():
-                wr.lock.release()
+            # them since ``open``. Not a hung root's: closing a file on a filesystem that does
+            # not answer blocks too; the kernel drops its lock when the process exits.
+            for root, wr in self._roots.items():
+                if root not in hung:
+                    wr.lock.release()
+
+    def _settle_workers(self) -> set[Path]:
+        """Let the turns in flight finish their commit (up to STOP_WAIT_S); the roots still
+        busy after it (hung), which close leaves alone."""
+        deadline = time.monotonic() + STOP_WAIT_S
+        for worker in self._workers.values():
+            if worker.busy and worker.stalled_at is None:
+                worker.wait(max(0.0, deadline - time.monotonic()))
+        for root, worker in self._workers.items():
+            if worker.returned():
+                with contextlib.suppress(Exception):  # stopping: its failure changes nothing
+                    self._roots[root] = worker.take()
+        hung = {root for root, worker in self._workers.items() if worker.busy}
+        for root in hung:
+            log.warning(
+                "root_left_stalled", root=str(root), doing=self._workers[root].doing or None
+            )
+        for worker in self._workers.values():
+            worker.close()
+        return hung
 
     def _start_pruner(self) -> None:
         if self._pruner is not None:
@@ -347,12 +403,22 @@ class Daemon:
     def _next_wake(self) -> float:
         """The monotonic time the loop must be awake at, at the latest."""
         mono, wall = self._clock.monotonic(), self._clock.wall()
+        if self.dirty.roots_waiting():
+            return mono
         candidates = [self._next_supervise, self._next_rescan]
-        deadline = self.runs.next_deadline()
-        if deadline is not None:
-            candidates.append(mono + (deadline - wall) + DEADLINE_SLACK_S)
-        for wr in self._roots.values():
+        for root, wr in self._roots.items():
+            worker = self._workers.get(root)
+            if worker is not None and worker.busy:
+                # Its own timers are its turn's; only its stall threshold is the loop's.
+                if worker.stalled_at is None:
+                    candidates.append(worker.started_at + self._stall_s)
+                continue
+            if (worker is not None and worker.returned()) or self._work.get(root):
+                return mono
             candidates.extend(wr.next_due())
+            deadline = self.runs.next_deadline(str(root))
+            if deadline is not None:
+                candidates.append(mono + (deadline - wall) + DEADLINE_SLACK_S)
         if self._notifier.watchdog_interval_s is not None:
             candidates.append(self._next_ping)
         if self._trim_at is not None:
@@ -360,9 +426,11 @@ class Daemon:
         return min(candidates)
 
     def iterate(self) -> None:
-        """One turn of the loop: sleep until something is due (or an event), then do it."""
+        """One turn of the loop: sleep until something is due (or an event), then hand each
+        root its work and wait, up to TURN_GRACE_S, for those turns to come back."""
         clock = self._clock
         self._waker.wait(self._next_wake() - clock.monotonic())
+        self._collect()
         if self._stop:
             return
         if self._reload:
@@ -375,40 +443,27 @@ class Daemon:
                 self._last_status = self._status_line()
                 self._notifier.notify("READY=1", f"STATUS={self._last_status}")
         pending = self.dirty.take()
+        self._gather(pending)
         mono = clock.monotonic()
-        if pending.checks or mono >= self._next_supervise:
-            self._supervise()
-            missing = any(wr.missing for wr in self._roots.values())
-            self._next_supervise = mono + (MISSING_RECHECK_S if missing else SUPERVISE_S)
-        # Files named by events first: a rescan of a large root must not delay an agent's
-        # postflight in another (or the same) root.
-        self._process_events(pending)
-        for target, reason in pending.rescans.items():
-            for wr in self._targets(target):
-                if reason == "event queue overflow":
-                    log.warning("event_queue_overflow", root=str(wr.root))
-                wr.rescan(reason, force=False)
-        worked = bool(pending.paths or pending.rescans or pending.state_changed)
-        for wr in self._roots.values():
-            if wr.watch.kind == "polling" and mono >= wr.next_poll and not self._stop:
-                worked = True
-                wr.poll()
+        if mono >= self._next_supervise:
+            for work in self._work.values():
+                work.check = True
+            self._next_supervise = mono + SUPERVISE_S
         if mono >= self._next_rescan:
-            worked = True
-            started = clock.monotonic()
-            for wr in self._roots.values():
-                wr.rescan("periodic", force=False)
-            cost = clock.monotonic() - started
+            for work in self._work.values():
+                work.periodic = True
             # The safety net, not the mechanism: at 10,000 task directories a reconciliation
             # costs ~35 ms, which every 30 s is 0.12 % of a core; stretched so that it never
             # takes more than 1/PERIODIC_COST_FACTOR of a core (idle <= 0.1 %).
+            cost = sum(self._periodic_costs.values())
             interval = max(self.config.watch.rescan_interval_s, cost * PERIODIC_COST_FACTOR)
-            self._next_rescan = clock.monotonic() + interval
-        for wr in self._roots.values():
-            wr.retry_settled()
-        for wr in self._roots.values():
-            wr.retry_lock_busy()
-        self._check_stuck()
+            self._next_rescan = mono + interval
+        handed, worked = self._hand_out(mono)
+        self._wait_for(handed)
+        self._collect()
+        if any(wr.missing for root, wr in self._roots.items() if not self._workers[root].busy):
+            self._next_supervise = min(self._next_supervise, mono + MISSING_RECHECK_S)
+        self._check_stalls()
         self._notify_status()
         if self._notifier.watchdog_interval_s is not None and clock.monotonic() >= self._next_ping:
             self._notifier.notify("WATCHDOG=1")
@@ -431,38 +486,174 @@ class Daemon:
         if worked and self._trim_at is None:
             self._trim_at = now + TRIM_AFTER_S
 
-    def _process_events(self, pending: Pending) -> None:
-        """Hand each root the paths its events named (and whether its state file changed)."""
-        by_root: dict[Path, list[str]] = {}
+    # --- the roots' turns ---------------------------------------------------------------------
+
+    def _gather(self, pending: Pending) -> None:
+        """File what the watchers handed over under each root's work (kept while it is busy)."""
         for path, root in pending.paths.items():
-            by_root.setdefault(root, []).append(path)
+            work = self._work.get(root)
+            if work is not None:
+                work.add_event(path, writing=path in pending.writing)
+        for root in pending.state_changed:
+            if root in self._work:
+                self._work[root].state_changed = True
+        for target, reason in pending.rescans.items():
+            for root in self._targets(target):
+                if self._work[root].rescan is None:
+                    self._work[root].rescan = reason
+        for target in pending.checks:
+            for root in self._targets(target):
+                self._work[root].check = True
+
+    def _hand_out(self, mono: float) -> tuple[list[RootWorker[WatchedRoot]], bool]:
+        """Give each idle root with something to do its turn; the workers handed one, and
+        whether any of it was work (files, a rescan, a poll) for the heap trim."""
+        handed: list[RootWorker[WatchedRoot]] = []
+        worked = False
+        wall = self._clock.wall()
         for root, wr in self._roots.items():
-            paths = by_root.get(root, [])
-            state_changed = root in pending.state_changed
-            if paths or state_changed:
-                wr.on_events(paths, pending.writing, state_changed)
-
-    def _check_stuck(self) -> None:
-        now = self._clock.now()
-        for run in self.runs.due(now):
-            wr = self._roots.get(Path(run.sighting.root))
-            if wr is None or self._stop:
+            worker = self._workers[root]
+            if worker.busy or worker.returned():
                 continue
-            wr.check_stuck(run, now)
+            work = self._work[root]
+            polling = wr.watch.kind == "polling" and mono >= wr.next_poll
+            deadline = self.runs.next_deadline(str(root))
+            timers = any(t <= mono for t in wr.next_due()) or (
+                deadline is not None and wall > deadline
+            )
+            if not work and not timers:
+                continue
+            worked = worked or work.worked or polling
+            self._work[root] = Work()
+            worker.hand(functools.partial(self._turn, wr, work, worker), mono)
+            handed.append(worker)
+        return handed, worked
 
-    def _targets(self, root: Path | None) -> list[WatchedRoot]:
+    def _wait_for(self, handed: Sequence[RootWorker[WatchedRoot]]) -> None:
+        """Wait for the turns just handed out to come back, so that one turn of the loop does
+        what it started; but no longer than TURN_GRACE_S, nor once new work arrives for an
+        idle root or a stop: a hung root is never waited for."""
+        deadline = time.monotonic() + TURN_GRACE_S
+        while not self._stop and any(worker.busy for worker in handed):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._waker.wait(left)
+            for root in self.dirty.roots_waiting():
+                if root is None or (root in self._workers and not self._workers[root].busy):
+                    return
+
+    def _turn(self, wr: WatchedRoot, work: Work, worker: RootWorker[WatchedRoot]) -> WatchedRoot:
+        """One root's turn, on its worker: its work in the order the loop always did it; the
+        root as it is after (a reload may replace it)."""
+        clock = self._clock
+        if work.reload:
+            worker.doing = "reloading its configuration"
+            wr = self._reload_root(wr, retry=work.retry_watch)
+        if work.check:
+            worker.doing = "checking its specs directory"
+            wr.supervise()
+        # Files named by events first: a rescan of a large root must not delay an agent's
+        # postflight.
+        if work.paths or work.state_changed:
+            worker.doing = f"post-flighting {counted(len(work.paths), 'file')}"
+            wr.on_events(list(work.paths), work.writing, work.state_changed)
+        if work.rescan is not None:
+            if work.rescan == "event queue overflow":
+                log.warning("event_queue_overflow", root=str(wr.root))
+            worker.doing = f"rescanning ({work.rescan})"
+            wr.rescan(work.rescan, force=False)
+        if work.resumed:
+            worker.doing = "rescanning (root resumed)"
+            wr.rescan("root resumed", force=True)
+        if wr.watch.kind == "polling" and clock.monotonic() >= wr.next_poll and not self._stop:
+            worker.doing = "polling"
+            wr.poll()
+        if work.periodic:
+            worker.doing = "rescanning (periodic)"
+            started = clock.monotonic()
+            wr.rescan("periodic", force=False)
+            self._periodic_costs[wr.root] = clock.monotonic() - started
+        worker.doing = "retrying files"
+        wr.retry_settled()
+        wr.retry_lock_busy()
+        now = clock.now()
+        for run in self.runs.due(now, str(wr.root)):
+            if self._stop:
+                break
+            worker.doing = f"reading the stuck run of {run.sighting.task_dir}"
+            wr.check_stuck(run, now)
+        worker.doing = ""
+        return wr
+
+    def _collect(self) -> None:
+        """Take back the roots whose turn came back; a stalled one resumes with a rescan."""
+        mono = self._clock.monotonic()
+        for root, worker in self._workers.items():
+            if not worker.returned():
+                continue
+            stalled_at, worker.stalled_at = worker.stalled_at, None
+            self._roots[root] = worker.take()
+            # A periodic reconciliation that proved costly (a big tree, a busy lock) pushes
+            # the next one back, as measured once it is done.
+            self._next_rescan = max(
+                self._next_rescan, mono + sum(self._periodic_costs.values()) * PERIODIC_COST_FACTOR
+            )
+            if stalled_at is None:
+                continue
+            log.info("root_resumed", root=str(root), stalled_s=round(mono - worker.started_at, 1))
+            # Events may have been lost while it hung (an overflow nobody read): look again.
+            self._work[root].resumed = True
+            with self._notes_lock:
+                self._stalled_notes.pop(str(root), None)
+            self._write_notes()
+
+    def _check_stalls(self) -> None:
+        """Report (once) each root whose turn has gone on past the stall threshold."""
+        mono = self._clock.monotonic()
+        for root, worker in self._workers.items():
+            if not worker.busy or worker.stalled_at is not None:
+                continue
+            if mono - worker.started_at < self._stall_s:
+                continue
+            worker.stalled_at = mono
+            doing = worker.doing or None
+            log.warning(
+                "root_stalled",
+                root=str(root),
+                stalled_s=round(mono - worker.started_at, 1),
+                doing=doing,
+                hint="its filesystem does not answer (a hard network mount?): the other "
+                "roots go on; it resumes with a rescan when it answers",
+            )
+            since = datetime.fromtimestamp(
+                self._clock.wall() - (mono - worker.started_at), UTC
+            ).strftime("%H:%M:%S UTC")
+            with self._notes_lock:
+                self._stalled_notes[str(root)] = f"stalled since {since}" + (
+                    f" ({doing})" if doing else ""
+                )
+            self._write_notes()
+
+    @property
+    def stalled(self) -> list[Path]:
+        """The roots whose turn is past the stall threshold."""
+        return [root for root, w in self._workers.items() if w.stalled_at is not None]
+
+    def _targets(self, root: Path | None) -> list[Path]:
         if root is None:
-            return list(self._roots.values())
-        wr = self._roots.get(root)
-        return [wr] if wr is not None else []
+            return list(self._roots)
+        return [root] if root in self._roots else []
 
     def _status_line(self) -> str:
         in_flight = sum(1 for r in self.runs if r.in_progress)
         stuck = sum(1 for r in self.runs if r.in_progress and r.stuck)
         stuck_s = f", {stuck} stuck" if stuck else ""
+        stalled = len(self.stalled)
+        stalled_s = f"; {counted(stalled, 'root')} stalled" if stalled else ""
         return (
             f"watching {counted(len(self._roots), 'root')}; "
-            f"{counted(in_flight, 'run')} in flight{stuck_s}"
+            f"{counted(in_flight, 'run')} in flight{stuck_s}{stalled_s}"
         )
 
     def _notify_status(self) -> None:
@@ -472,43 +663,12 @@ class Daemon:
             self._last_status = line
             self._notifier.notify(f"STATUS={line}")
 
-    # --- supervision --------------------------------------------------------------------------
-
-    def _supervise(self) -> None:
-        for wr in self._roots.values():
-            problem = wr.watch.problem()
-            if problem is None:
-                continue
-            if not _plain_dir(wr.specs_dir):
-                if not wr.missing:
-                    wr.watch.stop()
-                    wr.missing = True
-                    log.warning(
-                        "specs_dir_missing",
-                        root=str(wr.root),
-                        specs_dir=str(wr.specs_dir),
-                        reason=problem,
-                    )
-                continue
-            was_missing = wr.missing
-            log.warning(
-                "watch_restarted",
-                root=str(wr.root),
-                reason="the specs directory is back" if was_missing else problem,
-            )
-            old_identity = wr.watch.identity
-            wr.start_watch()
-            if wr.missing:
-                continue
-            if wr.watch.identity != old_identity:
-                wr.relock()
-            wr.rescan("watch restarted", force=True)
-
     # --- SIGHUP ---------------------------------------------------------------------------
 
     def _reload_config(self) -> None:
-        """Re-read the user's configuration, then each root's own; whatever fails to load is
-        logged and its old configuration kept (the other roots carry on with their new one)."""
+        """Re-read the user's configuration; each root re-reads its own at its next turn
+        (its file is in the root, whose filesystem may hang). Whatever fails to load is logged
+        and its old configuration kept (the other roots carry on with their new one)."""
         shared = self._running()
         try:
             new = self._load_config(None)
@@ -523,51 +683,69 @@ class Daemon:
         if new.log != old.log:
             configure_logging(new.log.format, new.log.level)
         if new.journal != old.journal:
-            shared.journal.close()
+            previous = shared.journal
             shared.journal = Journal.open(journal_path(new.journal.path))
+            if any(worker.busy for worker in self._workers.values()):
+                # A root's turn may be writing to it: closed at the stop instead.
+                self._retired.append(previous)
+            else:
+                previous.close()
             self._start_pruner()
         # A root that fell back to polling tries inotify again (the limit may be raised).
-        fell_back = any(wr.watch.fallback for wr in self._roots.values())
+        fell_back = any(
+            wr.watch.fallback
+            for root, wr in self._roots.items()
+            if not (root in self._workers and self._workers[root].busy)
+        )
         if fell_back:
-            self._notes.clear()
-            write_daemon_notes(self._notes)
+            with self._notes_lock:
+                self._notes.clear()
+            self._write_notes()
         if new.watch.roots != old.watch.roots:
             log.warning(
                 "config_roots_ignored",
                 reason="[watch] roots changed: restart the daemon to watch the new roots",
             )
         retry = fell_back or new.watch.observer != old.watch.observer
-        for root, wr in list(self._roots.items()):
-            try:
-                config = self._load_config(root)
-                policy = policy_from(config)
-            except (PostflightError, ValueError) as exc:
-                # This root keeps its old configuration; the others take their new one.
-                log.error(  # noqa: TRY400 - expected; no traceback
-                    "config_reload_failed",
-                    root=str(root),
-                    error=str(exc),
-                    kept=wr.config.source or None,
-                )
-                config, policy = wr.config, wr.policy
-                rewatch = retry
-            else:
-                rewatch = retry or self._moved(wr, config)
-                log.info(
-                    "config_reloaded", root=str(root), config=config.source or None, rewatch=rewatch
-                )
-            if rewatch:
-                wr.watch.stop()
-                fresh = WatchedRoot(root, config, shared, wr.lock, self._fell_back)
-                if fresh.specs_dir != wr.specs_dir:
-                    fresh.relock()
-                self._roots[root] = fresh
-                fresh.start_watch()
-            else:
-                wr.config, wr.policy = config, policy
-            # Timeouts or rules may have changed: re-read everything once.
-            self._roots[root].rescan("configuration reloaded", force=True)
+        for work in self._work.values():
+            work.reload = True
+            work.retry_watch = work.retry_watch or retry
         self._next_rescan = self._clock.monotonic() + new.watch.rescan_interval_s
+
+    def _reload_root(self, wr: WatchedRoot, *, retry: bool) -> WatchedRoot:
+        """One root's part of a reload, in its turn: its own configuration re-read (the old one
+        kept if it fails to load), its watch restarted if needed, and one rescan."""
+        root = wr.root
+        try:
+            config = self._load_config(root)
+            policy = policy_from(config)
+        except (PostflightError, ValueError) as exc:
+            # This root keeps its old configuration; the others take their new one.
+            log.error(  # noqa: TRY400 - expected; no traceback
+                "config_reload_failed",
+                root=str(root),
+                error=str(exc),
+                kept=wr.config.source or None,
+            )
+            config, policy = wr.config, wr.policy
+            rewatch = retry
+        else:
+            rewatch = retry or self._moved(wr, config)
+            log.info(
+                "config_reloaded", root=str(root), config=config.source or None, rewatch=rewatch
+            )
+        if rewatch:
+            wr.watch.stop()
+            fresh = WatchedRoot(root, config, self._running(), wr.lock, self._fell_back)
+            if fresh.specs_dir != wr.specs_dir:
+                fresh.relock()
+            fresh.start_watch()
+            wr = fresh
+        else:
+            wr.config, wr.policy = config, policy
+        # Timeouts or rules may have changed: re-read everything once.
+        wr.rescan("configuration reloaded", force=True)
+        return wr
 
     @staticmethod
     def _moved(wr: WatchedRoot, config: Config) -> bool:

@@ -17,6 +17,7 @@ single place to be read.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -131,6 +132,14 @@ def _metadata_identities(specs_dir: Path) -> tuple[list[tuple[str, FileIdentity]
             continue
         out.append((entry.path + suffix, FileIdentity.of(st)))
     return out, names
+
+
+def _plain_dir(path: Path) -> bool:
+    """A directory, not a link to one: a specs directory swapped for a link counts as gone."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _chunks(items: Sequence[MetaFileRef], size: int) -> Iterable[Sequence[MetaFileRef]]:
@@ -259,6 +268,36 @@ class WatchedRoot:
             return
         self.lock.release()
         self.lock = fresh
+
+    def supervise(self) -> None:
+        """The supervisor's check: restart a watch that died or lost its directory (and rescan),
+        or note the specs directory gone until it comes back."""
+        problem = self.watch.problem()
+        if problem is None:
+            return
+        if not _plain_dir(self.specs_dir):
+            if not self.missing:
+                self.watch.stop()
+                self.missing = True
+                log.warning(
+                    "specs_dir_missing",
+                    root=str(self.root),
+                    specs_dir=str(self.specs_dir),
+                    reason=problem,
+                )
+            return
+        log.warning(
+            "watch_restarted",
+            root=str(self.root),
+            reason="the specs directory is back" if self.missing else problem,
+        )
+        old_identity = self.watch.identity
+        self.start_watch()
+        if self.missing:
+            return
+        if self.watch.identity != old_identity:
+            self.relock()
+        self.rescan("watch restarted", force=True)
 
     # --- what is due --------------------------------------------------------------------------
 
@@ -482,6 +521,9 @@ class WatchedRoot:
                 except Exception as exc:  # one bad batch must not stop the daemon
                     log.exception("postflight_failed", root=str(self.root), error=str(exc))
                     continue
+            # The batch had the lock: its files held back by a busy lock before (a rescan met
+            # them again) are done with it.
+            self.lock_busy.difference_update(str(r.path) for r in chunk)
             if self.lock_busy_since is not None and not self.lock_busy:
                 log.info(
                     "lock_free",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,24 +77,29 @@ class StateCache:
 
     def __init__(self) -> None:
         self._entries: dict[str, tuple[bytes, StateView]] = {}
+        #: the daemon's roots post-flight on their own threads: a lookup moving an entry to
+        #: the end must not race another root's eviction (held for dictionary work only).
+        self._lock = threading.Lock()
 
     def get(self, path: Path, raw: bytes | None) -> StateView | None:
         """The usable state.json parsed earlier from exactly these bytes, if any."""
         key = str(path)
-        entry = self._entries.get(key)
-        if entry is None or raw is None or entry[0] != raw:
-            return None
-        self._entries[key] = self._entries.pop(key)  # the most recently used goes last
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or raw is None or entry[0] != raw:
+                return None
+            self._entries[key] = self._entries.pop(key)  # the most recently used goes last
         return entry[1]
 
     def remember(self, path: Path, raw: bytes, doc: dict[str, Any]) -> StateView:
         """Record that ``raw`` (already checked for shape) parses to ``doc``."""
         view = StateView(path, exists=True, doc=doc, tasks=tasks_by_number(doc))
         key = str(path)
-        self._entries.pop(key, None)
-        self._entries[key] = (raw, view)
-        while len(self._entries) > MAX_STATE_FILES:
-            del self._entries[next(iter(self._entries))]
+        with self._lock:
+            self._entries.pop(key, None)
+            self._entries[key] = (raw, view)
+            while len(self._entries) > MAX_STATE_FILES:
+                del self._entries[next(iter(self._entries))]
         return view
 
     @property
@@ -102,7 +108,8 @@ class StateCache:
         return len(self._entries)
 
     def clear(self) -> None:
-        self._entries.clear()
+        with self._lock:
+            self._entries.clear()
 
 
 STATE_CACHE: Final = StateCache()

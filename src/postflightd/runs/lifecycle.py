@@ -1,10 +1,12 @@
 """The run lifecycle: which operation a run performs, its timeout, and when it is stuck.
 
-Pure: the clock is an argument.
+Pure: the clock is an argument. The run table is shared by the daemon's root workers (each
+root's turn runs on its own thread), so its methods take a lock.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -205,22 +207,33 @@ def _progress_key(s: Sighting) -> tuple[object, ...]:
 
 
 class RunTable:
-    """Every run in flight, keyed by (root, task directory)."""
+    """Every run in flight, keyed by (root, task directory).
+
+    Thread-safe: each of the daemon's roots updates its own runs from its worker thread while
+    the loop reads the next deadline and the status line's counts; one lock (held for
+    dictionary work only, never across I/O) keeps every method whole.
+    """
 
     def __init__(self) -> None:
         self._runs: dict[tuple[str, str], Run] = {}
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         return len(self._runs)
 
     def __iter__(self) -> Iterator[Run]:
-        return iter(list(self._runs.values()))
+        with self._lock:
+            return iter(list(self._runs.values()))
 
     def get(self, key: tuple[str, str]) -> Run | None:
         return self._runs.get(key)
 
     def seen(self, s: Sighting, now: datetime) -> list[Transition]:
         """Record a sighting; return what changed (nothing for a repeat of the same content)."""
+        with self._lock:
+            return self._seen(s, now)
+
+    def _seen(self, s: Sighting, now: datetime) -> list[Transition]:
         prev = self._runs.get(s.key)
         if prev is None:
             run = Run(s, first_seen=now, updated=now)
@@ -249,42 +262,57 @@ class RunTable:
 
     def ended(self, key: tuple[str, str], *, applied: bool) -> Transition | None:
         """The file was post-flighted (applied) or went away; the run leaves the table."""
-        run = self._runs.pop(key, None)
+        with self._lock:
+            run = self._runs.pop(key, None)
         if run is None:
             return None
         return Transition(Change.FINISHED if applied else Change.VANISHED, run)
 
     def finished(self, s: Sighting, now: datetime) -> list[Transition]:
         """A final file was applied: note a replaced session (PF603), then end the run."""
-        out = [t for t in self.seen(s, now) if t.change is Change.REPLACED]
-        ended = self.ended(s.key, applied=True)
+        with self._lock:
+            out = [t for t in self._seen(s, now) if t.change is Change.REPLACED]
+            ended = self.ended(s.key, applied=True)
         if ended is not None:
             out.append(ended)
         return out
 
-    def next_deadline(self) -> float | None:
-        """The earliest stuck deadline of a run not yet flagged (one timer is armed for it)."""
-        deadlines = [
-            d for r in self._runs.values() if not r.stuck and (d := r.deadline) is not None
-        ]
+    def next_deadline(self, root: str | None = None) -> float | None:
+        """The earliest stuck deadline of a run not yet flagged (one timer is armed for it), of
+        ``root``'s runs only when given."""
+        with self._lock:
+            deadlines = [
+                d
+                for r in self._runs.values()
+                if not r.stuck
+                and (root is None or r.sighting.root == root)
+                and (d := r.deadline) is not None
+            ]
         return min(deadlines, default=None)
 
-    def due(self, now: datetime) -> list[Run]:
-        """Runs past their deadline not flagged yet: a stuck run is reported once per session."""
+    def due(self, now: datetime, root: str | None = None) -> list[Run]:
+        """Runs past their deadline not flagged yet (of ``root`` only when given): a stuck run
+        is reported once per session."""
         t = now.timestamp()
-        return [
-            r
-            for r in self._runs.values()
-            if not r.stuck and (d := r.deadline) is not None and t > d
-        ]
+        with self._lock:
+            return [
+                r
+                for r in self._runs.values()
+                if not r.stuck
+                and (root is None or r.sighting.root == root)
+                and (d := r.deadline) is not None
+                and t > d
+            ]
 
     def mark_stuck(self, key: tuple[str, str]) -> Transition | None:
-        run = self._runs.get(key)
-        if run is None or run.stuck:
-            return None
-        flagged = Run(run.sighting, run.first_seen, run.updated, stuck=True)
-        self._runs[key] = flagged
+        with self._lock:
+            run = self._runs.get(key)
+            if run is None or run.stuck:
+                return None
+            flagged = Run(run.sighting, run.first_seen, run.updated, stuck=True)
+            self._runs[key] = flagged
         return Transition(Change.STUCK, flagged)
 
     def keys_for(self, root: str) -> list[tuple[str, str]]:
-        return [k for k in self._runs if k[0] == root]
+        with self._lock:
+            return [k for k in self._runs if k[0] == root]

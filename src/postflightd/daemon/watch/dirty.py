@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 #: Why a root is scanned whole: the daemon started, the periodic rescan, a polling watch's
-#: turn, the watch restarted, the configuration reloaded, or events lost to an overflow.
+#: turn, the watch restarted, the configuration reloaded, events lost to an overflow, or the
+#: root answered again after a stall (what arrived meanwhile may have been missed).
 RescanReason = Literal[
     "start",
     "periodic",
@@ -23,6 +24,7 @@ RescanReason = Literal[
     "watch restarted",
     "configuration reloaded",
     "event queue overflow",
+    "root resumed",
 ]
 
 
@@ -76,6 +78,12 @@ class DirtySet:
         with self._lock:
             self._pending.state_changed.add(root)
         self._wake()
+
+    def roots_waiting(self) -> set[Path | None]:
+        """The roots something is waiting for (None: every root), without taking it."""
+        with self._lock:
+            p = self._pending
+            return {*p.paths.values(), *p.rescans, *p.checks, *p.state_changed}
 
     def take(self) -> Pending:
         with self._lock:
