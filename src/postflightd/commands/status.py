@@ -19,7 +19,7 @@ from pathlib import Path
 
 from postflightd.commands.arguments import parse_interval, policy
 from postflightd.config import Config, load_config, load_configs
-from postflightd.daemon.notes import daemon_note
+from postflightd.daemon.notes import daemon_note, stalled_roots
 from postflightd.errors import ExitCode, UsageError
 from postflightd.fs.locks import lock_holder
 from postflightd.pipeline.check import check_file
@@ -146,6 +146,20 @@ def status_target(
     return resolved, user, {r: (c, policy(c, select, ignore)) for r, c in configs.items()}
 
 
+def _stalled(roots: Sequence[str]) -> dict[str, RootStatus]:
+    """The named roots a live daemon reports stalled, answered from its note alone: their
+    filesystem does not answer, and reading them (even their lock file) would hang ``status``
+    as it hung the daemon's worker."""
+    stalled = stalled_roots() if roots else {}
+    out: dict[str, RootStatus] = {}
+    for arg in roots:
+        key = str(Path(arg).expanduser().absolute())  # no lookup: it could hang
+        if key in stalled:
+            pid, note = stalled[key]
+            out[arg] = RootStatus(Path(key), pid, note=f"{note}: not read (its filesystem hangs)")
+    return out
+
+
 def run_status(
     *,
     roots: Sequence[str],
@@ -156,9 +170,16 @@ def run_status(
     color: str = "auto",
 ) -> int:
     """Exit 1 when a run is stuck (as ``scan`` does), 4 when a specs directory is refused."""
-    resolved, user, configs = status_target(roots, config_path, select, ignore)
+    hung = _stalled(roots)
     now = datetime.now(UTC)
-    statuses = collect_status(resolved, configs, now)
+    rest = [r for r in roots if r not in hung]
+    if hung and not rest:
+        user, statuses = load_config(config_path), list(hung.values())
+    else:
+        resolved, user, configs = status_target(rest, config_path, select, ignore)
+        collected = iter(collect_status(resolved, configs, now))
+        # In the order given: a stalled root's answer where it was named.
+        statuses = [hung[r] if r in hung else next(collected) for r in roots] + list(collected)
     add_healing(statuses, user, now)
     REPORTERS[fmt](statuses, sys.stdout, Options(color=use_color(color, sys.stdout, os.environ)))
     return int(status_exit_code(statuses))

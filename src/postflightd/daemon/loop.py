@@ -38,7 +38,7 @@ from typing import Final
 
 from postflightd.config import Config, policy_from
 from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
-from postflightd.daemon.notes import remove_daemon_notes, write_daemon_notes
+from postflightd.daemon.notes import STALLED, remove_daemon_notes, write_daemon_notes
 from postflightd.daemon.pruner import JournalPruner
 from postflightd.daemon.root import Clock, Shared, WatchedRoot
 from postflightd.daemon.sdnotify import SystemdNotifier
@@ -630,7 +630,7 @@ class Daemon:
                 self._clock.wall() - (mono - worker.started_at), UTC
             ).strftime("%H:%M:%S UTC")
             with self._notes_lock:
-                self._stalled_notes[str(root)] = f"stalled since {since}" + (
+                self._stalled_notes[str(root)] = f"{STALLED} since {since}" + (
                     f" ({doing})" if doing else ""
                 )
             self._write_notes()

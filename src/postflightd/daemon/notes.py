@@ -1,7 +1,10 @@
-"""What a running daemon tells ``postflightd status`` about its roots (the polling fallback).
+"""What a running daemon tells ``postflightd status`` about its roots (the polling fallback, a
+stalled root).
 
 One JSON file per daemon, named by its pid, in the user state directory (not the project tree:
-the tree is the agents' to write). ``status`` finds the pid through ``fs.locks.lock_holder``.
+the tree is the agents' to write). ``status`` finds the pid through ``fs.locks.lock_holder``;
+for a stalled root it cannot (reading the root's lock file would hang as the daemon did), so
+``stalled_roots`` reads every live daemon's notes instead, without touching any root.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
@@ -46,6 +50,45 @@ def write_daemon_notes(notes: Mapping[str, str]) -> None:
 def remove_daemon_notes() -> None:
     with contextlib.suppress(OSError):
         _notes_path(os.getpid()).unlink(missing_ok=True)
+
+
+#: How a daemon's note for a root it found stalled begins.
+STALLED: Final = "stalled"
+
+
+def stalled_roots() -> dict[str, tuple[int, str]]:
+    """root -> (pid, note) of the roots a live daemon reports stalled, read from the notes in
+    the user state directory only."""
+    from platformdirs import user_state_path
+
+    out: dict[str, tuple[int, str]] = {}
+    try:
+        paths = list(user_state_path("postflightd").glob("daemon-*.json"))
+    except OSError:
+        return out
+    for path in paths:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        pid = data.get("pid") if isinstance(data, dict) else None
+        roots = data.get("roots") if isinstance(data, dict) else None
+        if not isinstance(pid, int) or not isinstance(roots, dict) or not _alive(pid):
+            continue
+        for root, note in roots.items():
+            if isinstance(note, str) and note.startswith(STALLED):
+                out[str(root)] = (pid, note)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: alive
+    return True
 
 
 def daemon_note(root: Path, pid: int | None) -> str | None:
