@@ -636,6 +636,11 @@ class Daemon:
             self._write_notes()
 
     @property
+    def busy(self) -> list[Path]:
+        """The roots whose turn is in flight."""
+        return [root for root, w in self._workers.items() if w.busy]
+
+    @property
     def stalled(self) -> list[Path]:
         """The roots whose turn is past the stall threshold."""
         return [root for root, w in self._workers.items() if w.stalled_at is not None]
