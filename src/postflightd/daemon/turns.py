@@ -4,7 +4,7 @@ NFS mount that stopped answering) holds nothing but itself.
 Why a worker thread per root rather than one pool: a thread blocked in a syscall on a hung
 filesystem cannot be interrupted or reused, so a pool would lose one thread per hung root
 anyway, and a root's work must stay in order (its batches, its lock-busy retries, its stuck
-timers): one thread per root gives both for the price of an idle thread (about 10 KB of
+timers): one thread per root gives both for the price of an idle thread (about 20 KB of
 memory once started; its stack is reserved, not touched).
 
 The loop hands a root its work as a *turn* (``RootWorker.hand``): a callable run on the worker,
