@@ -16,8 +16,8 @@ file's settle time, the supervisor's check, the periodic rescan, a busy root's s
 threshold, or the systemd watchdog ping. There is no per-second polling of the runs.
 
 What is done for one root's files is ``root.WatchedRoot``'s; this module keeps the loop, the
-hand-over of turns, the signals, and SIGHUP's reload. Why this module stays whole at a little
-over 600 lines: those share the loop's deadlines (what ``select`` waits for is the earliest of
+hand-over of turns, the signals, and SIGHUP's reload. Why this module stays whole at about 760
+lines: those share the loop's deadlines (what ``select`` waits for is the earliest of
 them all) and the roots' busy state, which a split would pass back and forth.
 """
 

@@ -6,7 +6,7 @@ throttled, held back by a busy lock or an unusable state.json), post-flighting t
 batches, following their runs (``runs.lifecycle.RunTable``) and logging what changed. Time comes
 from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
 
-Why this module stays whole at ~700 lines: it is one class over one root's bookkeeping (the
+Why this module stays whole at ~750 lines: it is one class over one root's bookkeeping (the
 maps of deferred, throttled, checked, held, lock-busy and stuck-unrecorded files, and the
 identities last processed), and each method keeps those maps consistent with the others (a
 file still being written is never throttled too; whatever ends a file's life goes through
