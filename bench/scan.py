@@ -405,11 +405,15 @@ def postflightd_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "postflightd"]
 
 
-def time_process(argv: list[str], runs: int, ok_codes: tuple[int, ...]) -> list[float]:
+def time_process(
+    argv: list[str], runs: int, ok_codes: tuple[int, ...], env: dict[str, str] | None = None
+) -> list[float]:
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        done = subprocess.run(
+            argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, check=False
+        )
         times.append(time.perf_counter() - start)
         if done.returncode not in ok_codes:
             sys.exit(f"{argv[:3]}... exited {done.returncode}: {done.stderr.decode()[-500:]}")
@@ -439,7 +443,7 @@ def main() -> int:
     )
     parser.add_argument("--cpus", help="with --vs-jsonschema: taskset -c CPUS for postflightd")
     parser.add_argument(
-        "--baseline", metavar="SRC", help="with --vs-jsonschema: also time this src/ (paired)"
+        "--baseline", metavar="SRC", help="also time the scan of this src/ (e.g. main's), paired"
     )
     args = parser.parse_args()
     if args.vs_jsonschema:
@@ -470,9 +474,15 @@ def main() -> int:
         time_process(floor_argv(root), 1, (0,))  # warm, untimed
         scan_times: list[float] = []
         floor_times: list[float] = []
-        for _ in range(args.runs):  # alternately: both see the same load
+        base_times: list[float] = []
+        # --baseline SRC: the same scan by another checkout's src/ (e.g. main's), paired.
+        base_env = {**os.environ, "PYTHONPATH": args.baseline} if args.baseline else None
+        base_argv = [sys.executable, "-m", "postflightd", "scan", "--format", "json", str(root)]
+        for _ in range(args.runs):  # alternately: all see the same load
             scan_times += time_process(scan_argv, 1, (1,))
             floor_times += time_process(floor_argv(root), 1, (0,))
+            if base_env is not None:
+                base_times += time_process(base_argv, 1, (1,), base_env)
         scan_s = statistics.median(scan_times)
         floor_s = statistics.median(floor_times)
         version_times = time_process([*cmd, "--version"], args.runs * 2, (0,))
@@ -494,6 +504,13 @@ def main() -> int:
             f"scan / floor: {ratio:.2f}x  target <= {FLOOR_RATIO_TARGET:.0f}x: "
             f"{_verdict(ratio <= FLOOR_RATIO_TARGET)}"
         )
+        if base_times:
+            base_s = statistics.median(base_times)
+            print(
+                f"--baseline {args.baseline} ({args.runs} runs): median {_fmt(base_s)}  "
+                f"[min {_fmt(min(base_times))}, max {_fmt(max(base_times))}]; "
+                f"/ floor: {base_s / floor_s:.2f}x"
+            )
         print(
             f"postflightd --version ({args.runs * 2} runs): median {_fmt(version_s)}"
             f"  target <= {_fmt(VERSION_TARGET_S)}: {_verdict(version_s <= VERSION_TARGET_S)}"
