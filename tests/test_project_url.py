@@ -44,7 +44,12 @@ def test_sarif_output_and_the_schema_use_it(
     driver = sarif["runs"][0]["tool"]["driver"]
     assert driver["informationUri"] == url
     assert driver["rules"], "the example project has findings, so rules with a helpUri"
-    assert {rule["helpUri"] for rule in driver["rules"]} == {f"{url}#rules"}
+    rules_page = (REPO / "docs" / "rules.md").read_text(encoding="utf-8")
+    for rule in driver["rules"]:
+        code = rule["id"]
+        assert rule["helpUri"] == f"{url}/blob/main/docs/rules.md#{code.lower()}"
+        # the anchor is the rule's heading in the generated page
+        assert f"\n### {code}\n" in rules_page
     assert main(["schema"]) == 0
     assert json.loads(capsys.readouterr().out)["$id"].startswith(url + "/")
 

@@ -198,7 +198,9 @@ def _sarif_log(files: Iterable[FileReport], cwd: str) -> dict[str, Any]:
         {
             "id": code,
             "shortDescription": {"text": RULES[code].summary},
-            "helpUri": f"{home}#rules",
+            # The rule's own entry in the rules page (its heading's anchor, as GitHub and the
+            # docs site both render it), not the whole list.
+            "helpUri": f"{home}/blob/main/docs/rules.md#{code.lower()}",
             "help": {"text": f"postflightd rules {code}"},
             "defaultConfiguration": {"level": RULES[code].severity.value},
         }
