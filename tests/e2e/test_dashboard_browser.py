@@ -3,7 +3,8 @@ the page on a copy of the example project, then a simulated agent's run seen liv
 reload, from in flight to its applied outcome.
 
 ``POSTFLIGHTD_SCREENSHOT=PATH`` saves a screenshot of the page there at the end (the one in
-docs/images/ is taken so).
+docs/images/ is taken so). The page shows the project's path, so for a screenshot the example
+is copied to /tmp/project, a path like a reader's own, not pytest's temporary directory.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ FLAGS = (
 
 pytestmark = pytest.mark.slow
 
+#: Where the example project is copied when a screenshot is taken (the page shows the root).
+SCREENSHOT_ROOT = Path("/tmp/project")
+
 
 def _need_browser() -> None:
     if CHROMIUM.exists() and CHROMEDRIVER.exists():
@@ -69,7 +73,10 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 def example(tmp_path: Path) -> Iterator[Path]:
     """A copy of examples/project, with the daemon watching it (it applies what agents finish)."""
-    root = tmp_path / "project"
+    screenshot = bool(os.environ.get("POSTFLIGHTD_SCREENSHOT"))
+    root = SCREENSHOT_ROOT if screenshot else tmp_path / "project"
+    if screenshot and root.exists():
+        pytest.fail(f"{root} exists: the screenshot's copy of the example goes there; move it")
     shutil.copytree(REPO / "examples" / "project", root)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "postflightd", "watch", str(root)],
@@ -83,6 +90,8 @@ def example(tmp_path: Path) -> Iterator[Path]:
     finally:
         daemon.terminate()
         daemon.wait(15)
+        if screenshot:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _seen(driver: Any, selector: str) -> Callable[[], bool]:
