@@ -1,32 +1,52 @@
 """``postflightd hook RUNTIME``: the stop-hook adapters' command (each protocol is a module
-of ``hooks``; what they share is ``hooks.decision``)."""
+of ``hooks``; what they share is ``hooks.decision``).
+
+The hook runs at every agent stop, so it imports only what the stop needs: the one runtime
+module asked for (``_runtime``), and the pipeline's apply and check only when the project has
+metadata files (``hooks.decision``). ``tests/commands/test_hook_imports.py`` checks that.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from postflightd.commands.arguments import open_journal
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, PostflightError, internal_error_text
-from postflightd.hooks import claude, codex, copilot, cursor, gemini, opencode
 from postflightd.hooks.decision import Runtime, Verdict, answer, message_of
 from postflightd.hooks.stdin import HookInputError, load_object, read_hook_input
 from postflightd.inert import inert, json_text
 
-RUNTIMES: Final[Mapping[str, Runtime]] = {
-    r.name: r
-    for r in (
-        claude.RUNTIME,
-        codex.RUNTIME,
-        gemini.RUNTIME,
-        copilot.RUNTIME,
-        cursor.RUNTIME,
-        opencode.RUNTIME,
-    )
-}
+
+def _runtime(name: str) -> Runtime:
+    """The protocol of ``hook NAME``, its module imported alone."""
+    match name:
+        case "codex":
+            from postflightd.hooks import codex
+
+            return codex.RUNTIME
+        case "gemini":
+            from postflightd.hooks import gemini
+
+            return gemini.RUNTIME
+        case "copilot":
+            from postflightd.hooks import copilot
+
+            return copilot.RUNTIME
+        case "cursor":
+            from postflightd.hooks import cursor
+
+            return cursor.RUNTIME
+        case "opencode":
+            from postflightd.hooks import opencode
+
+            return opencode.RUNTIME
+        case _:
+            from postflightd.hooks import claude
+
+            return claude.RUNTIME
 
 
 def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
@@ -37,13 +57,15 @@ def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
     problem that is not the metadata's is a message for the person, exit 0. ``hook claude``
     answers Copilot CLI and Cursor in their own protocols (``hooks.claude.caller``).
     """
-    runtime = RUNTIMES[runtime_name]
+    runtime = _runtime(runtime_name)
     try:
         # Descriptor 0 itself: the runtime's pipe, and no AttributeError when sys.stdin is
         # None (started with stdin closed): read_hook_input turns EBADF into HookInputError.
         doc = load_object(read_hook_input(0))
-        if runtime is claude.RUNTIME:
-            runtime = claude.caller(doc)
+        if runtime.name == "claude":
+            from postflightd.hooks.claude import caller
+
+            runtime = caller(doc)
         request = runtime.parse(doc, os.environ)
     except HookInputError as exc:
         print(f"postflightd: {inert(str(exc))}", file=sys.stderr)

@@ -7,6 +7,10 @@ post-flights the project's final files and returns a Verdict: what the agent mus
 (``reason``, only its own files) and what the person is told (``message``: a configuration or
 lock problem, state.json, other runs' invalid files once). The runtime's module renders the
 Verdict in its protocol (a Runtime); ``commands.hook.run_hook`` prints it.
+
+Most stops find no metadata file, and the hook runs at every one: the pipeline's results,
+check and apply (the metadata models, the rules, the postflight) are imported only where a
+report exists, not at the top.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from postflightd.config import Config, policy_from
 from postflightd.fs.locks import LockTimeoutError
@@ -28,15 +32,15 @@ from postflightd.hooks.reported import Reported, content_key
 from postflightd.hooks.reported import default_path as default_reported_path
 from postflightd.inert import inert
 from postflightd.journal.database import Journal
-from postflightd.pipeline.apply import apply_files
-from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
-from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project
 from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.words import counted
+
+if TYPE_CHECKING:
+    from postflightd.pipeline.results import FileReport
 
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
 MAX_REASONS_PER_FILE: Final = 8
@@ -156,6 +160,8 @@ def _blocking_errors(report: FileReport) -> list[Finding]:
 
 def _to_repair(report: FileReport, skip: set[Path]) -> bool:
     """Invalid (applied or only checked), settled, and with findings an agent can fix."""
+    from postflightd.pipeline.results import Outcome  # with a report only (module docstring)
+
     invalid = report.outcome is Outcome.INVALID or (report.outcome is None and not report.valid)
     return invalid and report.path not in skip and bool(_blocking_errors(report))
 
@@ -187,6 +193,8 @@ def block_reason(
 
 
 def _state_problem(reports: Sequence[FileReport]) -> str | None:
+    from postflightd.pipeline.results import Outcome  # with a report only (module docstring)
+
     kept = [r for r in reports if r.outcome is Outcome.STATE_UNUSABLE]
     if not kept:
         return None
@@ -199,6 +207,8 @@ def _state_problem(reports: Sequence[FileReport]) -> str | None:
 def _incomplete_problem(reports: Sequence[FileReport]) -> str | None:
     """PF606: applied to state.json, but TODO.md or errors.json could not be written. Not the
     agent's to fix, so said to the person; the file is kept and the next run completes it."""
+    from postflightd.pipeline.results import Outcome  # with a report only (module docstring)
+
     kept = [r for r in reports if r.outcome is Outcome.INCOMPLETE]
     if not kept:
         return None
@@ -254,9 +264,10 @@ def _postflight(
         reports = applied
     else:
         # Validator mode: the file stays for the workflow's own stages (and its `process`).
-        now = datetime.now(UTC)
-        policy = policy_from(config)
-        reports = [check_file(project, ref, config, policy, now) for ref in refs]
+        reports = _check_found(project, config, refs)
+    if not reports:
+        # No metadata file (most stops): nothing to block on or to tell about one.
+        return Verdict(None, message_of(problems) if problems else None)
     for report in reports:
         for note in report.notes:
             # For the record, not for the runtime: stdout holds the answer alone.
@@ -276,6 +287,17 @@ def _postflight(
     return Verdict(reason, message_of(problems) if problems else None)
 
 
+def _check_found(project: Project, config: Config, refs: list[MetaFileRef]) -> list[FileReport]:
+    """Each file checked, none applied (``[hook] apply = false``)."""
+    if not refs:
+        return []
+    from postflightd.pipeline.check import check_file  # with a file only (module docstring)
+
+    now = datetime.now(UTC)
+    policy = policy_from(config)
+    return [check_file(project, ref, config, policy, now) for ref in refs]
+
+
 def _mtime(path: Path) -> float | None:
     try:
         return os.lstat(path).st_mtime
@@ -293,7 +315,6 @@ def _apply(
 ) -> list[FileReport] | None:
     """Every valid final file applied; None when the project lock stayed busy (said in
     ``problems``: the files are kept for the next run)."""
-    policy = policy_from(config)
     reports: list[FileReport] = []
     with closing(open_journal(config)) as journal:
         if not journal.enabled:
@@ -304,26 +325,37 @@ def _apply(
         try:
             for note in clean_litter(project, config, journal):
                 print(f"postflightd: {inert(note)}", file=sys.stderr)
-            if settled:
-                reports += apply_files(
-                    project, settled, config, policy, journal, now, lock_timeout_s=HOOK_LOCK_WAIT_S
-                )
-            if young:
-                # Like the daemon before a file settles: one that does not parse yet is left
-                # alone, unrecorded; one that validates is applied.
-                reports += apply_files(
-                    project,
-                    young,
-                    config,
-                    policy,
-                    journal,
-                    now,
-                    report_unparsed=False,
-                    lock_timeout_s=HOOK_LOCK_WAIT_S,
-                )
+            if settled or young:
+                reports += _apply_found(project, config, settled, young, journal, now)
         except LockTimeoutError as exc:
             problems.append(f"{exc}; the metadata files are kept for the next run")
             return None
+    return reports
+
+
+def _apply_found(
+    project: Project,
+    config: Config,
+    settled: list[MetaFileRef],
+    young: list[MetaFileRef],
+    journal: Journal,
+    now: datetime,
+) -> list[FileReport]:
+    """The settled files applied, then the young ones as the daemon treats a file before it
+    settles: one that does not parse yet is left alone, unrecorded; one that validates is
+    applied. Raises LockTimeoutError."""
+    # with a file only (module docstring): apply_files brings the whole postflight
+    from postflightd.pipeline.apply import apply_files
+
+    policy = policy_from(config)
+    wait = HOOK_LOCK_WAIT_S
+    reports: list[FileReport] = []
+    if settled:
+        reports += apply_files(project, settled, config, policy, journal, now, lock_timeout_s=wait)
+    if young:
+        reports += apply_files(
+            project, young, config, policy, journal, now, report_unparsed=False, lock_timeout_s=wait
+        )
     return reports
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from postflightd.config import Config
 from postflightd.fs.atomic import delete_if_unchanged
@@ -24,12 +25,12 @@ from postflightd.fs.litter import (
 from postflightd.fs.locks import LockTimeoutError, project_lock
 from postflightd.journal.database import Journal, content_text
 from postflightd.models.files import LOOP_GUARD_NAME, MARKER_NAME, META_NAME
-from postflightd.pipeline.records import NO_JOURNAL
-from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.pipeline.unrecordable import printable
-from postflightd.project.metadata import read_marker
 from postflightd.project.metafiles import parse_task_dir
 from postflightd.project.root import Project, os_problem
+
+if TYPE_CHECKING:
+    from postflightd.pipeline.results import FileReport
 
 
 def delete_applied(project: Project, report: FileReport) -> bool:
@@ -37,6 +38,12 @@ def delete_applied(project: Project, report: FileReport) -> bool:
 
     All of it inside the task directory the file was read from (``Project.task_dir``).
     """
+    # Imported here, not at the top: clean_litter runs at every stop of the hook (even one
+    # with no metadata file), and these bring the metadata models and the rules.
+    from postflightd.pipeline.records import NO_JOURNAL
+    from postflightd.pipeline.results import Outcome
+    from postflightd.project.metadata import read_marker
+
     identity = report.loaded.identity
     if NO_JOURNAL in report.notes or identity is None:
         # Without the journal row its content would be lost; without the identity it was read

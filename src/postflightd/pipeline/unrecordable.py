@@ -8,10 +8,12 @@ out.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from postflightd.pipeline.results import FileReport
 from postflightd.rules.findings import Finding, finding
+
+if TYPE_CHECKING:
+    from postflightd.pipeline.results import FileReport
 
 #: What json, sqlite3 and str.encode raise for a value no file or row can hold: a lone
 #: surrogate (UnicodeEncodeError), an integer past the 4,300-digit conversion limit

@@ -1,0 +1,84 @@
+"""What ``postflightd hook`` imports: it runs at every agent stop, and most stops find no
+metadata file, so such a stop must not pay for the metadata models, the rules or the
+postflight (about a seventh of the hook's start-up), nor for another runtime's module.
+
+Each case is a fresh process (the real CLI), so that nothing imported by another test hides
+an import; a stop with a file still applies it through the modules it then imports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.documents import researched_doc
+from helpers.project import meta_path, project, task_status, write_meta
+
+#: Modules a stop with no metadata file never needs.
+NOT_FOR_AN_EMPTY_STOP = (
+    "postflightd.pipeline.apply",
+    "postflightd.pipeline.check",
+    "postflightd.pipeline.results",
+    "postflightd.models.metadata",
+    "postflightd.rules.metadata",
+    "postflightd.postflight",
+    "postflightd.hooks.codex",
+    "postflightd.hooks.gemini",
+    "postflightd.hooks.opencode",
+    "postflightd.hooks.rollout",
+    "structlog",
+    "watchdog",
+)
+
+#: Runs the hook in-process in a fresh interpreter, then prints the modules it loaded.
+CODE = (
+    "import json, sys\n"
+    "from postflightd.cli import main\n"
+    "code = main(['hook', 'claude'])\n"
+    "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+)
+
+
+def _stop(root: Path) -> tuple[dict[str, object], set[str]]:
+    payload = {"cwd": str(root), "hook_event_name": "Stop", "stop_hook_active": False}
+    done = subprocess.run(
+        [sys.executable, "-c", CODE],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert report["code"] == 0
+    return json.loads(done.stdout), set(report["modules"])
+
+
+def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.mark.parametrize("config", [None, "[hook]\napply = false\n"], ids=["apply", "validate"])
+def test_a_stop_with_no_metadata_file_imports_no_pipeline(
+    tmp_path: Path, config: str | None
+) -> None:
+    root = project(tmp_path / "proj", 2, config=config)
+    answer, modules = _stop(root)
+    assert answer == {}
+    assert _loaded(modules, NOT_FOR_AN_EMPTY_STOP) == []
+    # the protocol asked for, and the callers it answers for (Copilot CLI, Cursor)
+    assert {"postflightd.hooks.claude", "postflightd.hooks.copilot"} <= modules
+
+
+def test_a_stop_with_a_final_file_still_applies_it(tmp_path: Path) -> None:
+    root = project(tmp_path / "proj", 1)
+    write_meta(root, "1_task1", researched_doc("1_task1"))
+    answer, modules = _stop(root)
+    assert answer == {}
+    assert task_status(root, 1) == "researched"
+    assert not meta_path(root, 1).exists()
+    assert "postflightd.pipeline.apply" in modules
