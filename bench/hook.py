@@ -10,6 +10,8 @@ Read), the agent's own Write of its metadata file near the end. Then times, each
   naming that transcript; median of --runs runs. Every answer must block on the file.
 * the same hook fed a SubagentStop without a transcript path: the floor (start-up, the
   configuration, validation), so that what reading the transcript adds is seen apart;
+* the hook in a project with no metadata file at all, as most stops are (a main agent's turn
+  ending, a subagent that writes none): start-up and the configuration, wall and CPU time;
 * the transcript read as the hook reads it (`hooks.transcript.read_transcript`, the bounded
   tail), in-process; median of --runs runs.
 * the status quo: the whole file read and `json.loads` run on each line, in-process; median
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -109,6 +112,12 @@ def median_s(runs: int, once: Callable[[], object]) -> float:
     return statistics.median(times)
 
 
+def cpu_s() -> float:
+    """CPU seconds of the children waited for so far (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -143,6 +152,26 @@ def main() -> int:
         def floor() -> None:
             subprocess.run(argv, input=bare, capture_output=True, env=env, check=True)
 
+        empty = work / "empty"
+        (empty / "specs" / "1_task").mkdir(parents=True)
+        (empty / "specs" / "state.json").write_text(json.dumps(state), encoding="utf-8")
+        stop = json.dumps({"cwd": str(empty), "hook_event_name": "Stop"}).encode()
+        cpus: list[float] = []
+
+        def no_file() -> None:
+            before = cpu_s()
+            out = subprocess.run(argv, input=stop, capture_output=True, env=env, check=True)
+            cpus.append(cpu_s() - before)
+            if json.loads(out.stdout) != {}:
+                raise SystemExit(f"the hook answered a stop with no file: {out.stdout!r}")
+
+        no_file()
+        cpus.clear()
+        no_file_s = median_s(args.runs, no_file)
+        print(
+            f"hook process, a stop with no metadata file (most stops): {no_file_s * 1000:.0f} ms "
+            f"wall, {statistics.median(cpus) * 1000:.0f} ms CPU"
+        )
         floor()
         floor_s = median_s(args.runs, floor)
         print(f"hook process without a transcript (the floor): {floor_s * 1000:.0f} ms")
