@@ -160,6 +160,9 @@ class Daemon:
         self._workers: dict[Path, RootWorker[WatchedRoot]] = {}
         self._work: dict[Path, Work] = {}
         self._periodic_costs: dict[Path, float] = {}
+        #: the roots whose turn in flight carries a periodic reconciliation (its cost is known
+        #: when it comes back).
+        self._periodic_out: set[Path] = set()
         #: journals replaced by a reload while a root's turn could still be writing to them.
         self._retired: list[Journal] = []
         #: how long a turn may go on before its root is reported stalled.
@@ -524,6 +527,8 @@ class Daemon:
             if not work and not timers:
                 continue
             worked = worked or work.worked or polling
+            if work.periodic:
+                self._periodic_out.add(root)
             self._work[root] = Work()
             worker.hand(functools.partial(self._turn, wr, work, worker), mono)
             handed.append(worker)
@@ -594,11 +599,15 @@ class Daemon:
                 continue
             stalled_at, worker.stalled_at = worker.stalled_at, None
             self._roots[root] = worker.take()
-            # A periodic reconciliation that proved costly (a big tree, a busy lock) pushes
-            # the next one back, as measured once it is done.
-            self._next_rescan = max(
-                self._next_rescan, mono + sum(self._periodic_costs.values()) * PERIODIC_COST_FACTOR
-            )
+            if root in self._periodic_out:
+                # A periodic reconciliation that proved costly (a big tree, a busy lock) pushes
+                # the next one back, as measured once it is done. Only a turn that carried one:
+                # every other turn pushing it would postpone it for as long as work goes on.
+                self._periodic_out.discard(root)
+                self._next_rescan = max(
+                    self._next_rescan,
+                    mono + sum(self._periodic_costs.values()) * PERIODIC_COST_FACTOR,
+                )
             if stalled_at is None:
                 continue
             log.info("root_resumed", root=str(root), stalled_s=round(mono - worker.started_at, 1))
