@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from postflightd.cli import main
-from postflightd.config import load_config
+from postflightd.config import USER_ONLY_KEYS, load_config
 from postflightd.project.hook_files import CLAUDE, SettingsShapeError, settings_with_hook
 from postflightd.project.setup import MAX_INIT_FILE_BYTES, gitignore_with, systemd_escape_path
 
@@ -100,6 +102,45 @@ def test_written_config_file_loads_as_the_defaults(tmp_path: Path) -> None:
     config = load_config(None, [root])
     assert config.source == str(root / ".postflightd.toml")
     assert config.model_dump(exclude={"source"}) == type(config)().model_dump(exclude={"source"})
+
+
+def test_written_config_file_lists_every_key_a_project_may_set(tmp_path: Path) -> None:
+    """Each key of config.example.toml that a project's own file may set is in the written
+    file, commented out at its default: uncommented, the file still loads as the defaults."""
+    root = _project(tmp_path)
+    assert main(["init", str(root), "--yes"]) == 0
+    path = root / ".postflightd.toml"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    # The severity table holds examples of overrides, not defaults: left commented.
+    table, uncommented = "", []
+    for line in lines:
+        if line.startswith("["):
+            table = line.split("]")[0].strip("[")
+        key = re.match(r"# ([a-z_]+) = ", line)
+        uncommented.append(line[2:] if key and table != "validation.severity" else line)
+    path.write_text("\n".join(uncommented) + "\n", encoding="utf-8")
+    config = load_config(None, [root])
+    assert config.model_dump(exclude={"source"}) == type(config)().model_dump(exclude={"source"})
+
+    written = set(_keys(tomllib.loads(path.read_text(encoding="utf-8"))))
+    example = Path(__file__).parents[2] / "config.example.toml"
+    project_keys = {
+        key
+        for key in _keys(tomllib.loads(example.read_text(encoding="utf-8")))
+        if not any(key == u or key.startswith(u + ".") for u in USER_ONLY_KEYS)
+    }
+    assert project_keys - written == set()
+
+
+def _keys(table: dict[str, object], prefix: str = "") -> list[str]:
+    """The dotted name of every value of a TOML document."""
+    keys: list[str] = []
+    for name, value in table.items():
+        if isinstance(value, dict):
+            keys += _keys(value, f"{prefix}{name}.")
+        else:
+            keys.append(prefix + name)
+    return keys
 
 
 def test_without_a_terminal_or_yes_it_shows_the_diff_and_writes_nothing(tmp_path: Path) -> None:

@@ -91,14 +91,22 @@ CONFIG_TEMPLATE: Final = """\
 
 [watch]
 # settle_ms = 200                # a file that does not parse is retried until quiet this long
+# heal_window_s = 600            # outcomes a writer that ignored the lock reverted this recently
+                                 # are re-applied from the journal; 0 turns healing off
 # Not here: [journal], [log], and [watch] roots, observer and rescan_interval_s act beyond this
 # project; they are set in the user's ~/.config/postflightd/config.toml (an error in this file).
 
 [postflight]
 # sync_todo = true               # also update TODO.md
+# state_file = "state.json"      # these three live inside specs_dir: plain file names
+# todo_file = "TODO.md"
+# errors_file = "errors.json"
 
 [postflight.status_map]          # file status -> state.json status
+# researched = "researched"
+# planned = "planned"
 # implemented = "completed"
+# blocked = "blocked"
 
 [hook]
 # apply = true                   # false: `hook claude` only validates; your workflow applies
