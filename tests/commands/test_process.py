@@ -327,11 +327,15 @@ def test_process_json_of_a_file_another_run_applied_is_json(
     and the task's entry), never a line of text, whatever happens."""
     root = project(tmp_path / "proj", TASKS, todo=TODO, artifacts=[259])
     meta = write_meta(root, "259_prove_completeness", researched_doc())
-    assert main(["process", str(meta)]) == 0
-    capsys.readouterr()
+    assert main(["process", str(meta), "--format", "json"]) == 0
+    applied = json.loads(capsys.readouterr().out)
     assert not meta.exists()
     assert main(["process", str(meta), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
+    # The keys of every other outcome, so that a workflow reads `.path` or `.status` alike.
+    assert set(applied) <= set(doc)
+    assert (doc["path"], doc["root"]) == (applied["path"], applied["root"])
+    assert (doc["status"], doc["findings"]) == ("researched", [])
     assert doc["outcome"] == "already_postflighted"
     assert doc["already_postflighted"].startswith("recorded ")
     assert (doc["task"], doc["task_name"]) == (259, "prove_completeness")

@@ -12,7 +12,7 @@ from pathlib import Path
 from postflightd.commands.arguments import open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.journal.database import Journal, content_text
+from postflightd.journal.database import Journal, Observation, content_text
 from postflightd.models.files import META_NAME
 from postflightd.models.metadata import Status
 from postflightd.pipeline.apply import apply_files
@@ -64,11 +64,14 @@ def run_process(
                 print(f"postflightd: {note}", file=sys.stderr)
         exists = path.exists() or path.is_symlink()
         if not exists:
-            done = _already_postflighted(journal, root, path, None)
-            if done is None:
+            row = _already_postflighted(journal, root, path, None)
+            if row is None:
                 raise UsageError(f"{file}: no such file")
             # A daemon, hook or concurrent `process` took it first: the outcome is applied.
-            result = _described(Processed(file, None, done), root, config, path, fmt)
+            gone = Processed(
+                file, None, _when(row), root=str(root), path=row.file, status=row.status
+            )
+            result = _described(gone, root, config, path, fmt)
             REPORTERS[fmt](result, sys.stdout, Options())
             return int(result.exit_code)
         # A file the agent rewrites while it is being applied is read and applied again.
@@ -90,7 +93,8 @@ def run_process(
             # yet: a batch journals its deletions last).
             raw = report.loaded.raw
             content = content_text(raw) if raw is not None else None
-            done = _already_postflighted(journal, root, path, content)
+            row = _already_postflighted(journal, root, path, content)
+            done = _when(row) if row is not None else None
     finally:
         journal.close()
     result = _described(Processed(file, report, done), root, config, path, fmt)
@@ -131,13 +135,15 @@ def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> 
 
 def _already_postflighted(
     journal: Journal, root: Path, path: Path, content: str | None
-) -> str | None:
-    """When the journal holds this file as post-flighted (with ``content``, when known): when."""
+) -> Observation | None:
+    """The journal's row of this file as post-flighted (with ``content``, when known)."""
     parsed = parse_task_dir(path.parent.name)
     if parsed is None:
         return None
     rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-    row = journal.last_postflighted(root=str(root), file=rel, task=parsed[0], content=content)
-    if row is None:
-        return None
+    return journal.last_postflighted(root=str(root), file=rel, task=parsed[0], content=content)
+
+
+def _when(row: Observation) -> str:
+    """When the run that applied the file recorded it, and its session."""
     return f"recorded {row.ts}" + (f", session {row.session}" if row.session else "")

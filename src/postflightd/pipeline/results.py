@@ -228,12 +228,27 @@ class Processed:
     task_name: str | None = None
     #: the task's state.json entry as it is after the run, when asked for (``--format json``)
     state_entry: Mapping[str, Any] | None = None
+    #: when the file was already gone: its root, its path relative to it, and the status the
+    #: run that applied it recorded, so that the JSON has the keys of every other outcome
+    root: str | None = None
+    path: str | None = None
+    status: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Everything a workflow's later stage needs of the run: the file's report, the task,
         the status, the artifacts with their summaries, and the task's state.json entry."""
         doc: dict[str, Any] = (
-            self.report.to_json() if self.report is not None else {"file": self.file}
+            self.report.to_json()
+            if self.report is not None
+            else {
+                "path": self.path or self.file,
+                "root": self.root,
+                "task": self.task,
+                "status": self.status,
+                "valid": True,
+                "stuck": False,
+                "findings": [],
+            }
         )
         if self.already is not None:
             if self.report is None:
