@@ -170,6 +170,18 @@ def test_task_and_session_filters(root: Path, capsys: pytest.CaptureFixture[str]
     assert [r["task"] for r in _json(capsys, "--limit", "2")] == [3, 4]  # the latest runs
 
 
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_a_limit_below_one_is_a_usage_error_not_an_empty_journal(
+    root: Path, capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    """The journal holds runs: "no runs recorded" would be untrue."""
+    for events in ([], ["--events"]):
+        assert main(["history", "--limit", limit, *events]) == 2
+        out = capsys.readouterr()
+        assert out.out == ""
+        assert f"--limit {limit}: " in out.err
+
+
 def test_paths_from_a_subdirectory_and_from_outside(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,6 +49,9 @@ def run_history(
     """The latest ``limit`` runs (``--events``: rows); ``--show`` lists the rows, each with
     its recorded file content."""
     events = events or show
+    if limit < 1:
+        # Else "no runs recorded": an untrue answer about a journal that may hold many.
+        raise UsageError(f"--limit {limit}: give how many of the latest runs to show, at least 1")
     since_at = parse_since_arg(since, datetime.now(UTC)) if since is not None else None
     # The journal records resolved roots: `--root .` matches what the daemon wrote.
     root_s = str(Path(root).expanduser().resolve()) if root is not None else None
