@@ -126,7 +126,7 @@ def run_init(
 def _print_dashboard_line(root: Path, out: TextIO) -> None:
     out.write(
         f"To watch its runs live in a browser: postflightd serve {shlex.quote(str(root))} "
-        "(needs pip install 'postflightd[web]')\n"
+        "(needs postflightd's web extra: `postflightd serve` says how to install it)\n"
     )
 
 

@@ -27,7 +27,13 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT: Final = 8427
 WEB_MODULES: Final = ("starlette", "uvicorn", "sse_starlette", "prometheus_client")
-INSTALL_HINT: Final = "pip install 'postflightd[web]'"
+#: postflightd is installed from a clone (the Install section of the README), not from an index:
+#: a bare `pip install 'postflightd[web]'` would ask an index for a project of that name.
+INSTALL_HINT: Final = (
+    "install postflightd again with it, from the directory holding your clone: "
+    "pipx install --force './postflightd[web]', or pip install './postflightd[web]' "
+    "into the environment postflightd runs in"
+)
 #: How often the trees and the journal are looked at: a change reaches the page within it.
 DEFAULT_POLL_S: Final = 0.2
 
