@@ -103,8 +103,12 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     _add_hook_parser(sub)
 
     history = sub.add_parser("history", help="what the journal recorded")
-    history.add_argument("--task", type=_journal_int, metavar="N")
-    history.add_argument("--session", metavar="S")
+    history.add_argument(
+        "--task", type=_journal_int, metavar="N", help="only the runs of task N (project_number)"
+    )
+    history.add_argument(
+        "--session", metavar="S", help="only the runs of session S (metadata.session_id)"
+    )
     history.add_argument(
         "--limit", type=_journal_int, default=200, metavar="N", help="the latest N runs (rows)"
     )
@@ -164,7 +168,10 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     )
     verify.add_argument("roots", nargs="*", metavar="ROOT", help="default: the project here")
     verify.add_argument(
-        "--since", default="24h", metavar="DURATION", help="90s, 10m, 24h, 7d, all (default 24h)"
+        "--since",
+        default="24h",
+        metavar="WHEN",
+        help="a duration back (90s, 10m, 24h, 7d), a date (2026-01-31), or all (default 24h)",
     )
     verify.add_argument(
         "--repair", action="store_true", help="re-apply the outcomes lost to non-locking writers"
