@@ -15,7 +15,8 @@ from enum import IntEnum
 class ExitCode(IntEnum):
     #: clean; an outcome applied; a report written
     OK = 0
-    #: findings (errors, or warnings with --strict), a stuck run, an outcome lost (verify)
+    #: findings (errors, or warnings with --strict), a stuck run, an outcome lost (verify),
+    #: changes init showed and did not write
     FINDINGS = 1
     #: a usage or configuration error; the project lock held past the wait
     USAGE = 2
