@@ -23,10 +23,33 @@ from postflightd.logs import get_logger
 log = get_logger()
 
 
-def _notes_path(pid: int) -> Path:
+def _notes_dir() -> Path:
     from platformdirs import user_state_path
 
-    return user_state_path("postflightd") / f"daemon-{pid}.json"
+    return user_state_path("postflightd")
+
+
+def _notes_path(pid: int) -> Path:
+    return _notes_dir() / f"daemon-{pid}.json"
+
+
+def _read_notes(path: Path) -> tuple[int | None, dict[str, str]]:
+    """The pid a notes file names and its notes by root; (None, {}) for a file that cannot be
+    read or is not a daemon's notes (a torn or foreign file is no note)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, {}
+    if not isinstance(data, dict):
+        return None, {}
+    pid, roots = data.get("pid"), data.get("roots")
+    notes = (
+        {str(r): n for r, n in roots.items() if isinstance(n, str)}
+        if isinstance(roots, dict)
+        else {}
+    )
+    usable = isinstance(pid, int) and not isinstance(pid, bool)
+    return (pid if usable else None), notes
 
 
 def write_daemon_notes(notes: Mapping[str, str]) -> None:
@@ -59,25 +82,18 @@ STALLED: Final = "stalled"
 def stalled_roots() -> dict[str, tuple[int, str]]:
     """root -> (pid, note) of the roots a live daemon reports stalled, read from the notes in
     the user state directory only."""
-    from platformdirs import user_state_path
-
     out: dict[str, tuple[int, str]] = {}
     try:
-        paths = list(user_state_path("postflightd").glob("daemon-*.json"))
+        paths = list(_notes_dir().glob("daemon-*.json"))
     except OSError:
         return out
     for path in paths:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        pid, notes = _read_notes(path)
+        if pid is None or not _alive(pid):
             continue
-        pid = data.get("pid") if isinstance(data, dict) else None
-        roots = data.get("roots") if isinstance(data, dict) else None
-        if not isinstance(pid, int) or not isinstance(roots, dict) or not _alive(pid):
-            continue
-        for root, note in roots.items():
-            if isinstance(note, str) and note.startswith(STALLED):
-                out[str(root)] = (pid, note)
+        for root, note in notes.items():
+            if note.startswith(STALLED):
+                out[root] = (pid, note)
     return out
 
 
@@ -95,10 +111,4 @@ def daemon_note(root: Path, pid: int | None) -> str | None:
     """The note the daemon with ``pid`` (the instance lock's holder) left for ``root``."""
     if not pid:
         return None
-    try:
-        data = json.loads(_notes_path(pid).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    roots = data.get("roots") if isinstance(data, dict) else None
-    note = roots.get(str(root)) if isinstance(roots, dict) else None
-    return note if isinstance(note, str) else None
+    return _read_notes(_notes_path(pid))[1].get(str(root))
