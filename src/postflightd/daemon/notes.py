@@ -48,7 +48,7 @@ def _read_notes(path: Path) -> tuple[int | None, dict[str, str]]:
         if isinstance(roots, dict)
         else {}
     )
-    usable = isinstance(pid, int) and not isinstance(pid, bool)
+    usable = isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
     return (pid if usable else None), notes
 
 

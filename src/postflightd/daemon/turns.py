@@ -17,6 +17,7 @@ is handed over at its next turn.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -41,13 +42,13 @@ TURN_GRACE_S: Final = 3.0
 
 
 def stall_after_s() -> float:
-    """STALL_S, or the test hook's value when set to a positive number."""
+    """STALL_S, or the test hook's value when set to a positive, finite number."""
     raw = os.environ.get(STALL_ENV)
     try:
         value = float(raw) if raw else STALL_S
     except ValueError:
         return STALL_S
-    return value if value > 0 else STALL_S
+    return value if math.isfinite(value) and value > 0 else STALL_S
 
 
 @dataclass(slots=True)
