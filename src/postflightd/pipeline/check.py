@@ -99,11 +99,13 @@ def check_file(
     )
 
 
-def rule_options(config: Config) -> RuleOptions:
-    """What the rules are told of ``config``."""
+def rule_options(config: Config, *, model: bool = True) -> RuleOptions:
+    """What the rules are told of ``config``; ``model``: whether a valid file's typed model is
+    wanted (to apply it), which a plain scan, reporting only, does without."""
     return RuleOptions(
         timeouts=config.timeouts.as_mapping(),
         check_artifacts=config.validation.check_artifacts,
+        model=model,
     )
 
 
@@ -186,7 +188,7 @@ class ScanFiles:
                     config=config,
                     policy=self.policy,
                     now=self.now,
-                    options=rule_options(config),
+                    options=rule_options(config, model=False),
                 )
                 yield from check_all(refs, check, project.root, self.positions)
 

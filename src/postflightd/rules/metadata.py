@@ -38,6 +38,7 @@ from postflightd.models.metadata import (
     type_from_folder,
 )
 from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
+from postflightd.rules.clean import is_clean
 from postflightd.rules.context import ArtifactProbe, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
@@ -69,6 +70,9 @@ FUTURE_TOLERANCE: Final = timedelta(minutes=5)
 class RuleOptions:
     timeouts: Mapping[str, float]
     check_artifacts: bool = True
+    #: the typed model of a valid document is wanted (postflight applies it); a plain scan,
+    #: which only reports, does without it, and a clean document then never meets pydantic.
+    model: bool = True
 
 
 @dataclass(slots=True)
@@ -493,14 +497,22 @@ def validate(
     raw_status = doc.get("status")
     status = _STATUS_BY_VALUE.get(raw_status) if isinstance(raw_status, str) else None
 
-    structural, model = structure(
-        MetadataFile,
-        doc,
-        "the document",
-        quote_hint=True,
-        on_status=lambda value: _status_finding(value, operation),
-    )
-    out = [*structural, *_schema_fields(doc)]
+    if is_clean(doc):
+        # Nothing for the model's type check, the blank and asked-for fields or the unknown
+        # fields to report (``rules.clean``): those passes are skipped, the rest run.
+        clean = True
+        out: list[Finding] = []
+        model = MetadataFile.model_validate(doc) if options.model else None
+    else:
+        clean = False
+        out, model = structure(
+            MetadataFile,
+            doc,
+            "the document",
+            quote_hint=True,
+            on_status=lambda value: _status_finding(value, operation),
+        )
+        out.extend(_schema_fields(doc))
     start = RunStart([], None)
     if status is not None:
         start = _run_start(doc, status, now)
@@ -515,5 +527,6 @@ def validate(
     stuck = _stuck(status, start.at, operation, timeout_s, now)
     if stuck is not None:
         out.append(stuck)
-    out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
+    if not clean:
+        out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
     return Validation(out, model, status, operation, start.at, timeout_s, stuck is not None)

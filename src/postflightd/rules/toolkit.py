@@ -369,6 +369,8 @@ def outside_root(path: str, *, absolute_allowed: bool) -> bool:
         return True
     if not absolute_allowed and (path.startswith(("/", "\\")) or _DRIVE_RE.match(path)):
         return True
+    if ".." not in path:
+        return False  # nothing climbs: the usual case, without splitting the path
     depth = 0
     for part in _SEPARATORS_RE.split(path):
         if part == "..":
