@@ -487,6 +487,61 @@ def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
         assert [probe(rel) for rel in rels] == expected
 
 
+def test_a_directory_the_reader_opened_is_not_lstat_again_and_answers_the_same(
+    tmp_path: Path,
+) -> None:
+    """``known_directory`` spares the probe the lstat of a task directory the reader has just
+    opened without following links; names that are not plain are ignored, not trusted."""
+    from postflightd.project.artifacts import artifact_probe
+
+    root = tmp_path / "root"
+    write_artifact(root, "specs/1_x/reports/r.md")
+    write_artifact(tmp_path, "outside/r.md")
+    (root / "specs" / "0_link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    rels = ["specs/1_x/reports/r.md", "specs/1_x/reports/none.md", "specs/0_link/r.md"]
+    expected = [artifact_probe(root)(rel) for rel in rels]
+    assert expected == [ArtifactState.OK, ArtifactState.MISSING, ArtifactState.OUTSIDE]
+    probe = artifact_probe(root)
+    probe.known_directory("specs/1_x")
+    for odd in ("specs/0_link/..", "specs//0_link", "./specs/0_link", "", "specs/0_link/."):
+        probe.known_directory(odd)
+    assert [probe(rel) for rel in rels] == expected
+
+
+def test_an_artifact_through_another_tasks_linked_directory_is_still_outside(
+    tmp_path: Path,
+) -> None:
+    """A task directory found a link when read (swapped in after the listing saw a
+    directory) is refused, never taken as a known directory: an artifact reached through it
+    is judged by the probe, outside the root."""
+    from datetime import UTC, datetime
+
+    from postflightd.config import Config
+    from postflightd.pipeline.check import check_file
+    from postflightd.project.root import Project
+    from postflightd.rules.findings import Policy
+
+    root = tmp_path / "root"
+    project(root, 1)
+    write_artifact(tmp_path, "outside/reports/r.md")
+    (root / "specs" / "0_link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    (tmp_path / "outside" / META_NAME).write_text(
+        json.dumps(researched_doc("0_link")), encoding="utf-8"
+    )
+    doc = researched_doc("1_task1")
+    doc["artifacts"][0]["path"] = "specs/0_link/reports/r.md"
+    write_meta(root, "1_task1", doc)
+    config, now = Config(), datetime.now(UTC)
+    specs = root / "specs"
+    with Project.open(root, config, read_only=True) as opened:
+        # As the listing would have named them, had 0_link been a directory then.
+        refs = [MetaFileRef(specs / d / META_NAME, d) for d in ("0_link", "1_task1")]
+        linked, one = (check_file(opened, ref, config, Policy(), now) for ref in refs)
+    assert [f.code for f in linked.findings] == ["PF100"]
+    assert [(f.code, f.location) for f in one.findings] == [("PF501", "artifacts[0].path")]
+    assert "resolves outside the project root" in one.findings[0].message
+
+
 # --- whole scans of bad input through the CLI -----------------------------------------------
 
 

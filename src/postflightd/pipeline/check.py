@@ -50,6 +50,9 @@ def check_file(
         loaded = Loaded(ref.path, failure=ref.refused or _no_specs(project))
     else:
         loaded, marker = read_task(project.specs, ref, config.validation.max_file_bytes)
+        if loaded.dir_identity is not None:
+            # Opened without following links: the artifact probe need not lstat it again.
+            project.probe.known_directory(f"{config.specs_dir}/{ref.task_dir}")
     findings: list[Finding] = []
     validation: Validation | None = None
     if parsed is None:

@@ -16,9 +16,8 @@ from postflightd.config import ROOT_CONFIG_NAME, Config
 from postflightd.errors import StateUnusableError, UsageError
 from postflightd.fs.directory import Directory, DirIdentity, RefusedError, StoreError, open_specs
 from postflightd.fs.locks import LOCK_NAME
-from postflightd.project.artifacts import artifact_probe
+from postflightd.project.artifacts import DiskProbe, artifact_probe
 from postflightd.project.state import StateView, load_state
-from postflightd.rules.context import ArtifactProbe
 from postflightd.rules.findings import state_unusable_text
 
 
@@ -35,7 +34,7 @@ class Project:
     root: Path
     specs_dir: Path
     state: StateView
-    probe: ArtifactProbe
+    probe: DiskProbe
     specs: Directory | None = None
     specs_problem: str | None = None
 
