@@ -25,7 +25,9 @@ with that many task directories, 5 % invalid metadata files and a fat state.json
 `postflightd scan --format json ROOT` and
 `check-jsonschema --schemafile <postflightd schema> specs/*/.return-meta.json`, each as a
 whole process whose wall time, CPU time (user + system) and peak RSS (wait4's ru_maxrss) are
-recorded; medians are printed, the floor's too. check-jsonschema is looked for beside this
+recorded; medians are printed, the floor's too, and where the scan's time goes (the same scan
+of a project with no metadata file: start-up; of one holding only the state.json: start-up and
+state.json; the rest: the files). check-jsonschema is looked for beside this
 interpreter, then on PATH (a bench-only `pip install check-jsonschema` into .venv; not a
 project dependency).
 """
@@ -348,6 +350,14 @@ def compare_jsonschema(
             if check_argv is not None and len("".join(files)) + 4 * len(files) > 1_500_000:
                 print("check-jsonschema: skipped (the file list exceeds the argument limit)")
                 check_argv = None
+            # Where the scan's time goes: the same scan of a project with no metadata file
+            # (start-up alone), then of one with only this state.json (start-up + state.json).
+            empty, state_only = tmp / "empty", tmp / "state_only"
+            (empty / "specs").mkdir(parents=True)
+            (empty / "specs" / "state.json").write_text('{"active_projects": []}\n')
+            (state_only / "specs").mkdir(parents=True)
+            shutil.copy(root / "specs" / "state.json", state_only / "specs" / "state.json")
+            parts: dict[Path, list[tuple[float, float, float]]] = {empty: [], state_only: []}
             ours: list[tuple[float, float, float]] = []
             floor: list[tuple[float, float, float]] = []
             theirs: list[tuple[float, float, float]] = []
@@ -366,6 +376,8 @@ def compare_jsonschema(
                     before.append(run_measured(base_argv, (1,), env=base_env))
                 if check_argv is not None:
                     theirs.append(run_measured(check_argv, (0, 1), cwd=root))
+                for part, rows in parts.items():
+                    rows.append(run_measured([*cmd, "scan", "--format", "json", str(part)], (0,)))
             for name, rows in (
                 ("postflightd scan --format json", ours),
                 ("  the same, --baseline src", before),
@@ -378,6 +390,13 @@ def compare_jsonschema(
                         f"peak {_med(rows, 2):.0f} MB  (median of {len(rows)}; wall "
                         f"min {_fmt(min(r[0] for r in rows))} max {_fmt(max(r[0] for r in rows))})"
                     )
+            start, with_state = _med(parts[empty], 0), _med(parts[state_only], 0)
+            print(
+                f"  where the scan's wall time goes: start-up {_fmt(start)} (a project with no "
+                f"metadata file), state.json {_fmt(with_state - start)}, the {size} files "
+                f"{_fmt(_med(ours, 0) - with_state)}; CPU: start-up "
+                f"{_fmt(_med(parts[empty], 1))}, the whole scan {_fmt(_med(ours, 1))}"
+            )
             print(
                 f"  scan / floor (wall): {_med(ours, 0) / _med(floor, 0):.2f}x"
                 f"  target <= {FLOOR_RATIO_TARGET:.0f}x"
