@@ -108,7 +108,9 @@ def run_scan(
         # A plain scan streams: each file is checked, reported and forgotten (flat memory).
         # Every root's specs_dir is checked before anything is printed (scan_files raises).
         streams = [
-            scan_files([root], configs[root], policies[root], now, only, positions=positions)
+            scan_files(
+                [root], configs[root], policies[root], now, only, positions=positions, model=False
+            )
             for root in resolved
         ]
         tally = Tally(strict=strict_any)

@@ -172,6 +172,9 @@ class ScanFiles:
     now: datetime
     only: Only = None
     positions: bool = False
+    #: each valid file's typed model is wanted (a dry run applies it); a plain scan, which
+    #: only reports, does without.
+    model: bool = True
 
     def reports(self, note: Callable[[str], None]) -> Iterator[FileReport]:
         config = self.config
@@ -191,7 +194,7 @@ class ScanFiles:
                     config=config,
                     policy=self.policy,
                     now=self.now,
-                    options=rule_options(config, model=False),
+                    options=rule_options(config, model=self.model),
                 )
                 yield from check_all(refs, check, project.root, self.positions)
 
@@ -204,12 +207,13 @@ def scan_files(
     only: Only = None,
     *,
     positions: bool = False,
+    model: bool = True,
 ) -> ScanFiles:
     """``scan``'s files as a stream; a configured specs_dir that is missing raises here, before
-    anything is checked or printed (ConfigError)."""
+    anything is checked or printed (ConfigError). ``model``: see ``ScanFiles.model``."""
     for root in roots:
         check_specs_dir(root, config)
-    return ScanFiles(list(roots), config, policy, now, only, positions)
+    return ScanFiles(list(roots), config, policy, now, only, positions, model)
 
 
 def check_specs_dir(root: Path, config: Config) -> None:
