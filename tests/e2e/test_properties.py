@@ -149,6 +149,7 @@ def contexts() -> st.SearchStrategy[TaskContext]:
         ),
         marker_session=st.one_of(st.none(), st.text(max_size=12)),
         marker_operation=st.one_of(st.none(), st.text(max_size=12)),
+        marker_findings=st.just(()),
     )
 
 
