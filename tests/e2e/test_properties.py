@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers.documents import json_paths
 from helpers.paths import FIXTURES
 from postflightd.config import Config
 from postflightd.models.files import META_NAME, parse_json
@@ -99,24 +100,12 @@ shaped_docs = st.fixed_dictionaries(
 )
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """Every path to a value inside a JSON document."""
-    out = [prefix]
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 @st.composite
 def mutated_examples(draw: st.DrawFn) -> Any:
     """A metadata example with a few values replaced, deleted or added anywhere."""
     doc = copy.deepcopy(draw(st.sampled_from(EXAMPLES)))
     for _ in range(draw(st.integers(min_value=1, max_value=4))):
-        paths = _paths(doc)
+        paths = json_paths(doc)
         path = draw(st.sampled_from(paths))
         if not path:
             doc = draw(st.one_of(json_values, st.just(doc)))

@@ -50,3 +50,15 @@ def researched_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
 def final_text(n: int) -> str:
     """A valid ``researched`` file for task n, compact and without a trailing newline."""
     return json.dumps(researched_doc(f"{n}_task{n}"), separators=(",", ":"))
+
+
+def json_paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside a JSON document, the document's own ``()`` first."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += json_paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += json_paths(v, (*prefix, i))
+    return out

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
+from helpers.documents import json_paths
 from helpers.paths import FIXTURES
 from postflightd.models.metadata import (
     Artifact,
@@ -205,24 +206,13 @@ near_values = st.sampled_from((*NEAR, *NEAR_CONTAINERS)).map(
 )  # a fresh container each time: a later step may add to it
 
 
-def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix] if prefix else []
-    if isinstance(value, dict):
-        for k, v in value.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 @st.composite
 def near_clean(draw: st.DrawFn) -> Any:
     """A clean example with one to three values replaced, removed or added: mostly documents
     one step from clean, where a wrong shortcut would show."""
     doc = copy.deepcopy(draw(st.sampled_from(CLEAN_EXAMPLES)))
     for _ in range(draw(st.integers(min_value=1, max_value=3))):
-        paths = _paths(doc)
+        paths = json_paths(doc)[1:]  # not the document itself
         path = draw(st.sampled_from(paths))
         holder = doc
         for part in path[:-1]:
