@@ -220,7 +220,7 @@ def test_check_file_on_disk_never_raises(tmp_path: Path, content: bytes, marker:
     else:
         marker_path.write_bytes(marker if isinstance(marker, bytes) else marker.encode())
     config = Config()
-    ref = MetaFileRef(task / META_NAME, task.name)
+    ref = MetaFileRef.at(task / META_NAME)
     with Project.open(tmp_path, config) as project:
         report = check_file(project, ref, config, Policy(), NOW)
     _check(report.findings)

@@ -20,6 +20,7 @@ from postflightd.fs.directory import Directory, open_specs
 from postflightd.models.files import META_NAME, parse_json
 from postflightd.project.metadata import Loaded, Marker, read_marker, read_task, task_context
 from postflightd.project.metafiles import (
+    TASK_DIR_RE,
     MetaFileRef,
     MetaFiles,
     find_metadata_files,
@@ -36,7 +37,7 @@ def read_metadata(path: Path, limit: int = LIMIT) -> Loaded:
     """``specs/<task>/<file>`` read as every command reads it: its task directory opened once."""
     path.parent.parent.mkdir(parents=True, exist_ok=True)
     with Directory.anchor(path.parent.parent) as specs:
-        loaded, _ = read_task(specs, MetaFileRef(path, path.parent.name), limit)
+        loaded, _ = read_task(specs, MetaFileRef.at(path), limit)
     return loaded
 
 
@@ -242,6 +243,40 @@ def test_padded_and_unpadded_task_dirs_are_found(tmp_path: Path) -> None:
     assert parse_task_dir("14_unpadded") == (14, "unpadded")
     assert parse_task_dir("not_a_task") is None
     assert parse_task_dir("14") is None
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "14_x",
+        "014_a_b",
+        "0_x",
+        "14_",
+        "_x",
+        "14",
+        "x_14",
+        "14_a b",
+        "14_a\tb",
+        "14_a\u00a0b",
+        "14_a\u2028b",
+        "14_a\x1cb",
+        "14_\u00e9t\u00e9",
+        "14_\u200bx",
+        "\u0662\u0666_x",
+        "\u00b9_x",
+        "1\u00b2_x",
+        "14__x",
+        "14_x_",
+        "+14_x",
+        "1 4_x",
+    ],
+)
+def test_a_task_directory_name_is_read_as_its_pattern_says(name: str) -> None:
+    """The string-method reading of a name agrees with the pattern on every kind of name:
+    whitespace of any script in the slug, digits other than ASCII, no slug, no number."""
+    match = TASK_DIR_RE.fullmatch(name)
+    expected = (int(match.group(1)), match.group(2)) if match else None
+    assert parse_task_dir(name) == expected
 
 
 def test_symlinked_task_dir_is_refused_not_entered(tmp_path: Path) -> None:

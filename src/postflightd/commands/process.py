@@ -78,9 +78,7 @@ def run_process(
         for _ in range(3):
             with Project.open(root, config) as project:
                 project.require_specs()
-                ref = MetaFileRef(
-                    project.specs_dir / path.parent.name / META_NAME, path.parent.name
-                )
+                ref = MetaFileRef.at(project.specs_dir / path.parent.name / META_NAME)
                 (report,) = apply_files(
                     project, [ref], config, chosen, journal, datetime.now(UTC), interrupted=True
                 )
@@ -119,7 +117,7 @@ def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> 
     """``process --dry-run``: the diff of state.json and TODO.md it would write; no writes."""
     now = datetime.now(UTC)
     with Project.open(root, config) as project:
-        report = check_file(project, MetaFileRef(path, path.parent.name), config, chosen, now)
+        report = check_file(project, MetaFileRef.at(path), config, chosen, now)
         refusal, code = None, ExitCode.OK
         if not project.state.usable:
             refusal = state_unusable_text("state.json is unusable")

@@ -492,7 +492,7 @@ class WatchedRoot:
             self.checked[path] = mono
             # No symlink check here: the file is read (later) relative to its task directory,
             # opened then without following links, so a link is refused whenever it appears.
-            refs.append(MetaFileRef(meta, task_dir.name))
+            refs.append(MetaFileRef.at(meta))
         for n, chunk in enumerate(_chunks(refs, BATCH_MAX)):
             if shared.stopping():
                 return  # the files stay on disk; the next start picks them up
@@ -516,14 +516,14 @@ class WatchedRoot:
                         lock_timeout_s=LOCK_WAIT_S,
                     )
                 except LockTimeoutError as exc:
-                    self._lock_busy([str(r.path) for r in refs[n * BATCH_MAX :]], exc)
+                    self._lock_busy([r.path_text for r in refs[n * BATCH_MAX :]], exc)
                     return
                 except Exception as exc:  # one bad batch must not stop the daemon
                     log.exception("postflight_failed", root=str(self.root), error=str(exc))
                     continue
             # The batch had the lock: its files held back by a busy lock before (a rescan met
             # them again) are done with it.
-            self.lock_busy.difference_update(str(r.path) for r in chunk)
+            self.lock_busy.difference_update(r.path_text for r in chunk)
             if self.lock_busy_since is not None and not self.lock_busy:
                 log.info(
                     "lock_free",
@@ -593,7 +593,7 @@ class WatchedRoot:
     def _after(self, report: FileReport, now: datetime) -> None:
         """Follow up one file's outcome: the run table, the log, retries."""
         runs = self.shared.runs
-        path = str(report.path)
+        path = report.path_text
         outcome = report.outcome
         if outcome is Outcome.DEFERRED:
             # Maybe still being written: wait for its next event or for it to settle.
@@ -674,9 +674,7 @@ class WatchedRoot:
         runs = shared.runs
         path = self.specs_dir / run.sighting.task_dir / META_NAME
         with self._project() as project:
-            report = check_file(
-                project, MetaFileRef(path, run.sighting.task_dir), self.config, self.policy, now
-            )
+            report = check_file(project, MetaFileRef.at(path), self.config, self.policy, now)
             if not report.path.exists():
                 self.gone(str(path))
                 return
@@ -700,7 +698,7 @@ class WatchedRoot:
         """errors.json's timeout record and the journal's row for a run just flagged stuck; a
         lock held by another writer postpones them to the next reconciliation (``retry_stuck``).
         """
-        path = str(report.path)
+        path = report.path_text
         try:
             record_stuck(project, report, self.config, self.shared.journal, now, LOCK_WAIT_S)
         except LockTimeoutError as exc:
@@ -731,9 +729,7 @@ class WatchedRoot:
                 return
             meta = Path(path)
             with self._project() as project:
-                report = check_file(
-                    project, MetaFileRef(meta, meta.parent.name), self.config, self.policy, now
-                )
+                report = check_file(project, MetaFileRef.at(meta), self.config, self.policy, now)
                 if not report.stuck or not report.path.exists():
                     # Finished, rewritten or gone since: nothing stuck to record any more.
                     self.stuck_unrecorded.discard(path)

@@ -47,7 +47,7 @@ def check_file(
     number = parsed[0] if parsed else None
     marker = None
     if ref.refused is not None or project.specs is None:
-        loaded = Loaded(ref.path, failure=ref.refused or _no_specs(project))
+        loaded = Loaded(failure=ref.refused or _no_specs(project))
     else:
         loaded, marker = read_task(project.specs, ref, config.validation.max_file_bytes)
         if loaded.dir_identity is not None:
@@ -86,7 +86,7 @@ def check_file(
     doc = loaded.doc if isinstance(loaded.doc, dict) else {}
     return FileReport(
         root=project.root,
-        path=ref.path,
+        path_text=ref.path_text,
         task=number,
         findings=cap_findings(kept),
         # Judged by what is shown: a file is invalid exactly when a kept finding fails it, so
@@ -233,5 +233,5 @@ def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
     refs: Sequence[MetaFileRef] = MetaFiles.find(project.require_specs())
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:
-        refs = [r for r in refs if str(r.path) in wanted]
+        refs = [r for r in refs if r.path_text in wanted]
     return refs

@@ -158,18 +158,22 @@ def _row(report: FileReport, positions: bool = False) -> _Row:
     return (report.task, report.raw_status, report.session, report.valid, report.stuck, findings)
 
 
+#: A row's file as the parent knows it: its bytes and document stayed in the worker.
+_NOT_SENT = Loaded()
+
+
 def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
     task, raw_status, session, valid, stuck, findings = row
     return FileReport(
         root=root,
-        path=ref.path,
+        path_text=ref.path_text,
         task=task,
         findings=[
             Finding(c, Severity(sev), loc, msg, line, col)
             for c, sev, loc, msg, line, col in findings
         ],
         valid=valid,
-        loaded=Loaded(ref.path),
+        loaded=_NOT_SENT,
         raw_status=raw_status,
         session=session,
         stuck=stuck,

@@ -43,7 +43,8 @@ class FileReport:
     """What the pipeline found for one metadata file."""
 
     root: Path
-    path: Path
+    #: the metadata file's path as text (``path`` builds the ``Path``: a JSON scan needs none)
+    path_text: str
     task: int | None
     findings: list[Finding]
     valid: bool
@@ -60,9 +61,13 @@ class FileReport:
     recorded_before: bool = False
 
     @property
+    def path(self) -> Path:
+        return Path(self.path_text)
+
+    @property
     def rel_path(self) -> str:
         # String slicing, not Path.relative_to: this runs for every file of a 10,000-file scan.
-        path, root = str(self.path), str(self.root)
+        path, root = self.path_text, str(self.root)
         if path.startswith(root + os.sep):
             return path[len(root) + 1 :].replace(os.sep, "/")
         return path.replace(os.sep, "/")

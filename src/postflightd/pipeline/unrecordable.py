@@ -46,7 +46,7 @@ def _encodes(text: str | None) -> bool:
 def unrecordable(report: FileReport) -> Finding | None:
     """PF106 when the journal cannot store this file's row (every outcome writes one)."""
     if not _encodes(str(report.root)) or not _encodes(report.rel_path):
-        where = printable(str(report.path))
+        where = printable(report.path_text)
         return finding(
             "PF106",
             "",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,16 +27,36 @@ TASK_DIR_RE: Final = re.compile(r"([0-9]+)_(\S+)")
 
 @dataclass(frozen=True, slots=True)
 class MetaFileRef:
-    """A metadata file found under a specs directory."""
+    """A metadata file found under a specs directory.
 
-    path: Path
+    Its path is kept as text, and ``path`` builds the ``Path`` when asked: a scan that prints
+    JSON never needs one, and building one per file cost 3.5 us of a file's 100.
+    """
+
+    path_text: str
     task_dir: str
     #: set when the path is refused without reading it (a symlinked task directory).
     refused: Finding | None = None
 
+    @property
+    def path(self) -> Path:
+        return Path(self.path_text)
+
+    @classmethod
+    def at(cls, path: Path) -> MetaFileRef:
+        """The ref of the metadata file ``path`` (``specs/<task directory>/<file>``)."""
+        return cls(str(path), path.parent.name)
+
 
 def parse_task_dir(name: str) -> tuple[int, str] | None:
     """``259_prove_completeness`` / ``014_x`` -> (number, slug); None if not of that form."""
+    number, sep, slug = name.partition("_")
+    # The common name answered with string methods (the pattern cost twice as much, three
+    # times a file): ASCII digits, "_", then printable characters but the space, which holds
+    # no whitespace. Anything else is the pattern's to judge.
+    plain = slug.isprintable() and " " not in slug
+    if sep and slug and plain and number.isdigit() and number.isascii():
+        return int(number), slug
     match = TASK_DIR_RE.fullmatch(name)
     if match is None:
         return None
@@ -55,44 +74,42 @@ def task_link_refused(name: str) -> Finding:
 
 
 def find_metadata_files(specs: Directory) -> Iterator[MetaFileRef]:
-    """Every ``specs/*/.return-meta.json`` one level down, never entering a symlinked dir."""
-    base = str(specs.path)
-    for name, refused in _metadata_dirs(specs):
-        # One Path per file, built from a string: pathlib's parsing was a fifth of a scan.
-        yield MetaFileRef(Path(base + os.sep + name + os.sep + META_NAME), name, refused)
+    """Every ``specs/*/.return-meta.json`` one level down, never entering a symlinked dir, by
+    the task directories' names."""
+    prefix, suffix = str(specs.path) + os.sep, os.sep + META_NAME
+    for name, refused in sorted(_metadata_dirs(specs)):
+        yield MetaFileRef(prefix + name + suffix, name, refused)
 
 
-def _metadata_dirs(specs: Directory) -> Iterator[tuple[str, Finding | None]]:
-    """(task directory name, why it is refused or None) of each metadata file, by name."""
+def _metadata_dirs(specs: Directory) -> list[tuple[str, Finding | None]]:
+    """(task directory name, why it is refused or None) of each metadata file, as listed."""
     try:
-        entries = sorted(specs.names(), key=lambda e: e.name)
+        entries = specs.names()
     except OSError as exc:
         # Not a per-file finding: an unlistable specs directory would look empty, and an
         # empty scan passes CI.
         raise UsageError(
             f"{specs.path}: cannot list the specs directory: {exc.strerror}; check its permissions"
         ) from None
+    found: list[tuple[str, Finding | None]] = []
+    fd = specs.fd
     for entry in entries:
-        # Interned: a Path interns its parts, so a ref's task_dir and its path's component
-        # are one string, not two (6 MB at 100,000 files, held for the scan).
-        name = sys.intern(entry.name)
-        # Relative to the specs directory's descriptor; ``name`` is known not to be a link
-        # (d_type) and the read that follows opens it with O_NOFOLLOW whatever it is by then.
-        rel = name + os.sep + META_NAME
-        try:
-            if entry.is_symlink():
-                # Never follow a task directory link (it may lead out of the root), but say so
-                # when it would have held a metadata file (an lstat: nothing is read).
-                os.stat(rel, dir_fd=specs.fd, follow_symlinks=False)
-                refused: Finding | None = task_link_refused(name)
-            elif entry.is_dir(follow_symlinks=False):
-                os.stat(rel, dir_fd=specs.fd, follow_symlinks=False)
-                refused = None
-            else:
-                continue
-        except OSError:
+        # A symbolic link is never followed into (it may lead out of the root), but it is
+        # reported when it would have held a metadata file; anything else is not a task.
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if not is_dir and not entry.is_symlink():
             continue
-        yield name, refused
+        name = entry.name
+        # Relative to the specs directory's descriptor (the read that follows opens the task
+        # directory with O_NOFOLLOW whatever it is by then), and asked with faccessat, which
+        # builds no stat result: half the cost of an lstat (11 against 22 ms at 10,000 task
+        # directories). Nothing is read.
+        if os.access(name + _META_SUFFIX, os.F_OK, dir_fd=fd, follow_symlinks=False):
+            found.append((name, None if is_dir else task_link_refused(name)))
+    return found
+
+
+_META_SUFFIX: Final = os.sep + META_NAME
 
 
 def task_order(task_dir: str) -> tuple[int, int, str]:
@@ -120,7 +137,7 @@ class MetaFiles(Sequence[MetaFileRef]):
         start: int = 0,
         stop: int | None = None,
     ) -> None:
-        self._base = base
+        self._base = base if base.endswith(os.sep) else base + os.sep
         self._names = names
         self._refused = refused
         self._start = start
@@ -129,19 +146,27 @@ class MetaFiles(Sequence[MetaFileRef]):
     @classmethod
     def find(cls, specs: Directory) -> MetaFiles:
         """``find_metadata_files`` of ``specs``, in task order."""
-        names: list[str] = []
         refused: dict[str, Finding] = {}
+        # Sorted by name, then (stably) by number: ``task_order``'s order, without a tuple
+        # key per name to build and compare (8.6 against 5 ms at 10,000).
+        numbers: dict[str, int] = {}
+        others: list[str] = []
         for name, why in _metadata_dirs(specs):
-            names.append(name)
             if why is not None:
                 refused[name] = why
-        names.sort(key=task_order)
+            parsed = parse_task_dir(name)
+            if parsed is None:
+                others.append(name)
+            else:
+                numbers[name] = parsed[0]
+        names = sorted(numbers)
+        names.sort(key=numbers.__getitem__)
+        names += sorted(others)
         return cls(str(specs.path), names, refused)
 
     def _ref(self, name: str) -> MetaFileRef:
-        # The same string find_metadata_files builds its Path from.
-        path = Path(self._base + os.sep + name + os.sep + META_NAME)
-        return MetaFileRef(path, name, self._refused.get(name))
+        # The same text find_metadata_files gives.
+        return MetaFileRef(self._base + name + _META_SUFFIX, name, self._refused.get(name))
 
     def __len__(self) -> int:
         return self._stop - self._start

@@ -46,7 +46,7 @@ def report_process_dry_run(
     from postflightd.reporters.scan import finding_line, positioned
 
     for f in positioned(report):
-        out.write(f"{inert(display_path(report.path, cwd))}:{finding_line(f)}\n")
+        out.write(f"{inert(display_path(report.path_text, cwd))}:{finding_line(f)}\n")
     if refusal is not None:
         out.write(f"dry run: {refusal}, so nothing would be applied\n")
         return

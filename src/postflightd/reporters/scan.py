@@ -49,11 +49,11 @@ def write_text(scanned: Scanned, out: TextIO, options: Options | None = None) ->
     applied: list[tuple[str, int | None]] = []
     for file in files:
         if file.findings:
-            path = paint(inert(display_path(file.path, o.cwd)), "bold", o.color)
+            path = paint(inert(display_path(file.path_text, o.cwd)), "bold", o.color)
             for f in positioned(file):
                 out.write(f"{path}:{finding_line(f, o.color)}\n")
         if o.verbose and file.outcome is not None and file.outcome.value == "applied":
-            applied.append((display_path(file.path, o.cwd), file.task))
+            applied.append((display_path(file.path_text, o.cwd), file.task))
     if o.quiet:
         return
     for shown, task in applied:
@@ -168,7 +168,7 @@ def write_github(scanned: Scanned, out: TextIO, options: Options | None = None) 
     """One workflow command per finding, with line and column where the finding has them."""
     o = options or Options()  # no summary: annotations only
     for file in scanned.files:
-        path = display_path(file.path, o.cwd)
+        path = display_path(file.path_text, o.cwd)
         for f in positioned(file):
             out.write(github_annotation(f, path) + "\n")
 
@@ -233,7 +233,7 @@ def _sarif_results(file: FileReport, cwd: str, results: list[dict[str, Any]]) ->
     """Append one result per finding of ``file`` (ruleIndex filled in by the caller)."""
     from urllib.parse import quote
 
-    shown = display_path(file.path, cwd)
+    shown = display_path(file.path_text, cwd)
     # Relative to the checkout (code scanning's %SRCROOT%), or an absolute file: URI.
     artifact: dict[str, Any] = (
         {"uri": "file://" + quote(shown)}
