@@ -33,13 +33,15 @@ def parse_json(raw: bytes, what: str = "the file") -> tuple[Any, str | None]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
-    if text.startswith("\ufeff"):
-        return None, "starts with a byte-order mark: write plain UTF-8 without a BOM"
-    if not text.strip():
-        return None, f"{what} is empty"
     try:
         return _DECODER.decode(text), None
     except json.JSONDecodeError as exc:
+        # A byte-order mark and an empty text never decode: they are named only here, so
+        # that a good file is not copied (strip) to find out that it is not empty.
+        if text.startswith("\ufeff"):
+            return None, "starts with a byte-order mark: write plain UTF-8 without a BOM"
+        if not text.strip():
+            return None, f"{what} is empty"
         return None, json_problem(exc, what)
     except ValueError as exc:
         return None, str(exc)
