@@ -82,7 +82,7 @@ def check_file(
                 ": postflight is impossible until it is fixed (the metadata file is kept)",
             )
         )
-    kept = policy.apply(findings)
+    kept = policy.apply(findings) if findings else findings
     doc = loaded.doc if isinstance(loaded.doc, dict) else {}
     return FileReport(
         root=project.root,
@@ -91,7 +91,7 @@ def check_file(
         findings=cap_findings(kept),
         # Judged by what is shown: a file is invalid exactly when a kept finding fails it, so
         # the summary, the exit code and each file's findings agree under --select/--ignore.
-        valid=not policy.fails(kept),
+        valid=not (kept and policy.fails(kept)),
         loaded=loaded,
         validation=validation,
         raw_status=get_str(doc, "status"),

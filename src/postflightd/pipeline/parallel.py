@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from io import BufferedReader
 from pathlib import Path
+from typing import Final
 
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import Loaded
@@ -158,6 +159,9 @@ def _row(report: FileReport, positions: bool = False) -> _Row:
     return (report.task, report.raw_status, report.session, report.valid, report.stuck, findings)
 
 
+#: Severities by value: a dictionary look-up, not the enumeration's call, per finding.
+_SEVERITIES: Final = {s.value: s for s in Severity}
+
 #: A row's file as the parent knows it: its bytes and document stayed in the worker.
 _NOT_SENT = Loaded()
 
@@ -169,9 +173,11 @@ def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
         path_text=ref.path_text,
         task=task,
         findings=[
-            Finding(c, Severity(sev), loc, msg, line, col)
+            Finding(c, _SEVERITIES[sev], loc, msg, line, col)
             for c, sev, loc, msg, line, col in findings
-        ],
+        ]
+        if findings
+        else [],
         valid=valid,
         loaded=_NOT_SENT,
         raw_status=raw_status,

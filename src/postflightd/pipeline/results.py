@@ -99,7 +99,7 @@ class FileReport:
             "status": self.raw_status,
             "valid": self.valid,
             "stuck": self.stuck,
-            "findings": [f.to_json() for f in self.findings],
+            "findings": [f.to_json() for f in self.findings] if self.findings else [],
         }
         if self.outcome is not None:
             out["outcome"] = self.outcome.value

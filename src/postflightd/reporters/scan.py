@@ -100,18 +100,19 @@ def write_json(scanned: Scanned, out: TextIO, options: Options | None = None) ->
         out.write(',\n  "summary": ' + _nested(tally.summary(), 1) + "\n}\n")
         return
     out.write('{"roots": ' + json_text([str(r) for r in roots]) + ', "files": [')
-    # Entries are written a batch at a time: a write per entry cost 15 us each (0.15 s for
-    # 10,000 files), a batch bounds what is held to _BATCH entries.
-    batch: list[str] = []
+    # Entries are encoded and written a batch at a time: a write per entry cost 15 us each
+    # (0.15 s for 10,000 files), an encoding per entry 1.3 us; a batch bounds what is held to
+    # _BATCH entries. A list's JSON is its entries' joined by ", ", in brackets.
+    batch: list[dict[str, Any]] = []
     first = True
     for file in files:
-        batch.append(json_text(file.to_json()))
+        batch.append(file.to_json())
         if len(batch) == _BATCH:
-            out.write(("" if first else ", ") + ", ".join(batch))
+            out.write(("" if first else ", ") + json_text(batch)[1:-1])
             batch.clear()
             first = False
     if batch:
-        out.write(("" if first else ", ") + ", ".join(batch))
+        out.write(("" if first else ", ") + json_text(batch)[1:-1])
     out.write('], "summary": ' + json_text(tally.summary()) + "}\n")
 
 
