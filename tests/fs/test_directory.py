@@ -126,6 +126,15 @@ def test_read_goes_on_past_the_size_fstat_gave(specs: Directory) -> None:
         assert len(proc.read("status", 10)[0]) == 11  # the bound: limit + 1
 
 
+def test_a_file_larger_than_one_read_is_read_whole_and_bounded(specs: Directory) -> None:
+    """Past the first read of a megabyte, the rest is read on, up to the limit and a byte."""
+    data = bytes(range(256)) * (10 * 1024 + 3)  # 2.5 MiB and a little
+    (specs.path / "large").write_bytes(data)
+    assert specs.read("large")[0] == data
+    assert specs.read("large", len(data))[0] == data
+    assert specs.read("large", len(data) - 1)[0] == b""  # its size says "too large"
+
+
 def test_exists_never_follows_a_link(tmp_path: Path, specs: Directory) -> None:
     """Anything of that name counts, a link as itself (even one that leads nowhere)."""
     (specs.path / "file").write_text("x")

@@ -116,8 +116,21 @@ def test_valid_file_is_read_and_parsed(tmp_path: Path) -> None:
         ('{"a": NaN}', "NaN"),
         ('{"a": 1} {"b": 2}', "more text after the end of the JSON value"),
         ("\ufeff{}", "byte-order mark"),
+        ("\ufeff", "byte-order mark"),
+        ("\u00a0\u2003\n", "empty"),
     ],
-    ids=["truncated-key", "truncated-array", "empty", "blank", "plain-text", "nan", "two", "bom"],
+    ids=[
+        "truncated-key",
+        "truncated-array",
+        "empty",
+        "blank",
+        "plain-text",
+        "nan",
+        "two",
+        "bom",
+        "bom-alone",
+        "unicode-blank",
+    ],
 )
 def test_unparseable_text_is_pf102(tmp_path: Path, content: str, message: str) -> None:
     path = write_meta(tmp_path, "1_x", content)
