@@ -167,17 +167,16 @@ _NOT_SENT = Loaded()
 
 
 def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
-    task, raw_status, session, valid, stuck, findings = row
+    task, raw_status, session, valid, stuck, finding_rows = row
+    findings = [
+        Finding(c, _SEVERITIES[sev], loc, msg, line, col)
+        for c, sev, loc, msg, line, col in finding_rows
+    ]
     return FileReport(
         root=root,
         path_text=ref.path_text,
         task=task,
-        findings=[
-            Finding(c, _SEVERITIES[sev], loc, msg, line, col)
-            for c, sev, loc, msg, line, col in findings
-        ]
-        if findings
-        else [],
+        findings=findings,
         valid=valid,
         loaded=_NOT_SENT,
         raw_status=raw_status,

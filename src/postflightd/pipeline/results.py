@@ -62,6 +62,7 @@ class FileReport:
 
     @property
     def path(self) -> Path:
+        """The metadata file's path, built when asked."""
         return Path(self.path_text)
 
     @property

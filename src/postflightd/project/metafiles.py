@@ -51,9 +51,9 @@ class MetaFileRef:
 def parse_task_dir(name: str) -> tuple[int, str] | None:
     """``259_prove_completeness`` / ``014_x`` -> (number, slug); None if not of that form."""
     number, sep, slug = name.partition("_")
-    # The common name answered with string methods (the pattern cost twice as much, three
-    # times a file): ASCII digits, "_", then printable characters but the space, which holds
-    # no whitespace. Anything else is the pattern's to judge.
+    # The common name answered with string methods (0.37 against the pattern's 0.54 us, and a
+    # scan asks three times a file): ASCII digits, "_", then printable characters but the
+    # space, which holds no whitespace. Anything else is the pattern's to judge.
     plain = slug.isprintable() and " " not in slug
     if sep and slug and plain and number.isdigit() and number.isascii():
         return int(number), slug
@@ -102,7 +102,7 @@ def _metadata_dirs(specs: Directory) -> list[tuple[str, Finding | None]]:
         name = entry.name
         # Relative to the specs directory's descriptor (the read that follows opens the task
         # directory with O_NOFOLLOW whatever it is by then), and asked with faccessat, which
-        # builds no stat result: half the cost of an lstat (11 against 22 ms at 10,000 task
+        # builds no stat result: half the cost of an lstat (14 against 25 ms at 10,000 task
         # directories). Nothing is read.
         if os.access(name + _META_SUFFIX, os.F_OK, dir_fd=fd, follow_symlinks=False):
             found.append((name, None if is_dir else task_link_refused(name)))
@@ -148,7 +148,7 @@ class MetaFiles(Sequence[MetaFileRef]):
         """``find_metadata_files`` of ``specs``, in task order."""
         refused: dict[str, Finding] = {}
         # Sorted by name, then (stably) by number: ``task_order``'s order, without a tuple
-        # key per name to build and compare (8.6 against 5 ms at 10,000).
+        # key per name to build and compare.
         numbers: dict[str, int] = {}
         others: list[str] = []
         for name, why in _metadata_dirs(specs):
