@@ -96,8 +96,12 @@ def _metadata_dirs(specs: Directory) -> list[tuple[str, Finding | None]]:
     for entry in entries:
         # A symbolic link is never followed into (it may lead out of the root), but it is
         # reported when it would have held a metadata file; anything else is not a task.
-        is_dir = entry.is_dir(follow_symlinks=False)
-        if not is_dir and not entry.is_symlink():
+        try:
+            # d_type, or an lstat where the file system does not give it (which can fail).
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if not is_dir and not entry.is_symlink():
+                continue
+        except OSError:
             continue
         name = entry.name
         # Relative to the specs directory's descriptor (the read that follows opens the task
