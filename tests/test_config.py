@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from postflightd.config import (
     Config,
     find_config_file,
     load_config,
+    parse_config,
     user_config_path,
 )
 from postflightd.errors import ConfigError
@@ -97,7 +99,7 @@ def test_example_config_file_is_valid() -> None:
     """config.example.toml documents every key with its default: it loads to the defaults."""
     example = Path(__file__).parent.parent / "config.example.toml"
     config = load_config(str(example))
-    assert config.model_dump() == Config().model_dump()
+    assert replace(config, source="") == Config()
 
 
 def test_full_config_is_read(tmp_path: Path) -> None:
@@ -327,5 +329,31 @@ def test_a_specs_dir_that_is_not_a_plain_path_is_exit_2_and_init_writes_nothing(
 
 
 def test_a_plain_nested_specs_dir_with_a_space_inside_is_allowed(tmp_path: Path) -> None:
-    config = Config.model_validate({"specs_dir": ".claude/my specs"})
+    config = parse_config({"specs_dir": ".claude/my specs"}, "test")
     assert config.specs_dir == ".claude/my specs"
+
+
+@pytest.mark.parametrize("key", ["source", "file_keys"])
+def test_what_the_loader_fills_in_is_not_a_key(tmp_path: Path, key: str) -> None:
+    """Where the configuration came from and which keys it set are the loader's to say."""
+    path = _write(tmp_path / "c.toml", f'{key} = "elsewhere.toml"\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(str(path))
+    assert str(raised.value) == f"{path}: bad configuration: unknown key {key!r}"
+
+
+def test_the_keys_a_file_sets_are_kept_and_the_defaults_set_none(tmp_path: Path) -> None:
+    path = _write(tmp_path / "c.toml", 'specs_dir = "specs"\n[hook]\napply = false\n')
+    assert load_config(str(path)).file_keys == {"specs_dir", "hook"}
+    assert Config().file_keys == frozenset()
+
+
+def test_a_table_given_as_a_value_names_the_table(tmp_path: Path) -> None:
+    path = _write(tmp_path / "c.toml", "hook = 1\n[postflight]\nstatus_map = []\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(str(path))
+    assert str(raised.value) == (
+        f"{path}: bad configuration: key 'postflight.status_map': should be a valid dictionary "
+        "or instance of StatusMap (got []); key 'hook': should be a valid dictionary or instance "
+        "of HookConfig (got 1)"
+    )

@@ -8,6 +8,10 @@ A project's own file is in the tree agents write, so it may set only what concer
 project's files (``USER_ONLY_KEYS`` are refused there): what acts beyond the project (the
 journal every project shares, the process's log, which roots are watched and how) comes from
 the user's configuration (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, the defaults).
+
+The configuration is plain data: frozen dataclasses, one per table, each field the one
+definition of a key (name, type, default, bounds). Without a file nothing is validated; a
+file's tables are validated into the same classes by pydantic, imported only to read one.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from annotated_types import Ge, Gt, Le
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
@@ -62,13 +68,44 @@ MAX_SETTLE_MS: Final = 60_000
 MAX_STATUS_CHARS: Final = 64
 
 
-def _seconds(default: float, most: float) -> Any:
-    return Field(default=default, gt=0, le=most, allow_inf_nan=False)
+# What pydantic reads when it validates a file's tables (``_adapter``): the bounds as
+# ``Annotated`` metadata, the checks as ``_Check``, and this on every section.
+_PYDANTIC_CONFIG: Final = {"extra": "forbid", "strict": True, "allow_inf_nan": False}
 
 
-class _Section(BaseModel):
-    # forbid: a typo in a key must be an error, not silently ignored.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class _Check:
+    """``Annotated`` metadata: ``check`` run by pydantic on a file's value after the type's
+    own validation (``before``: on the raw value, before it). Raising ValueError refuses it."""
+
+    __slots__ = ("before", "check")
+
+    def __init__(self, check: Callable[[Any], Any], *, before: bool = False) -> None:
+        self.check = check
+        self.before = before
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        if self.before:
+            return core_schema.no_info_before_validator_function(self.check, handler(source))
+        return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+
+class _Section:
+    __slots__ = ()
+    # forbid: a typo in a key must be an error, not silently ignored. strict: a TOML string is
+    # never read as a number or a boolean. Infinity and NaN are refused (see the bounds above).
+    __pydantic_config__ = _PYDANTIC_CONFIG
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        # A table arrives as a dict: strict on the section itself would want an instance.
+        schema["strict"] = False
+        for entry in schema["schema"]["fields"]:
+            if entry["name"] in _NOT_KEYS:
+                entry["init"] = False  # filled in by the loader, never read from a file
+        return schema
 
 
 def _codes(value: list[str]) -> list[str]:
@@ -78,97 +115,133 @@ def _codes(value: list[str]) -> list[str]:
         raise ValueError(str(exc)) from exc
 
 
+def _severity_codes(value: Any) -> Any:
+    if isinstance(value, dict):
+        _codes(list(value))
+        return {
+            str(k).upper(): Severity(v) if v in ("error", "warning") else v
+            for k, v in value.items()
+        }
+    return value
+
+
+def _status_word(value: str) -> str:
+    # Written into state.json and shown in every report: a word, not a document.
+    if not value.strip() or len(value) > MAX_STATUS_CHARS or inert(value) != value:
+        raise ValueError(
+            f"must be a status word of at most {MAX_STATUS_CHARS} characters, without "
+            "control characters, e.g. 'completed'"
+        )
+    return value
+
+
+def _plain_name(value: str) -> str:
+    # These are written: a path would let a project's own configuration (which agents
+    # can write) send the writes out of the specs directory.
+    if not value.strip() or value in {".", ".."} or "/" in value or inert(value) != value:
+        raise ValueError(
+            "must be a plain file name inside the specs directory (no '/', not '..', no "
+            "control characters), "
+            "e.g. 'state.json'"
+        )
+    return value
+
+
+def _relative(value: str) -> str:
+    parts = Path(value).parts
+    if (
+        not value.strip()
+        or "\0" in value
+        or Path(value).is_absolute()
+        or ".." in parts
+        or not parts
+    ):
+        raise ValueError("must be a relative path inside the project root, e.g. 'specs'")
+    # `init` writes .gitignore lines from it, and it is printed and logged: a line break
+    # would add a line of the agent's choosing (`!.env`), a pattern character would
+    # change what the line matches, and a control character would reach a terminal.
+    if inert(value) != value or _GITIGNORE_SPECIAL.search(value):
+        raise ValueError(
+            "must be a plain relative path: no control characters, no space at either end "
+            "of it or of a folder name, none of * ? [ ] ! # \\, e.g. 'specs'"
+        )
+    return value
+
+
+LogFormat = Literal["auto", "json", "console"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+Codes = Annotated[list[str], _Check(_codes)]
+Timeout = Annotated[float, Gt(0), Le(MAX_TIMEOUT_S)]
+StatusWord = Annotated[str, _Check(_status_word)]
+PlainName = Annotated[str, _Check(_plain_name)]
+
+
+@dataclass(frozen=True, slots=True)
 class ValidationConfig(_Section):
-    select: list[str] = Field(default_factory=list)
-    ignore: list[str] = Field(default_factory=list)
+    select: Codes = field(default_factory=list)
+    ignore: Codes = field(default_factory=list)
     strict: bool = False
-    max_file_bytes: int = Field(default=1024 * 1024, gt=0, le=MAX_FILE_BYTES_LIMIT)
+    max_file_bytes: Annotated[int, Gt(0), Le(MAX_FILE_BYTES_LIMIT)] = 1024 * 1024
     check_artifacts: bool = True
-    severity: dict[str, Severity] = Field(default_factory=dict)
-
-    _check_select = field_validator("select", "ignore")(_codes)
-
-    @field_validator("severity", mode="before")
-    @classmethod
-    def _severity_codes(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            _codes(list(value))
-            return {
-                str(k).upper(): Severity(v) if v in ("error", "warning") else v
-                for k, v in value.items()
-            }
-        return value
+    severity: Annotated[dict[str, Severity], _Check(_severity_codes, before=True)] = field(
+        default_factory=dict
+    )
 
 
+@dataclass(frozen=True, slots=True)
 class TimeoutsConfig(_Section):
-    research: float = _seconds(3600, MAX_TIMEOUT_S)
-    planning: float = _seconds(1800, MAX_TIMEOUT_S)
-    implementation: float = _seconds(7200, MAX_TIMEOUT_S)
-    simple: float = _seconds(300, MAX_TIMEOUT_S)
-    default: float = _seconds(3600, MAX_TIMEOUT_S)
+    research: Timeout = 3600
+    planning: Timeout = 1800
+    implementation: Timeout = 7200
+    simple: Timeout = 300
+    default: Timeout = 3600
 
     def as_mapping(self) -> dict[str, float]:
-        return self.model_dump()
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+@dataclass(frozen=True, slots=True)
 class WatchConfig(_Section):
-    roots: list[str] = Field(default_factory=list)
+    roots: list[str] = field(default_factory=list)
     observer: Literal["auto", "inotify", "polling"] = "auto"
-    settle_ms: int = Field(default=200, ge=0, le=MAX_SETTLE_MS)
+    settle_ms: Annotated[int, Ge(0), Le(MAX_SETTLE_MS)] = 200
     #: at least a tenth of a second: a rescan reads every file, and a tiny interval would spin.
-    rescan_interval_s: float = Field(default=30, ge=0.1, le=DAY_S, allow_inf_nan=False)
+    rescan_interval_s: Annotated[float, Ge(0.1), Le(DAY_S)] = 30
     #: after a state.json write, outcomes applied this recently are re-applied if it lost them
     #: (a writer that ignores the lock wrote an older copy over it); 0 turns the healing off.
-    heal_window_s: float = Field(default=600, ge=0, le=DAY_S, allow_inf_nan=False)
+    heal_window_s: Annotated[float, Ge(0), Le(DAY_S)] = 600
 
 
+@dataclass(frozen=True, slots=True)
 class StatusMap(_Section):
-    researched: str = "researched"
-    planned: str = "planned"
-    implemented: str = "completed"
-    blocked: str = "blocked"
+    researched: StatusWord = "researched"
+    planned: StatusWord = "planned"
+    implemented: StatusWord = "completed"
+    blocked: StatusWord = "blocked"
 
-    @field_validator("researched", "planned", "implemented", "blocked")
-    @classmethod
-    def _status_word(cls, value: str) -> str:
-        # Written into state.json and shown in every report: a word, not a document.
-        if not value.strip() or len(value) > MAX_STATUS_CHARS or inert(value) != value:
-            raise ValueError(
-                f"must be a status word of at most {MAX_STATUS_CHARS} characters, without "
-                "control characters, e.g. 'completed'"
-            )
-        return value
+    def as_mapping(self) -> dict[str, str]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+@dataclass(frozen=True, slots=True)
 class PostflightConfig(_Section):
     sync_todo: bool = True
-    state_file: str = "state.json"
-    todo_file: str = "TODO.md"
-    errors_file: str = "errors.json"
-    status_map: StatusMap = Field(default_factory=StatusMap)
-
-    @field_validator("state_file", "todo_file", "errors_file")
-    @classmethod
-    def _plain_name(cls, value: str) -> str:
-        # These are written: a path would let a project's own configuration (which agents
-        # can write) send the writes out of the specs directory.
-        if not value.strip() or value in {".", ".."} or "/" in value or inert(value) != value:
-            raise ValueError(
-                "must be a plain file name inside the specs directory (no '/', not '..', no "
-                "control characters), "
-                "e.g. 'state.json'"
-            )
-        return value
+    state_file: PlainName = "state.json"
+    todo_file: PlainName = "TODO.md"
+    errors_file: PlainName = "errors.json"
+    status_map: StatusMap = field(default_factory=StatusMap)
 
 
+@dataclass(frozen=True, slots=True)
 class JournalConfig(_Section):
     path: str = ""
     #: rows older than this are pruned by the daemon (in the background).
-    keep_days: float = Field(default=90, gt=0, le=MAX_KEEP_DAYS, allow_inf_nan=False)
+    keep_days: Annotated[float, Gt(0), Le(MAX_KEEP_DAYS)] = 90
     #: applied files' content kept in the journal, at most (the oldest goes first).
-    max_content_mb: float = Field(default=200, gt=0, le=MAX_CONTENT_MB_LIMIT, allow_inf_nan=False)
+    max_content_mb: Annotated[float, Gt(0), Le(MAX_CONTENT_MB_LIMIT)] = 200
 
 
+@dataclass(frozen=True, slots=True)
 class HookConfig(_Section):
     #: false: the stop hook validates and blocks the agent until its own file is right, but
     #: applies and deletes nothing (a workflow that reads the file in a later stage, then runs
@@ -176,44 +249,31 @@ class HookConfig(_Section):
     apply: bool = True
 
 
+@dataclass(frozen=True, slots=True)
 class LogConfig(_Section):
-    format: Literal["auto", "json", "console"] = "auto"
-    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: LogFormat = "auto"
+    level: LogLevel = "info"
 
 
+@dataclass(frozen=True, slots=True)
 class Config(_Section):
-    specs_dir: str = "specs"
-    validation: ValidationConfig = Field(default_factory=ValidationConfig)
-    timeouts: TimeoutsConfig = Field(default_factory=TimeoutsConfig)
-    watch: WatchConfig = Field(default_factory=WatchConfig)
-    postflight: PostflightConfig = Field(default_factory=PostflightConfig)
-    journal: JournalConfig = Field(default_factory=JournalConfig)
-    log: LogConfig = Field(default_factory=LogConfig)
-    hook: HookConfig = Field(default_factory=HookConfig)
+    specs_dir: Annotated[str, _Check(_relative)] = "specs"
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
+    postflight: PostflightConfig = field(default_factory=PostflightConfig)
+    journal: JournalConfig = field(default_factory=JournalConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    hook: HookConfig = field(default_factory=HookConfig)
     #: where the configuration came from ("" for built-in defaults); not a TOML key.
-    source: str = Field(default="", exclude=True)
+    source: str = ""
+    #: the top-level keys the file in use sets (a specs_dir it names must exist); not a TOML
+    #: key, and not part of what the configuration is.
+    file_keys: frozenset[str] = field(default=frozenset(), compare=False)
 
-    @field_validator("specs_dir")
-    @classmethod
-    def _relative(cls, value: str) -> str:
-        parts = Path(value).parts
-        if (
-            not value.strip()
-            or "\0" in value
-            or Path(value).is_absolute()
-            or ".." in parts
-            or not parts
-        ):
-            raise ValueError("must be a relative path inside the project root, e.g. 'specs'")
-        # `init` writes .gitignore lines from it, and it is printed and logged: a line break
-        # would add a line of the agent's choosing (`!.env`), a pattern character would
-        # change what the line matches, and a control character would reach a terminal.
-        if inert(value) != value or _GITIGNORE_SPECIAL.search(value):
-            raise ValueError(
-                "must be a plain relative path: no control characters, no space at either end "
-                "of it or of a folder name, none of * ? [ ] ! # \\, e.g. 'specs'"
-            )
-        return value
+
+#: Config's fields that no file sets.
+_NOT_KEYS: Final = frozenset({"source", "file_keys"})
 
 
 def user_config_path() -> Path:
@@ -272,14 +332,13 @@ def _user_file_config() -> Config:
 
 def _with_user_settings(config: Config, user: Config) -> Config:
     """``config`` with every ``USER_ONLY_KEYS`` setting taken from ``user``."""
-    watch = config.watch.model_copy(
-        update={
-            "roots": user.watch.roots,
-            "observer": user.watch.observer,
-            "rescan_interval_s": user.watch.rescan_interval_s,
-        }
+    watch = replace(
+        config.watch,
+        roots=user.watch.roots,
+        observer=user.watch.observer,
+        rescan_interval_s=user.watch.rescan_interval_s,
     )
-    return config.model_copy(update={"journal": user.journal, "log": user.log, "watch": watch})
+    return replace(config, journal=user.journal, log=user.log, watch=watch)
 
 
 def _refuse_user_only_keys(data: Mapping[str, Any], path: Path) -> None:
@@ -374,20 +433,39 @@ def _quote(text: str) -> str:
     return clip(text, QUOTE_CHARS)
 
 
+@cache
+def _adapter() -> Any:
+    """pydantic's validator of a file's tables into ``Config``: built once, when a file is read."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(Config)
+
+
+#: pydantic's words for a table given as something else, as they were worded for models.
+_NOT_A_TABLE = "should be a valid dictionary or instance of {}"
+
+
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
+    from pydantic import ValidationError
+
     try:
-        config = Config.model_validate(dict(data))
+        config: Config = _adapter().validate_python(dict(data))
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):
             key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            if err["type"] == "extra_forbidden":
+            if err["type"] == "unexpected_keyword_argument":
                 problems.append(f"unknown key {key!r}")
             else:
-                msg = _lower_first(err["msg"].removeprefix("Value error, ").removeprefix("Input "))
+                if err["type"] == "dataclass_type":
+                    msg = _NOT_A_TABLE.format(err["ctx"]["class_name"])
+                else:
+                    msg = _lower_first(
+                        err["msg"].removeprefix("Value error, ").removeprefix("Input ")
+                    )
                 problems.append(f"key {key!r}: {msg} (got {_quote(repr(err.get('input')))})")
         raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
-    return config.model_copy(update={"source": source})
+    return replace(config, source=source, file_keys=frozenset(data))
 
 
 def policy_from(

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from postflightd.config import Config, LogConfig, load_config
+from postflightd.config import Config, LogFormat, LogLevel, load_config
 from postflightd.daemon.loop import Daemon
 from postflightd.logs import configure_logging
 from postflightd.project.root import find_project, resolve_root
@@ -21,8 +22,8 @@ def run_watch(
     *,
     roots: Sequence[str],
     config_path: str | None,
-    log_format: str | None,
-    log_level: str | None,
+    log_format: LogFormat | None,
+    log_level: LogLevel | None,
 ) -> int:
     """``postflightd watch [ROOT ...]``: roots from the arguments, else the user's ``[watch]
     roots``, else the project the current directory is in. Each root is governed by its own
@@ -30,10 +31,14 @@ def run_watch(
 
     def load(root: Path | None) -> Config:
         config = load_config(config_path, [root] if root is not None else [])
-        overrides = {k: v for k, v in (("format", log_format), ("level", log_level)) if v}
-        if overrides:
-            log_config = LogConfig.model_validate({**config.log.model_dump(), **overrides})
-            config = config.model_copy(update={"log": log_config})
+        if log_format or log_level:
+            # argparse has already limited both flags to LogConfig's choices.
+            log = replace(
+                config.log,
+                format=log_format or config.log.format,
+                level=log_level or config.log.level,
+            )
+            config = replace(config, log=log)
         return config
 
     config = load(None)

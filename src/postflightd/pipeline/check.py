@@ -220,7 +220,7 @@ def check_specs_dir(root: Path, config: Config) -> None:
     """A ``specs_dir`` a configuration file sets that does not exist is a configuration error:
     "nothing to scan" would turn a typo into a green CI run."""
     specs = root / config.specs_dir
-    if "specs_dir" in config.model_fields_set and not specs.is_dir():
+    if "specs_dir" in config.file_keys and not specs.is_dir():
         raise ConfigError(
             f"{config.source or 'configuration'}: specs_dir = {config.specs_dir!r}, "
             f"but {specs} {why_not_a_directory(specs)}"

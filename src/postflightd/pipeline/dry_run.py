@@ -60,7 +60,7 @@ def preview(
     text = snapshot.raw.decode("utf-8")
     new = doc
     index = task_index(doc)
-    status_map = config.postflight.status_map.model_dump()
+    status_map = config.postflight.status_map.as_mapping()
     edits: list[TodoEdit] = []
     for item in ready:
         try:

@@ -187,7 +187,7 @@ def fold_state(
             raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     # Built once from the document read under the lock: outcomes never add or move tasks.
     index = task_index(doc)
-    status_map = config.postflight.status_map.model_dump()
+    status_map = config.postflight.status_map.as_mapping()
     folded = _fold(doc, text, index, files, status_map, now, reruns, render_each=False)
     if folded.after == doc:
         return folded
