@@ -25,8 +25,6 @@ from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-from annotated_types import Ge, Gt, Le
-
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
@@ -89,6 +87,21 @@ class _Check:
         if self.before:
             return core_schema.no_info_before_validator_function(self.check, handler(source))
         return core_schema.no_info_after_validator_function(self.check, handler(source))
+
+
+class _Bounds:
+    """``Annotated`` metadata: the bounds of a number (``gt``, ``ge``, ``le``), checked by
+    pydantic on a file's value as it checks its own."""
+
+    __slots__ = ("bounds",)
+
+    def __init__(self, **bounds: float) -> None:
+        self.bounds = bounds
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        schema.update(self.bounds)  # pydantic's int and float schemas take them as they are
+        return schema
 
 
 class _Section:
@@ -171,7 +184,7 @@ def _relative(value: str) -> str:
 LogFormat = Literal["auto", "json", "console"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Codes = Annotated[list[str], _Check(_codes)]
-Timeout = Annotated[float, Gt(0), Le(MAX_TIMEOUT_S)]
+Timeout = Annotated[float, _Bounds(gt=0, le=MAX_TIMEOUT_S)]
 StatusWord = Annotated[str, _Check(_status_word)]
 PlainName = Annotated[str, _Check(_plain_name)]
 
@@ -181,7 +194,7 @@ class ValidationConfig(_Section):
     select: Codes = field(default_factory=list)
     ignore: Codes = field(default_factory=list)
     strict: bool = False
-    max_file_bytes: Annotated[int, Gt(0), Le(MAX_FILE_BYTES_LIMIT)] = 1024 * 1024
+    max_file_bytes: Annotated[int, _Bounds(gt=0, le=MAX_FILE_BYTES_LIMIT)] = 1024 * 1024
     check_artifacts: bool = True
     severity: Annotated[dict[str, Severity], _Check(_severity_codes, before=True)] = field(
         default_factory=dict
@@ -204,12 +217,12 @@ class TimeoutsConfig(_Section):
 class WatchConfig(_Section):
     roots: list[str] = field(default_factory=list)
     observer: Literal["auto", "inotify", "polling"] = "auto"
-    settle_ms: Annotated[int, Ge(0), Le(MAX_SETTLE_MS)] = 200
+    settle_ms: Annotated[int, _Bounds(ge=0, le=MAX_SETTLE_MS)] = 200
     #: at least a tenth of a second: a rescan reads every file, and a tiny interval would spin.
-    rescan_interval_s: Annotated[float, Ge(0.1), Le(DAY_S)] = 30
+    rescan_interval_s: Annotated[float, _Bounds(ge=0.1, le=DAY_S)] = 30
     #: after a state.json write, outcomes applied this recently are re-applied if it lost them
     #: (a writer that ignores the lock wrote an older copy over it); 0 turns the healing off.
-    heal_window_s: Annotated[float, Ge(0), Le(DAY_S)] = 600
+    heal_window_s: Annotated[float, _Bounds(ge=0, le=DAY_S)] = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,9 +249,9 @@ class PostflightConfig(_Section):
 class JournalConfig(_Section):
     path: str = ""
     #: rows older than this are pruned by the daemon (in the background).
-    keep_days: Annotated[float, Gt(0), Le(MAX_KEEP_DAYS)] = 90
+    keep_days: Annotated[float, _Bounds(gt=0, le=MAX_KEEP_DAYS)] = 90
     #: applied files' content kept in the journal, at most (the oldest goes first).
-    max_content_mb: Annotated[float, Gt(0), Le(MAX_CONTENT_MB_LIMIT)] = 200
+    max_content_mb: Annotated[float, _Bounds(gt=0, le=MAX_CONTENT_MB_LIMIT)] = 200
 
 
 @dataclass(frozen=True, slots=True)

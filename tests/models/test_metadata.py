@@ -12,12 +12,8 @@ from pydantic import ValidationError
 from helpers.documents import researched_doc
 from helpers.paths import FIXTURES
 from postflightd.cli import main
-from postflightd.models.metadata import (
-    SUCCESS_STATUSES,
-    MetadataFile,
-    Status,
-    json_schema,
-)
+from postflightd.models.metadata import MetadataFile, json_schema
+from postflightd.models.terms import SUCCESS_STATUSES, Status
 
 METADATA_EXAMPLES = FIXTURES / "metadata_examples"
 

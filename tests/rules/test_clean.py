@@ -28,8 +28,8 @@ from postflightd.models.metadata import (
     MetadataFile,
     PartialProgress,
     ReportedError,
-    Status,
 )
+from postflightd.models.terms import Status
 from postflightd.rules import metadata as rules
 from postflightd.rules.clean import SHAPE, STATUSES, is_clean
 from postflightd.rules.toolkit import structure, unknown_fields

@@ -11,7 +11,7 @@ import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
 from postflightd.config import TimeoutsConfig
-from postflightd.models.metadata import Status
+from postflightd.models.terms import Status
 from postflightd.rules.context import ArtifactState, TaskContext
 from postflightd.rules.findings import RULES, Finding, Severity
 from postflightd.rules.metadata import RuleOptions, Validation, suggest_status, validate

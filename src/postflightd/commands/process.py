@@ -14,7 +14,7 @@ from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import Journal, Observation, content_text
 from postflightd.models.files import META_NAME
-from postflightd.models.metadata import Status
+from postflightd.models.terms import Status
 from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter

@@ -7,46 +7,12 @@ in the generated JSON Schema: a missing one is a PF207 warning, not a parse fail
 
 from __future__ import annotations
 
-from enum import StrEnum
-from pathlib import PurePosixPath
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from postflightd import project_url
-
-
-class Status(StrEnum):
-    IN_PROGRESS = "in_progress"
-    RESEARCHED = "researched"
-    PLANNED = "planned"
-    IMPLEMENTED = "implemented"
-    PARTIAL = "partial"
-    FAILED = "failed"
-    BLOCKED = "blocked"
-
-    @property
-    def is_success(self) -> bool:
-        return self in SUCCESS_STATUSES
-
-    @property
-    def is_final(self) -> bool:
-        return self is not Status.IN_PROGRESS
-
-
-SUCCESS_STATUSES: Final = frozenset({Status.RESEARCHED, Status.PLANNED, Status.IMPLEMENTED})
-TROUBLE_STATUSES: Final = frozenset({Status.PARTIAL, Status.FAILED, Status.BLOCKED})
-
-ARTIFACT_TYPES: Final = ("report", "plan", "summary", "implementation")
-MAX_DELEGATION_DEPTH: Final = 3
-
-#: The folder an artifact given as a plain path string lies in -> its type (PF208).
-TYPE_BY_FOLDER: Final = {"reports": "report", "plans": "plan", "summaries": "summary"}
-
-
-def type_from_folder(path: str) -> str | None:
-    """The type of a plain-string artifact: ``specs/14_x/reports/r.md`` -> ``report``."""
-    return TYPE_BY_FOLDER.get(PurePosixPath(path.replace("\\", "/")).parent.name)
+from postflightd.models.terms import ARTIFACT_TYPES, Status, type_from_folder
 
 
 def _artifact_from_path(value: Any) -> Any:
@@ -160,16 +126,6 @@ class MetadataFile(_Open):
     completion_data: CompletionData | None = None
     errors: list[ReportedError] | None = None
 
-
-#: Known field names per JSON location kind, for unknown-field (PF205) reporting.
-KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
-    "": frozenset(MetadataFile.model_fields),
-    "metadata": frozenset(Metadata.model_fields),
-    "artifacts[]": frozenset(Artifact.model_fields),
-    "errors[]": frozenset(ReportedError.model_fields),
-    "partial_progress": frozenset(PartialProgress.model_fields),
-    "completion_data": frozenset(CompletionData.model_fields),
-}
 
 #: The schema's ``$id``, under the project's URL (``postflightd.project_url()``).
 SCHEMA_PATH: Final = "/schema/return-meta.json"

@@ -29,7 +29,7 @@ from postflightd.config import Config
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal
-from postflightd.models.metadata import Status
+from postflightd.models.terms import Status
 from postflightd.pipeline.check import Only, check_file, check_specs_dir, metadata_refs, scan_files
 from postflightd.pipeline.cleanup import clean_litter, delete_applied
 from postflightd.pipeline.group_commit import commit_outcomes, mark_incomplete

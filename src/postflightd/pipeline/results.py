@@ -11,13 +11,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.errors import ExitCode
-from postflightd.models.metadata import MetadataFile, Status
+from postflightd.models.terms import Status
 from postflightd.project.metadata import Loaded
 from postflightd.rules.findings import Finding, Severity
 from postflightd.rules.metadata import Validation
+
+if TYPE_CHECKING:
+    from postflightd.models.metadata import MetadataFile
 
 
 class Outcome(StrEnum):

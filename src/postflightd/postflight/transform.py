@@ -15,11 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PureWindowsPath
-from typing import Any, Final, Literal, NotRequired, TypedDict
+from typing import TYPE_CHECKING, Any, Final, Literal, NotRequired, TypedDict
 
-from postflightd.models.metadata import Artifact, MetadataFile, Status
+from postflightd.models.terms import Status
 from postflightd.postflight.errors_json import ErrorRecord, error_record
 from postflightd.timestamps import iso_timestamp, utc
+
+if TYPE_CHECKING:
+    from postflightd.models.metadata import Artifact, MetadataFile
 
 #: The state.json status each outcome moves the task to, when ``status_map`` omits it.
 DEFAULT_STATUS_MAP: Final[Mapping[str, str]] = {

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from postflightd.durations import format_duration
 from postflightd.inert import utf8_safe
-from postflightd.models.metadata import SUCCESS_STATUSES
+from postflightd.models.terms import SUCCESS_STATUSES
 from postflightd.report.runs import (
     UNKNOWN,
     Run,

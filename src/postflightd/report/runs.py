@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from postflightd.inert import utf8_safe
-from postflightd.models.metadata import Status
+from postflightd.models.terms import Status
 from postflightd.runs.lifecycle import operation_of
 from postflightd.timestamps import parse_timestamp
 

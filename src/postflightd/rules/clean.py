@@ -33,7 +33,7 @@ STATUS: Final = "status"
 TEXTS: Final = "texts"
 
 #: kind -> field -> (value kind, required). The kinds are those of
-#: ``models.metadata.KNOWN_FIELDS``; "required" is what the model requires plus what the
+#: ``models.terms.KNOWN_FIELDS``; "required" is what the model requires plus what the
 #: contract asks for (a missing one is a PF207 warning, so a clean document has it). Null is
 #: never clean: an optional field is either absent or of its type.
 SHAPE: Final[Mapping[str, Mapping[str, tuple[str, bool]]]] = {

@@ -25,15 +25,14 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from postflightd.durations import format_duration
 from postflightd.inert import CONTROL_OR_LINE_SEPARATOR, clip
-from postflightd.models.metadata import (
+from postflightd.models.terms import (
     ARTIFACT_TYPES,
     KNOWN_FIELDS,
     TROUBLE_STATUSES,
-    MetadataFile,
     Status,
     type_from_folder,
 )
@@ -63,7 +62,17 @@ from postflightd.rules.toolkit import (
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.timestamps import parse_timestamp
 
+if TYPE_CHECKING:
+    from postflightd.models.metadata import MetadataFile
+
 FUTURE_TOLERANCE: Final = timedelta(minutes=5)
+
+
+def _model() -> type[MetadataFile]:
+    """The metadata model, imported with pydantic by the first document that needs it."""
+    from postflightd.models.metadata import MetadataFile
+
+    return MetadataFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -502,11 +511,11 @@ def validate(
         # fields to report (``rules.clean``): those passes are skipped, the rest run.
         clean = True
         out: list[Finding] = []
-        model = MetadataFile.model_validate(doc) if options.model else None
+        model = _model().model_validate(doc) if options.model else None
     else:
         clean = False
         out, model = structure(
-            MetadataFile,
+            _model(),
             doc,
             "the document",
             quote_hint=True,

@@ -8,7 +8,7 @@ root-escape check and the artifact rules (PF5xx). Where the two contracts differ
 tables, allowed types, the wording of advice) the caller passes its table or its words; each
 check is written once. Everything here is pure and never raises on any JSON value.
 
-A *kind* names objects in a document the way ``models.metadata.KNOWN_FIELDS`` does: ``""`` is the
+A *kind* names objects in a document the way ``models.terms.KNOWN_FIELDS`` does: ``""`` is the
 document itself, ``"metadata"`` the object under that key, ``"artifacts[]"`` each object in
 that list.
 """
@@ -20,15 +20,16 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from postflightd.inert import clip
-from postflightd.models.metadata import MAX_DELEGATION_DEPTH
+from postflightd.models.terms import MAX_DELEGATION_DEPTH
 from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.words import counted
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 # --- accessors that never raise -------------------------------------------------------------
 
@@ -132,7 +133,7 @@ EXPECTED: Final = {
 }
 _UNQUOTED: Final = frozenset({"an integer", "a number", "true or false"})
 
-_Model = TypeVar("_Model", bound=BaseModel)
+_Model = TypeVar("_Model", bound="BaseModel")
 
 
 def structure(
@@ -151,6 +152,8 @@ def structure(
     boolean given as a string; ``on_status`` words the finding for a ``status`` string the
     model refuses (an enum the string is not one of).
     """
+    from pydantic import ValidationError  # with the model: the caller has imported pydantic
+
     try:
         return [], model.model_validate(doc)
     except ValidationError as exc:

@@ -1,0 +1,81 @@
+"""The words of the metadata file that the rules, the reports and the postflight use without
+its models: the status values, the artifact types, the field names each kind of object
+knows, the delegation limit.
+
+Plain data, so that a command that reads no metadata file (a scan of a project with none, a
+stop hook with nothing to do) does not import pydantic: ``models.metadata`` builds the models
+from these, and a test checks that ``KNOWN_FIELDS`` is what the models declare.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import PurePosixPath
+from typing import Final
+
+
+class Status(StrEnum):
+    IN_PROGRESS = "in_progress"
+    RESEARCHED = "researched"
+    PLANNED = "planned"
+    IMPLEMENTED = "implemented"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+    @property
+    def is_success(self) -> bool:
+        return self in SUCCESS_STATUSES
+
+    @property
+    def is_final(self) -> bool:
+        return self is not Status.IN_PROGRESS
+
+
+SUCCESS_STATUSES: Final = frozenset({Status.RESEARCHED, Status.PLANNED, Status.IMPLEMENTED})
+TROUBLE_STATUSES: Final = frozenset({Status.PARTIAL, Status.FAILED, Status.BLOCKED})
+
+ARTIFACT_TYPES: Final = ("report", "plan", "summary", "implementation")
+MAX_DELEGATION_DEPTH: Final = 3
+
+#: The folder an artifact given as a plain path string lies in -> its type (PF208).
+TYPE_BY_FOLDER: Final = {"reports": "report", "plans": "plan", "summaries": "summary"}
+
+
+def type_from_folder(path: str) -> str | None:
+    """The type of a plain-string artifact: ``specs/14_x/reports/r.md`` -> ``report``."""
+    return TYPE_BY_FOLDER.get(PurePosixPath(path.replace("\\", "/")).parent.name)
+
+
+#: Known field names per JSON location kind, for unknown-field (PF205) reporting: the fields
+#: of ``models.metadata``'s models, one per kind.
+KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
+    "": frozenset(
+        {
+            "status",
+            "artifacts",
+            "metadata",
+            "next_steps",
+            "started_at",
+            "partial_progress",
+            "completion_data",
+            "errors",
+        }
+    ),
+    "metadata": frozenset(
+        {
+            "session_id",
+            "agent_type",
+            "delegation_depth",
+            "delegation_path",
+            "duration_seconds",
+            "findings_count",
+            "phases_completed",
+            "phases_total",
+        }
+    ),
+    "artifacts[]": frozenset({"path", "type", "summary"}),
+    "errors[]": frozenset({"message", "type", "recoverable", "recommendation"}),
+    "partial_progress": frozenset({"stage", "details", "phases_completed", "phases_total"}),
+    "completion_data": frozenset({"completion_summary", "roadmap_items", "claudemd_suggestions"}),
+}

@@ -1,0 +1,108 @@
+"""What a command imports before it has a metadata file to check: pydantic (about a third
+of ``scan``'s start-up) only when a file's check needs the models, or when a configuration
+file is read. The built-in configuration is plain data.
+
+Each case is a fresh process (the real CLI), so that nothing imported by another test hides
+an import.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.documents import researched_doc
+from helpers.project import project, write_meta
+
+PYDANTIC = ("pydantic", "pydantic_core")
+
+#: Runs the CLI in-process in a fresh interpreter (stdin: the given text), then prints the
+#: exit code and the modules it loaded as the last line of stderr.
+CODE = (
+    "import json, sys\n"
+    "from postflightd.cli import main\n"
+    "try:\n"
+    "    code = main(sys.argv[1:])\n"
+    "except SystemExit as exc:\n"
+    "    code = exc.code\n"
+    "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+)
+
+
+def _run(*args: str | Path, stdin: str = "") -> tuple[int, str, str, set[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", CODE, *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    *err, last = done.stderr.splitlines()
+    report = json.loads(last)
+    return report["code"], done.stdout, "\n".join(err), set(report["modules"])
+
+
+def _pydantic(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in PYDANTIC))
+
+
+def test_a_scan_of_a_project_with_no_metadata_file_imports_no_pydantic(tmp_path: Path) -> None:
+    root = project(tmp_path / "proj", 2)
+    code, out, _, modules = _run("scan", "--format", "json", root)
+    assert code == 0
+    assert json.loads(out)["summary"]["files"] == 0
+    assert _pydantic(modules) == []
+    assert "postflightd.config" in modules  # the defaults were built, as plain data
+
+
+def test_version_imports_no_pydantic() -> None:
+    code, out, _, modules = _run("--version")
+    assert code == 0
+    assert out.startswith("postflightd ")
+    assert _pydantic(modules) == []
+
+
+def test_a_stop_with_no_metadata_file_imports_no_pydantic(tmp_path: Path) -> None:
+    root = project(tmp_path / "proj", 2)
+    payload = {"cwd": str(root), "hook_event_name": "Stop", "stop_hook_active": False}
+    code, out, _, modules = _run("hook", "claude", stdin=json.dumps(payload))
+    assert code == 0
+    assert json.loads(out) == {}
+    assert "postflightd.config" in modules
+    assert _pydantic(modules) == []
+
+
+def test_a_scan_with_a_metadata_file_checks_it_with_the_models(tmp_path: Path) -> None:
+    root = project(tmp_path / "proj", 1)
+    doc = researched_doc("1_task1")
+    doc["status"] = 5
+    write_meta(root, "1_task1", doc)
+    code, out, _, modules = _run("scan", "--format", "json", root)
+    assert code == 1
+    findings = json.loads(out)["files"][0]["findings"]
+    assert [f["code"] for f in findings if f["code"] == "PF201"] == ["PF201"]
+    assert "pydantic" in modules
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("colour = 'red'\n", "unknown key 'colour'"),
+        ("[validation]\nstrict = 'yes'\n", "key 'validation.strict': should be a valid boolean"),
+        ("[timeouts]\nresearch = inf\n", "key 'timeouts.research': should be a finite number"),
+    ],
+)
+def test_a_projects_own_configuration_file_is_still_validated(
+    tmp_path: Path, text: str, words: str
+) -> None:
+    root = project(tmp_path / "proj", 1, config=text)
+    code, out, err, modules = _run("scan", root)
+    assert code == 2
+    assert out == ""
+    assert f"postflightd: {root / '.postflightd.toml'}: bad configuration: {words}" in err
+    assert "pydantic" in modules
