@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
 from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
+
+if TYPE_CHECKING:
+    import tomllib
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
@@ -389,6 +391,8 @@ def _is_file(path: Path) -> bool:
 
 
 def _read_config(path: Path, *, in_project: bool = False) -> Config:
+    import tomllib  # only to read a file: the built-in defaults need none
+
     try:
         if in_project:
             # Read like every file of the project tree: not through a link, not from a FIFO.
