@@ -156,8 +156,7 @@ def _plain_name(value: str) -> str:
     if not value.strip() or value in {".", ".."} or "/" in value or inert(value) != value:
         raise ValueError(
             "must be a plain file name inside the specs directory (no '/', not '..', no "
-            "control characters), "
-            "e.g. 'state.json'"
+            "control characters), e.g. 'state.json'"
         )
     return value
 
@@ -458,10 +457,6 @@ def _adapter() -> Any:
     return TypeAdapter(Config)
 
 
-#: pydantic's words for a table given as something else, as they were worded for models.
-_NOT_A_TABLE = "should be a valid dictionary or instance of {}"
-
-
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
     from pydantic import ValidationError
 
@@ -473,14 +468,11 @@ def parse_config(data: Mapping[str, Any], source: str) -> Config:
             key = ".".join(str(p) for p in err["loc"]) or "(top level)"
             if err["type"] == "unexpected_keyword_argument":
                 problems.append(f"unknown key {key!r}")
-            else:
-                if err["type"] == "dataclass_type":
-                    msg = _NOT_A_TABLE.format(err["ctx"]["class_name"])
-                else:
-                    msg = _lower_first(
-                        err["msg"].removeprefix("Value error, ").removeprefix("Input ")
-                    )
-                problems.append(f"key {key!r}: {msg} (got {_quote(repr(err.get('input')))})")
+                continue
+            msg = _lower_first(err["msg"].removeprefix("Value error, ").removeprefix("Input "))
+            if err["type"] == "dataclass_type":  # a table given as a value: worded as always
+                msg = f"should be a valid dictionary or instance of {err['ctx']['class_name']}"
+            problems.append(f"key {key!r}: {msg} (got {_quote(repr(err.get('input')))})")
         raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
     return replace(config, source=source, file_keys=frozenset(data))
 
