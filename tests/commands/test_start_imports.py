@@ -1,6 +1,6 @@
-"""What a command imports before it has a metadata file to check: pydantic (about a third
-of ``scan``'s start-up) only when a file's check needs the models, or when a configuration
-file is read. The built-in configuration is plain data.
+"""What a command imports before it has a metadata file to check: pydantic (about half of
+``scan``'s start-up) only when a file's check needs the models, or when a configuration file
+is read. The built-in configuration is plain data.
 
 Each case is a fresh process (the real CLI), so that nothing imported by another test hides
 an import.
@@ -74,6 +74,17 @@ def test_a_stop_with_no_metadata_file_imports_no_pydantic(tmp_path: Path) -> Non
     assert code == 0
     assert json.loads(out) == {}
     assert "postflightd.config" in modules
+    assert _pydantic(modules) == []
+
+
+def test_a_scan_of_clean_files_imports_no_pydantic(tmp_path: Path) -> None:
+    """A clean file needs no model (``rules.clean``), and the configuration needs none."""
+    root = project(tmp_path / "proj", 2)
+    write_meta(root, "1_task1", researched_doc("1_task1"))
+    write_meta(root, "2_task2", researched_doc("2_task2"))
+    code, out, _, modules = _run("scan", "--format", "json", root)
+    assert code == 0
+    assert json.loads(out)["summary"]["valid"] == 2
     assert _pydantic(modules) == []
 
 
