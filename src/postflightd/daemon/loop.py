@@ -268,6 +268,10 @@ class Daemon:
         Raises, holding no lock, when a specs directory is missing or refused, or when another
         daemon holds a root; ``close`` is due either way.
         """
+        # Every file the daemon handles is checked, and a final one applied, with the metadata
+        # models: imported now (pydantic, about 100 ms), not inside the first file's check.
+        import postflightd.models.metadata  # noqa: F401
+
         config = self._start_config
         # Each root's own configuration, all read before anything is locked or watched: a bad
         # one stops the start with its message (exit 2).
