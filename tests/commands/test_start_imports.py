@@ -78,13 +78,18 @@ def test_a_stop_with_no_metadata_file_imports_no_pydantic(tmp_path: Path) -> Non
 
 
 def test_a_scan_of_clean_files_imports_no_pydantic(tmp_path: Path) -> None:
-    """A clean file needs no model (``rules.clean``), and the configuration needs none."""
+    """A clean file needs no model (``rules.clean``), nor does one clean but for fields the
+    contract does not know (reported as PF205), and the configuration needs none."""
     root = project(tmp_path / "proj", 2)
     write_meta(root, "1_task1", researched_doc("1_task1"))
-    write_meta(root, "2_task2", researched_doc("2_task2"))
+    extras = researched_doc("2_task2")
+    extras["metadata"]["phase_count"] = 4
+    write_meta(root, "2_task2", extras)
     code, out, _, modules = _run("scan", "--format", "json", root)
     assert code == 0
-    assert json.loads(out)["summary"]["valid"] == 2
+    report = json.loads(out)
+    assert report["summary"]["valid"] == 2
+    assert [f["code"] for f in report["files"][1]["findings"]] == ["PF205"]
     assert _pydantic(modules) == []
 
 

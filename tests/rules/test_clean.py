@@ -31,7 +31,7 @@ from postflightd.models.metadata import (
 )
 from postflightd.models.terms import Status
 from postflightd.rules import metadata as rules
-from postflightd.rules.clean import SHAPE, STATUSES, is_clean
+from postflightd.rules.clean import SHAPE, STATUSES, is_clean, is_clean_but_for_extras
 from postflightd.rules.toolkit import structure, unknown_fields
 
 MODELS: dict[str, type[BaseModel]] = {
@@ -92,6 +92,10 @@ def test_statuses_are_the_models() -> None:
 def test_most_examples_are_clean() -> None:
     # Only planning_success.json carries unknown fields (phase_count, estimated_hours).
     assert len(CLEAN_EXAMPLES) == len(EXAMPLES) - 1
+    planning = EXAMPLES["planning_success.json"]
+    assert not is_clean(planning)
+    assert is_clean_but_for_extras(planning)
+    assert all(is_clean_but_for_extras(doc) for doc in CLEAN_EXAMPLES)
 
 
 def _research() -> dict[str, Any]:
@@ -147,10 +151,25 @@ UNCLEAN = {
 }
 
 
+#: The faults that are only keys the contract does not know.
+EXTRAS_ONLY = {"unknown top-level key", "unknown metadata key"}
+
+
 @pytest.mark.parametrize("name", list(UNCLEAN))
 def test_each_fault_makes_a_document_unclean(name: str) -> None:
     assert is_clean(_research())
     assert not is_clean(UNCLEAN[name])
+    # Clean but for extras only when the fault is an unknown key.
+    assert is_clean_but_for_extras(UNCLEAN[name]) == (name in EXTRAS_ONLY)
+
+
+def test_unknown_keys_at_any_depth_are_extras() -> None:
+    doc = _research()
+    doc["reviewer"] = {"name": None, "deep": [1, ""]}
+    doc["metadata"]["phase_count"] = "4"
+    doc["artifacts"][0]["pages"] = None
+    assert is_clean_but_for_extras(doc)
+    _skipped_passes_find_nothing(doc, extras=True)
 
 
 @pytest.mark.parametrize("value", [None, [], "text", 1, [{}]])
@@ -158,13 +177,15 @@ def test_not_an_object_is_unclean(value: Any) -> None:
     assert not is_clean(value)
 
 
-def _skipped_passes_find_nothing(doc: Any) -> None:
-    """What the clean shortcut skips: the model accepts, and no field pass reports."""
+def _skipped_passes_find_nothing(doc: Any, *, extras: bool = False) -> None:
+    """What the clean shortcut skips: the model accepts, and no field pass reports (with
+    ``extras``, the unknown fields are reported by their own pass, which still runs)."""
     found, model = structure(MetadataFile, doc, "the document")
     assert found == []
     assert model is not None
     assert list(rules._schema_fields(doc)) == []
-    assert list(unknown_fields(doc, rules._KNOWN_IN_ORDER, "kept as is")) == []
+    unknown = list(unknown_fields(doc, rules._KNOWN_IN_ORDER, "kept as is"))
+    assert bool(unknown) == extras
 
 
 @pytest.mark.parametrize("doc", CLEAN_EXAMPLES)
@@ -234,3 +255,5 @@ def near_clean(draw: st.DrawFn) -> Any:
 def test_whatever_is_clean_gets_nothing_from_the_skipped_passes(doc: Any) -> None:
     if is_clean(doc):
         _skipped_passes_find_nothing(doc)
+    elif is_clean_but_for_extras(doc):
+        _skipped_passes_find_nothing(doc, extras=True)

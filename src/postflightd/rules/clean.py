@@ -140,24 +140,25 @@ def _list_of(check: Check) -> Check:
     return each
 
 
-def _value_check(kind: str) -> Check:
+def _value_check(kind: str, extras: bool) -> Check:
     scalar = _SCALARS.get(kind)
     if scalar is not None:
         return scalar
     if kind.startswith("obj:"):
-        return object_check(kind[4:])
+        return object_check(kind[4:], extras=extras)
     if kind.startswith("list:"):
-        return _list_of(object_check(kind[5:]))
+        return _list_of(object_check(kind[5:], extras=extras))
     raise ValueError(f"unknown value kind {kind!r} in SHAPE")
 
 
-def object_check(kind: str) -> Check:
+def object_check(kind: str, *, extras: bool = False) -> Check:
     """The check of an object of ``kind`` (a key of ``SHAPE``), built once: one set
-    comparison for the keys, then one call per value."""
+    comparison for the keys, then one call per value. ``extras``: keys the contract does not
+    know are let be, at any depth (the model keeps them; PF205 reports them)."""
     fields = SHAPE[kind]
     known = frozenset(fields)
     required = frozenset(name for name, (_, needed) in fields.items() if needed)
-    checks = {name: _value_check(value_kind) for name, (value_kind, _) in fields.items()}
+    checks = {name: _value_check(value_kind, extras) for name, (value_kind, _) in fields.items()}
 
     def check(value: Any) -> bool:
         if type(value) is not dict:
@@ -170,8 +171,20 @@ def object_check(kind: str) -> Check:
                 return False
         return True
 
-    return check
+    def check_known(value: Any) -> bool:
+        if type(value) is not dict or not required <= value.keys():
+            return False
+        for name, item in value.items():
+            known_check = checks.get(name)
+            if known_check is not None and not known_check(item):
+                return False
+        return True
+
+    return check_known if extras else check
 
 
 #: ``is_clean(doc)``: True when ``doc`` is a clean metadata document (see the module's text).
 is_clean: Final[Check] = object_check("")
+#: ``is_clean_but_for_extras(doc)``: clean, were its unknown keys taken out. Such a document
+#: gets only the unknown-field findings (PF205) from the passes ``is_clean`` stands in for.
+is_clean_but_for_extras: Final[Check] = object_check("", extras=True)

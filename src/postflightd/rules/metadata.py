@@ -37,7 +37,7 @@ from postflightd.models.terms import (
     type_from_folder,
 )
 from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
-from postflightd.rules.clean import is_clean
+from postflightd.rules.clean import is_clean, is_clean_but_for_extras
 from postflightd.rules.context import ArtifactProbe, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
@@ -506,14 +506,14 @@ def validate(
     raw_status = doc.get("status")
     status = _STATUS_BY_VALUE.get(raw_status) if isinstance(raw_status, str) else None
 
-    if is_clean(doc):
-        # Nothing for the model's type check, the blank and asked-for fields or the unknown
-        # fields to report (``rules.clean``): those passes are skipped, the rest run.
-        clean = True
+    clean = is_clean(doc)
+    if clean or is_clean_but_for_extras(doc):
+        # Nothing for the model's type check or the blank and asked-for fields to report
+        # (``rules.clean``), nor for the unknown fields when clean: those passes are skipped,
+        # the rest run.
         out: list[Finding] = []
         model = _model().model_validate(doc) if options.model else None
     else:
-        clean = False
         out, model = structure(
             _model(),
             doc,
