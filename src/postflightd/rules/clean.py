@@ -11,6 +11,9 @@ it. What it accepts, the model accepts too (``tests/rules/test_clean.py`` holds 
 to the models field by field, and checks on random and mutated documents that a clean one
 gets no finding from the passes it stands in for).
 
+A document clean but for keys the contract does not know (``is_clean_but_for_extras``)
+skips the same passes but the unknown-field one, which reports those keys.
+
 No pydantic here: a scan of clean files never imports it.
 """
 
