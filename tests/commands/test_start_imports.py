@@ -93,7 +93,9 @@ def test_a_scan_of_clean_files_imports_no_pydantic(tmp_path: Path) -> None:
     assert _pydantic(modules) == []
 
 
-def test_a_scan_with_a_metadata_file_checks_it_with_the_models(tmp_path: Path) -> None:
+def test_a_scan_of_a_file_that_is_not_clean_checks_it_without_pydantic(tmp_path: Path) -> None:
+    """The models' own schema, stored (``models.metadata_core``), checks its types with
+    pydantic-core alone; applying it needs the model, and imports pydantic."""
     root = project(tmp_path / "proj", 1)
     doc = researched_doc("1_task1")
     doc["status"] = 5
@@ -102,6 +104,12 @@ def test_a_scan_with_a_metadata_file_checks_it_with_the_models(tmp_path: Path) -
     assert code == 1
     findings = json.loads(out)["files"][0]["findings"]
     assert [f["code"] for f in findings if f["code"] == "PF201"] == ["PF201"]
+    assert "pydantic_core" in modules
+    assert "pydantic" not in modules
+    doc["status"] = "researched"
+    write_meta(root, "1_task1", doc)
+    code, _, _, modules = _run("scan", "--apply", "--dry-run", root)
+    assert code == 0
     assert "pydantic" in modules
 
 

@@ -59,14 +59,14 @@ def test_objects_of_names_the_document_an_object_and_each_object_of_a_list() -> 
 
 
 def test_structure_returns_the_model_and_no_findings_for_a_valid_document() -> None:
-    found, model = structure(_Strict, {"status": "x", "count": 1}, "the return")
+    found, model = structure(_Strict.model_validate, {"status": "x", "count": 1}, "the return")
     assert found == []
     assert model is not None
     assert model.count == 1
 
 
 def test_structure_puts_every_missing_field_before_every_wrong_type() -> None:
-    found, model = structure(_Strict, {"flag": "yes"}, "the return")
+    found, model = structure(_Strict.model_validate, {"flag": "yes"}, "the return")
     assert model is None
     assert codes(found) == [("PF200", "status"), ("PF200", "count"), ("PF201", "flag")]
 
@@ -82,13 +82,15 @@ def test_structure_quote_hint_suggests_writing_a_quoted_number_bare(
     quote_hint: bool, message: str
 ) -> None:
     found, _ = structure(
-        _Strict, {"status": "x", "count": " 5 "}, "the return", quote_hint=quote_hint
+        _Strict.model_validate, {"status": "x", "count": " 5 "}, "the return", quote_hint=quote_hint
     )
     assert [f.message for f in found] == [message]
 
 
 def test_structure_quote_hint_is_not_given_for_a_string_field() -> None:
-    found, _ = structure(_Strict, {"status": 5, "count": 1}, "the file", quote_hint=True)
+    found, _ = structure(
+        _Strict.model_validate, {"status": 5, "count": 1}, "the file", quote_hint=True
+    )
     assert [f.message for f in found] == ["status must be a string, not a number"]
 
 
@@ -101,7 +103,7 @@ def test_structure_names_the_whole_document_when_an_error_has_no_location() -> N
             raise ValueError("refused as a whole")
 
     for whole in ("the return", "the document"):
-        found, _ = structure(Checked, {}, whole)
+        found, _ = structure(Checked.model_validate, {}, whole)
         assert [(f.code, f.location) for f in found] == [("PF201", "")]
         assert found[0].message == f"{whole}: Value error, refused as a whole"
 
@@ -112,13 +114,17 @@ def test_structure_on_status_words_a_refused_status_string() -> None:
         status: int
 
     said = finding("PF202", "status", "said by the caller")
-    found, _ = structure(Enumerated, {"status": "nope"}, "x", on_status=lambda raw: said)
+    found, _ = structure(
+        Enumerated.model_validate, {"status": "nope"}, "x", on_status=lambda raw: said
+    )
     assert found == [said]
     # Without on_status the same error is an ordinary wrong type.
-    found, _ = structure(Enumerated, {"status": "nope"}, "x")
+    found, _ = structure(Enumerated.model_validate, {"status": "nope"}, "x")
     assert codes(found) == [("PF201", "status")]
     # A status of another type is a wrong type either way.
-    found, _ = structure(Enumerated, {"status": 1.5}, "x", on_status=lambda raw: said)
+    found, _ = structure(
+        Enumerated.model_validate, {"status": 1.5}, "x", on_status=lambda raw: said
+    )
     assert codes(found) == [("PF201", "status")]
 
 

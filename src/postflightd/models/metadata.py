@@ -12,15 +12,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from postflightd import project_url
-from postflightd.models.terms import ARTIFACT_TYPES, Status, type_from_folder
-
-
-def _artifact_from_path(value: Any) -> Any:
-    """A plain path string read as ``{"path": ..., "type": <from its folder>}`` (PF208)."""
-    if not isinstance(value, str):
-        return value
-    kind = type_from_folder(value)
-    return {"path": value} if kind is None else {"path": value, "type": kind}
+from postflightd.models.terms import ARTIFACT_TYPES, Status, artifact_from_path
 
 
 def _schema_requires(*names: str) -> Any:
@@ -118,7 +110,7 @@ class MetadataFile(_Open):
 
     # Lax on this one field only: strict mode would want a Status instance, not the JSON string.
     status: Status = Field(strict=False)
-    artifacts: list[Annotated[Artifact, BeforeValidator(_artifact_from_path)]]
+    artifacts: list[Annotated[Artifact, BeforeValidator(artifact_from_path)]]
     metadata: Metadata
     next_steps: str | None = None
     started_at: str | None = Field(default=None, description="ISO 8601; required for in_progress")
@@ -143,3 +135,40 @@ def json_schema() -> dict[str, Any]:
             "in_progress when it starts, the outcome when it ends. Unknown keys are allowed."
         ),
     }
+
+
+#: What ``storable_core_schema`` drops: JSON Schema hooks, serializers and the refs pydantic
+#: names by memory address; none of them changes what validation accepts or says.
+_NOT_STORED: Final = frozenset({"metadata", "serialization", "ref"})
+
+
+def storable_core_schema() -> dict[str, Any]:
+    """``MetadataFile``'s pydantic-core schema as plain data (``models.metadata_core``): the
+    model classes, the status enum and its members, and the artifact function as
+    ``{"$class": name}``, ``{"$enum": name}``, ``{"$member": value}``, ``{"$function": name}``."""
+
+    def plain(value: Any, names: bool = False) -> Any:
+        # names: a mapping of field names (``fields``), whose keys are never dropped.
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key in _NOT_STORED and not names:
+                    continue
+                if key == "cls":
+                    tag = "$enum" if issubclass(item, Status) else "$class"
+                    out[key] = {tag: item.__name__}
+                elif key == "function" and callable(item):
+                    out[key] = {"$function": item.__name__}
+                else:
+                    out[key] = plain(item, names=key == "fields" and not names)
+            return out
+        if isinstance(value, list | tuple):
+            return [plain(item) for item in value]
+        if isinstance(value, Status):
+            return {"$member": value.value}
+        if value is None or isinstance(value, str | int | float | bool):
+            return value
+        raise TypeError(f"cannot store {value!r} in the core schema")
+
+    result: dict[str, Any] = plain(MetadataFile.__pydantic_core_schema__)
+    return result

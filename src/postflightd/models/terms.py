@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import PurePosixPath
-from typing import Final
+from typing import Any, Final
 
 
 class Status(StrEnum):
@@ -79,3 +79,11 @@ KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
     "partial_progress": frozenset({"stage", "details", "phases_completed", "phases_total"}),
     "completion_data": frozenset({"completion_summary", "roadmap_items", "claudemd_suggestions"}),
 }
+
+
+def artifact_from_path(value: Any) -> Any:
+    """A plain path string read as ``{"path": ..., "type": <from its folder>}`` (PF208)."""
+    if not isinstance(value, str):
+        return value
+    kind = type_from_folder(value)
+    return {"path": value} if kind is None else {"path": value, "type": kind}

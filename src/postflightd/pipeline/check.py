@@ -28,7 +28,7 @@ from postflightd.rules.findings import (
     state_unusable,
     state_unusable_text,
 )
-from postflightd.rules.metadata import RuleOptions, Validation, validate
+from postflightd.rules.metadata import RuleOptions, Validation, prepare_type_check, validate
 from postflightd.rules.toolkit import get_object, get_str
 from postflightd.rules.toolkit import location as json_location
 
@@ -188,15 +188,20 @@ class ScanFiles:
                 if project.state.exists and not project.state.usable:
                     note(state_unusable_text(f"{project.root}: {project.state.problem}"))
                 refs = metadata_refs(project, self.only)
+                options = rule_options(config, model=self.model)
                 check = partial(
                     check_file,
                     project,
                     config=config,
                     policy=self.policy,
                     now=self.now,
-                    options=rule_options(config, model=self.model),
+                    options=options,
                 )
-                yield from check_all(refs, check, project.root, self.positions)
+                # The first file that is not clean loads its type check (pydantic-core and a
+                # stored schema, or the models), in each process that meets one: loaded before
+                # the fork, the workers inherit it.
+                prepare = partial(prepare_type_check, options)
+                yield from check_all(refs, check, project.root, self.positions, prepare)
 
 
 def scan_files(

@@ -43,12 +43,14 @@ def check_all(
     check: Callable[[MetaFileRef], FileReport],
     root: Path,
     positions: bool = False,
+    before_fork: Callable[[], object] | None = None,
 ) -> Iterator[FileReport]:
     """``check`` of every ref, in order; a large scan shares the chunks with forked workers.
 
     ``root``: the project root the refs are under (a row sent back does not carry it);
     ``positions``: findings need lines and columns, found in the worker from the bytes it
-    read (they are not sent back).
+    read (they are not sent back); ``before_fork``: loads what every process would otherwise
+    load for itself (``rules.metadata.prepare_type_check``), once, for the workers to inherit.
 
     Validation is CPU-bound Python: with W workers, chunk i is checked by worker i mod W
     (worker 0 is this process) and read back in order, so output streams as it is produced
@@ -60,10 +62,8 @@ def check_all(
         for ref in refs:
             yield check(ref)
         return
-    # The first file that is not clean imports pydantic and the metadata models (about 90 ms
-    # of CPU), in each process that meets one: imported here, before the fork, the workers
-    # inherit them. A tree of clean files pays it for nothing, as every scan did before.
-    import postflightd.models.metadata  # noqa: F401
+    if before_fork is not None:
+        before_fork()
 
     chunks = [refs[i : i + CHUNK_FILES] for i in range(0, len(refs), CHUNK_FILES)]
     helpers: dict[int, _Worker | None] = {}

@@ -255,7 +255,7 @@ def validate_return(
     result = ReturnValidation()
     out = result.findings
     # Steps 1-2: required fields and their types.
-    out.extend(structure(contract.model, doc, "the return")[0])
+    out.extend(structure(contract.model.model_validate, doc, "the return")[0])
     out.extend(blank_fields(doc, contract.needed))
     for kind, keys in contract.asked.items():
         for loc, obj in objects_of(doc, kind):

@@ -22,7 +22,7 @@ several files.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -73,6 +73,25 @@ def _model() -> type[MetadataFile]:
     from postflightd.models.metadata import MetadataFile
 
     return MetadataFile
+
+
+def _type_check() -> Callable[[Any], object]:
+    """What checks a document's types when its model is not wanted: the models' own
+    pydantic-core schema, stored (``models.metadata_core``), which gives the models' very
+    errors without pydantic; the models where this pydantic-core cannot build it."""
+    from postflightd.models.metadata_core import validator
+
+    checker = validator()
+    return _model().model_validate if checker is None else checker.validate_python
+
+
+def prepare_type_check(options: RuleOptions) -> None:
+    """Load what checks a document that is not clean under ``options`` (the models, or the
+    stored schema's validator), ahead of the first such document."""
+    if options.model:
+        _model()
+    else:
+        _type_check()
 
 
 @dataclass(frozen=True, slots=True)
@@ -514,13 +533,19 @@ def validate(
         out: list[Finding] = []
         model = _model().model_validate(doc) if options.model else None
     else:
-        out, model = structure(
-            _model(),
-            doc,
-            "the document",
-            quote_hint=True,
-            on_status=lambda value: _status_finding(value, operation),
-        )
+
+        def on_status(value: str) -> Finding:
+            return _status_finding(value, operation)
+
+        if options.model:
+            out, model = structure(
+                _model().model_validate, doc, "the document", quote_hint=True, on_status=on_status
+            )
+        else:
+            out, _ = structure(
+                _type_check(), doc, "the document", quote_hint=True, on_status=on_status
+            )
+            model = None
         out.extend(_schema_fields(doc))
     start = RunStart([], None)
     if status is not None:

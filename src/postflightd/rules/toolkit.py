@@ -20,16 +20,13 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from postflightd.inert import clip
 from postflightd.models.terms import MAX_DELEGATION_DEPTH
 from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.words import counted
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
 
 # --- accessors that never raise -------------------------------------------------------------
 
@@ -133,18 +130,20 @@ EXPECTED: Final = {
 }
 _UNQUOTED: Final = frozenset({"an integer", "a number", "true or false"})
 
-_Model = TypeVar("_Model", bound="BaseModel")
+_Model = TypeVar("_Model")
 
 
 def structure(
-    model: type[_Model],
+    validate: Callable[[Any], _Model],
     doc: dict[str, Any],
     whole: str,
     *,
     quote_hint: bool = False,
     on_status: Callable[[str], Finding] | None = None,
 ) -> tuple[list[Finding], _Model | None]:
-    """The model of ``doc``, or every PF200 (missing) then every PF201 (wrong type) finding.
+    """What ``validate`` (a model's ``model_validate``, or a pydantic-core validator's
+    ``validate_python``) makes of ``doc``, or every PF200 (missing) then every PF201 (wrong
+    type) finding from the errors it raises.
 
     The missing fields first, as an orchestrator checks a return: a field that is absent
     is the more basic fault. ``whole`` names the document in a message
@@ -152,10 +151,10 @@ def structure(
     boolean given as a string; ``on_status`` words the finding for a ``status`` string the
     model refuses (an enum the string is not one of).
     """
-    from pydantic import ValidationError  # with the model: the caller has imported pydantic
+    from pydantic_core import ValidationError  # pydantic's own, which it re-exports
 
     try:
-        return [], model.model_validate(doc)
+        return [], validate(doc)
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
     missing: list[Finding] = []
