@@ -29,7 +29,7 @@ from postflightd.models.metadata import (
     PartialProgress,
     ReportedError,
 )
-from postflightd.models.terms import Status
+from postflightd.models.terms import KNOWN_FIELDS, Status
 from postflightd.rules import metadata as rules
 from postflightd.rules.clean import SHAPE, STATUSES, is_clean, is_clean_but_for_extras
 from postflightd.rules.toolkit import structure, unknown_fields
@@ -87,6 +87,10 @@ def test_shape_says_what_the_model_says(kind: str) -> None:
 
 def test_statuses_are_the_models() -> None:
     assert {s.value for s in Status} == STATUSES
+
+
+def test_shape_names_the_known_fields() -> None:
+    assert {kind: frozenset(fields) for kind, fields in SHAPE.items()} == KNOWN_FIELDS
 
 
 def test_most_examples_are_clean() -> None:

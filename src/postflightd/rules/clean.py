@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from postflightd.models.terms import Status
+
 #: A value check: True when the value is certainly fine where it stands.
 Check = Callable[[Any], bool]
 
@@ -84,10 +86,8 @@ SHAPE: Final[Mapping[str, Mapping[str, tuple[str, bool]]]] = {
     },
 }
 
-#: The status values (``models.metadata.Status``); "completed" is not one (PF203).
-STATUSES: Final = frozenset(
-    {"in_progress", "researched", "planned", "implemented", "partial", "failed", "blocked"}
-)
+#: The status values; "completed" is not one (PF203).
+STATUSES: Final = frozenset(status.value for status in Status)
 
 
 def _text(value: Any) -> bool:
