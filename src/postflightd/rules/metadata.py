@@ -525,27 +525,26 @@ def validate(
     raw_status = doc.get("status")
     status = _STATUS_BY_VALUE.get(raw_status) if isinstance(raw_status, str) else None
 
+    # A clean document (``rules.clean``) gets nothing from the model's type check or the
+    # blank and asked-for fields, nor from the unknown fields when it has none: those passes
+    # are skipped, the rest run. The model, when wanted, is still built through ``structure``,
+    # which turns any refusal into findings rather than an exception.
     clean = is_clean(doc)
-    if clean or is_clean_but_for_extras(doc):
-        # Nothing for the model's type check or the blank and asked-for fields to report
-        # (``rules.clean``), nor for the unknown fields when clean: those passes are skipped,
-        # the rest run.
-        out: list[Finding] = []
-        model = _model().model_validate(doc) if options.model else None
+    quick = clean or is_clean_but_for_extras(doc)
+
+    def on_status(value: str) -> Finding:
+        return _status_finding(value, operation)
+
+    model: MetadataFile | None = None
+    if options.model:
+        out, model = structure(
+            _model().model_validate, doc, "the document", quote_hint=True, on_status=on_status
+        )
+    elif quick:
+        out = []
     else:
-
-        def on_status(value: str) -> Finding:
-            return _status_finding(value, operation)
-
-        if options.model:
-            out, model = structure(
-                _model().model_validate, doc, "the document", quote_hint=True, on_status=on_status
-            )
-        else:
-            out, _ = structure(
-                _type_check(), doc, "the document", quote_hint=True, on_status=on_status
-            )
-            model = None
+        out, _ = structure(_type_check(), doc, "the document", quote_hint=True, on_status=on_status)
+    if not quick:
         out.extend(_schema_fields(doc))
     start = RunStart([], None)
     if status is not None:
