@@ -112,6 +112,10 @@ class _Section:
     # never read as a number or a boolean. Infinity and NaN are refused (see the bounds above).
     __pydantic_config__ = _PYDANTIC_CONFIG
 
+    def as_mapping(self) -> dict[str, Any]:
+        """The table's keys and values (what the rules and postflight are given)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         schema = handler(source)
@@ -210,9 +214,6 @@ class TimeoutsConfig(_Section):
     simple: Timeout = 300
     default: Timeout = 3600
 
-    def as_mapping(self) -> dict[str, float]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
 
 @dataclass(frozen=True, slots=True)
 class WatchConfig(_Section):
@@ -232,9 +233,6 @@ class StatusMap(_Section):
     planned: StatusWord = "planned"
     implemented: StatusWord = "completed"
     blocked: StatusWord = "blocked"
-
-    def as_mapping(self) -> dict[str, str]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True, slots=True)

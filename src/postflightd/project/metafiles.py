@@ -23,6 +23,8 @@ from postflightd.rules.findings import Finding, finding
 
 #: ASCII digits only: ``int()`` reads any Unicode digit, so "٢٦٤_x" would otherwise be task 264.
 TASK_DIR_RE: Final = re.compile(r"([0-9]+)_(\S+)")
+#: What follows a task directory's name in its metadata file's path.
+_META_SUFFIX: Final = os.sep + META_NAME
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +78,9 @@ def task_link_refused(name: str) -> Finding:
 def find_metadata_files(specs: Directory) -> Iterator[MetaFileRef]:
     """Every ``specs/*/.return-meta.json`` one level down, never entering a symlinked dir, by
     the task directories' names."""
-    prefix, suffix = str(specs.path) + os.sep, os.sep + META_NAME
+    prefix = str(specs.path) + os.sep
     for name, refused in sorted(_metadata_dirs(specs)):
-        yield MetaFileRef(prefix + name + suffix, name, refused)
+        yield MetaFileRef(prefix + name + _META_SUFFIX, name, refused)
 
 
 def _metadata_dirs(specs: Directory) -> list[tuple[str, Finding | None]]:
@@ -111,9 +113,6 @@ def _metadata_dirs(specs: Directory) -> list[tuple[str, Finding | None]]:
         if os.access(name + _META_SUFFIX, os.F_OK, dir_fd=fd, follow_symlinks=False):
             found.append((name, None if is_dir else task_link_refused(name)))
     return found
-
-
-_META_SUFFIX: Final = os.sep + META_NAME
 
 
 def task_order(task_dir: str) -> tuple[int, int, str]:
