@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from postflightd import __version__
 
@@ -41,10 +41,14 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
-    """The parser; ``hook_only``: with the ``hook`` command alone, for a command line that
-    starts with it (the hook runs at every agent stop, and building every command's parser
-    costs it about 4 % of its start-up)."""
+#: The commands whose command line is parsed by a parser holding that command alone (``only``).
+_ALONE: Final = ("scan", "hook")
+
+
+def _parser(*, only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; ``only`` (one of ``_ALONE``): with that command alone, for a command line
+    that starts with it (a hook runs at every agent stop and pre-commit runs ``scan`` at every
+    commit: building every command's parser costs them 2.5 ms of their start-up)."""
     parser = _Parser(
         prog="postflightd",
         description="Validate AI agents' .return-meta.json files and apply their outcome to "
@@ -52,40 +56,12 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"postflightd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    if hook_only:
+    if only == "hook":
         _add_hook_parser(sub)
         return parser
-
-    scan = sub.add_parser("scan", help="validate every metadata file; report stuck agents")
-    scan.add_argument(
-        "roots",
-        nargs="*",
-        metavar="ROOT|FILE",
-        help="project roots, or metadata files (pre-commit passes these); default: the "
-        "project the current directory is in",
-    )
-    _add_format(scan, "postflightd.reporters.scan", "--output-format")
-    scan.add_argument(
-        "--select", action="append", default=[], metavar="CODES", help="only these codes"
-    )
-    scan.add_argument(
-        "--ignore", action="append", default=[], metavar="CODES", help="never these codes"
-    )
-    scan.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
-    scan.add_argument("--apply", action="store_true", help="also post-flight valid final files")
-    scan.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="with --apply: print the diff of state.json and TODO.md; write nothing",
-    )
-    scan.add_argument("--statistics", action="store_true", help="counts per code, not findings")
-    scan.add_argument(
-        "--exit-zero", action="store_true", help="exit 0 even when there are findings"
-    )
-    scan.add_argument("-q", "--quiet", action="store_true", help="findings only: no summary")
-    scan.add_argument("-v", "--verbose", action="store_true", help="name each file applied")
-    scan.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
-    scan.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    _add_scan_parser(sub)
+    if only == "scan":
+        return parser
 
     process = sub.add_parser(
         "process", help="validate one metadata file and apply its outcome now (for a workflow)"
@@ -206,6 +182,39 @@ def _parser(*, hook_only: bool = False) -> argparse.ArgumentParser:
     return parser
 
 
+def _add_scan_parser(sub: _SubParsers) -> None:
+    scan = sub.add_parser("scan", help="validate every metadata file; report stuck agents")
+    scan.add_argument(
+        "roots",
+        nargs="*",
+        metavar="ROOT|FILE",
+        help="project roots, or metadata files (pre-commit passes these); default: the "
+        "project the current directory is in",
+    )
+    _add_format(scan, "postflightd.reporters.scan", "--output-format")
+    scan.add_argument(
+        "--select", action="append", default=[], metavar="CODES", help="only these codes"
+    )
+    scan.add_argument(
+        "--ignore", action="append", default=[], metavar="CODES", help="never these codes"
+    )
+    scan.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
+    scan.add_argument("--apply", action="store_true", help="also post-flight valid final files")
+    scan.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --apply: print the diff of state.json and TODO.md; write nothing",
+    )
+    scan.add_argument("--statistics", action="store_true", help="counts per code, not findings")
+    scan.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when there are findings"
+    )
+    scan.add_argument("-q", "--quiet", action="store_true", help="findings only: no summary")
+    scan.add_argument("-v", "--verbose", action="store_true", help="name each file applied")
+    scan.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
+    scan.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
 def _add_hook_parser(sub: _SubParsers) -> None:
     hook = sub.add_parser("hook", help="adapter for an agent runtime's stop hook")
     hook.add_argument(
@@ -310,7 +319,8 @@ def _add_report_parsers(sub: _SubParsers, status: argparse.ArgumentParser) -> No
 def _run(argv: Sequence[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     completing = COMPLETING_ENV in os.environ
-    parser = _parser(hook_only=not completing and words[:1] == ["hook"])
+    first = words[0] if words else None
+    parser = _parser(only=first if not completing and first in _ALONE else None)
     if completing:
         # The shell's completion function is asking (argcomplete's protocol): the command
         # module is imported only then, so no other command loads it.

@@ -18,7 +18,6 @@ written by ``inert``.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from typing import Any, Final
@@ -108,6 +107,8 @@ def inert_diff(old: str, new: str, before: str, after: str) -> str:
     are split at ``\\n`` only, not at every break ``str.splitlines`` knows (U+2028, ``\\x1c``):
     those are content here, and shown as escapes.
     """
+    import difflib  # only --dry-run and init show a diff: kept off every other start-up
+
     out: list[str] = []
     for line in difflib.unified_diff(_lines(old), _lines(new), before, after):
         body = line[:-1] if line.endswith("\n") else line

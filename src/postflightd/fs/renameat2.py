@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import functools
 import os
-import platform
 import sys
 from collections.abc import Callable
 from typing import Final
@@ -69,6 +68,8 @@ def _call() -> _Call | None:
         ]
         wrapper.restype = ctypes.c_int
         return wrapper  # type: ignore[no-any-return]
+    import platform  # only without the C library's wrapper: 1.5 ms of every start-up else
+
     number = _SYSCALL_NUMBERS.get(platform.machine().lower())
     syscall = getattr(libc, "syscall", None)
     if number is None or syscall is None:

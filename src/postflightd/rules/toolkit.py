@@ -15,7 +15,6 @@ that list.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -253,6 +252,8 @@ def guess_status(
     for status, words in (synonyms or {}).items():
         if word in words:
             return status
+    import difflib  # only for a status no rule knows: 0.9 ms of every scan's start-up else
+
     close = difflib.get_close_matches(word, statuses, n=1, cutoff=0.75)
     if close:
         return close[0]

@@ -6,7 +6,7 @@ root's turn runs on its own thread), so its methods take a lock.
 
 from __future__ import annotations
 
-import threading
+import _thread
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -216,7 +216,8 @@ class RunTable:
 
     def __init__(self) -> None:
         self._runs: dict[tuple[str, str], Run] = {}
-        self._lock = threading.RLock()
+        # threading.RLock's own C lock, without importing threading on a scan's path.
+        self._lock = _thread.RLock()
 
     def __len__(self) -> int:
         return len(self._runs)
