@@ -8,7 +8,6 @@ import re
 import subprocess
 import sys
 import tomllib
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -102,7 +101,7 @@ def test_written_config_file_loads_as_the_defaults(tmp_path: Path) -> None:
     assert main(["init", str(root), "--yes"]) == 0
     config = load_config(None, [root])
     assert config.source == str(root / ".postflightd.toml")
-    assert replace(config, source="") == Config()
+    assert config.replace(source="") == Config()
 
 
 def test_written_config_file_lists_every_key_a_project_may_set(tmp_path: Path) -> None:
@@ -121,7 +120,7 @@ def test_written_config_file_lists_every_key_a_project_may_set(tmp_path: Path) -
         uncommented.append(line[2:] if key and table != "validation.severity" else line)
     path.write_text("\n".join(uncommented) + "\n", encoding="utf-8")
     config = load_config(None, [root])
-    assert replace(config, source="") == Config()
+    assert config.replace(source="") == Config()
 
     written = set(_keys(tomllib.loads(path.read_text(encoding="utf-8"))))
     example = Path(__file__).parents[2] / "config.example.toml"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from postflightd.config import Config, LogFormat, LogLevel, load_config
@@ -33,12 +32,11 @@ def run_watch(
         config = load_config(config_path, [root] if root is not None else [])
         if log_format or log_level:
             # argparse has already limited both flags to LogConfig's choices.
-            log = replace(
-                config.log,
+            log = config.log.replace(
                 format=log_format or config.log.format,
                 level=log_level or config.log.level,
             )
-            config = replace(config, log=log)
+            config = config.replace(log=log)
         return config
 
     config = load(None)
