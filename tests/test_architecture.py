@@ -30,7 +30,7 @@ SOURCE = Path(__file__).resolve().parent.parent / "src" / PACKAGE
 # unit: they may import each other (without cycles). ``daemon.watch`` sits below the rest of
 # ``daemon``; the longest matching unit wins.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "inert", "durations", "timestamps", "logs", "words"),
+    ("errors", "inert", "durations", "timestamps", "logs", "words", "records"),
     ("fs", "models", "journal"),
     ("runs",),
     ("rules",),

@@ -9,36 +9,26 @@ project's files (``USER_ONLY_KEYS`` are refused there): what acts beyond the pro
 journal every project shares, the process's log, which roots are watched and how) comes from
 the user's configuration (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, the defaults).
 
-The configuration is plain data: frozen records (``_Section``), one per table, each field the
-one definition of a key (name, type, default, bounds). Without a file nothing is validated; a
-file's tables are validated by pydantic, imported only to read one, through a dataclass twin
-of each table made then.
+The configuration is plain data: frozen records (``records.Record``), one per table, each
+field the one definition of a key (name, type, default, bounds). Without a file nothing is
+validated; a file's tables are validated by pydantic, imported only to read one, through a
+dataclass twin of each table made then.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import MISSING, Field, FrozenInstanceError, field, make_dataclass
+from dataclasses import field
 from functools import cache
 from pathlib import Path
-from typing import (
-    TYPE_CHECKING,
-    Annotated,
-    Any,
-    ClassVar,
-    Final,
-    Literal,
-    Self,
-    dataclass_transform,
-    get_type_hints,
-)
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
+from postflightd.records import Record, dataclass_twin, from_twin
 from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
 
 if TYPE_CHECKING:
@@ -82,7 +72,9 @@ MAX_STATUS_CHARS: Final = 64
 
 
 # What pydantic reads when it validates a file's tables (``_adapter``): the bounds as
-# ``Annotated`` metadata, the checks as ``_Check``, and this on every section.
+# ``Annotated`` metadata, the checks as ``_Check``, and this on every section. forbid: a typo in
+# a key must be an error, not silently ignored. strict: a TOML string is never read as a number
+# or a boolean. Infinity and NaN are refused (see the bounds above).
 _PYDANTIC_CONFIG: Final = {"extra": "forbid", "strict": True, "allow_inf_nan": False}
 
 
@@ -119,121 +111,12 @@ class _Bounds:
         return schema
 
 
-@dataclass_transform(kw_only_default=True, frozen_default=True, field_specifiers=(field,))
-class _Section:
-    """A table of the configuration: a frozen record whose fields are its annotations.
-
-    Not a dataclass: ``@dataclass(frozen=True)`` writes and compiles each class's methods at
-    import, 0.6 ms a table and 6 ms of every command's start-up for the ten of them, for
-    objects built once a root. These methods are written once, here, and read the fields
-    from ``_FIELDS``; a file's tables are validated by pydantic through a dataclass twin of
-    each table (``_twin``), made only when a file is read.
-    """
+class _Section(Record):
+    """A table of the configuration: a frozen record (``records``), not a dataclass, so that
+    the ten of them cost start-up 0.3 ms, not 6. pydantic validates a file's tables through a
+    dataclass twin of each (``_adapter``), made when a file is read."""
 
     __slots__ = ()
-    #: the fields, in order, each with its default (a value, or a ``field(...)``)
-    _FIELDS: ClassVar[dict[str, Any]] = {}
-    #: the fields equality, hashing and ``repr`` compare (``field(compare=False)`` is not)
-    _COMPARED: ClassVar[tuple[str, ...]] = ()
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        own = inspect.get_annotations(cls)
-        cls._FIELDS = {name: cls.__dict__.get(name, MISSING) for name in own}
-        cls._COMPARED = tuple(
-            name
-            for name, default in cls._FIELDS.items()
-            if not isinstance(default, Field) or default.compare
-        )
-        for name, default in cls._FIELDS.items():
-            if isinstance(default, Field):
-                delattr(cls, name)  # the instance always has its own value
-
-    def __init__(self, **values: Any) -> None:
-        for name in values:
-            if name not in self._FIELDS:
-                raise TypeError(
-                    f"{type(self).__name__}.__init__() got an unexpected keyword argument {name!r}"
-                )
-        for name, default in self._FIELDS.items():
-            if name in values:
-                value = values[name]
-            elif isinstance(default, Field):
-                value = (
-                    default.default
-                    if default.default_factory is MISSING
-                    else default.default_factory()
-                )
-            elif default is MISSING:
-                raise TypeError(f"{type(self).__name__}.__init__() missing argument {name!r}")
-            else:
-                value = default
-            object.__setattr__(self, name, value)
-
-    def replace(self, **changes: Any) -> Self:
-        """A copy with ``changes`` (``dataclasses.replace`` for a table)."""
-        return type(self)(**{**self.as_mapping(), **changes})
-
-    def as_mapping(self) -> dict[str, Any]:
-        """The table's keys and values (what the rules and postflight are given)."""
-        return {name: getattr(self, name) for name in self._FIELDS}
-
-    def _compared(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self._COMPARED)
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._compared() == other._compared()
-
-    def __hash__(self) -> int:
-        return hash(self._compared())
-
-    def __repr__(self) -> str:
-        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._FIELDS)
-        return f"{type(self).__qualname__}({values})"
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise FrozenInstanceError(f"cannot delete field {name!r}")
-
-
-def _twin(section: type[_Section], twins: dict[type[_Section], type[Any]]) -> type[Any]:
-    """A frozen dataclass with ``section``'s name and fields, a table nested in it by its own
-    twin: what pydantic validates a file's table into (``_adapter``)."""
-    if section in twins:
-        return twins[section]
-    hints = get_type_hints(section, include_extras=True)
-    specs: list[tuple[str, Any, Any]] = []
-    for name, default in section._FIELDS.items():
-        kind = hints[name]
-        if isinstance(kind, type) and issubclass(kind, _Section):
-            kind = _twin(kind, twins)
-        if isinstance(default, Field):
-            factory = default.default_factory
-            if isinstance(factory, type) and issubclass(factory, _Section):
-                factory = _twin(factory, twins)
-            spec = field(default=default.default, default_factory=factory, compare=default.compare)
-        else:
-            spec = field(default=default)
-        specs.append((name, kind, spec))
-    twin = make_dataclass(
-        section.__name__,
-        specs,
-        namespace={
-            # forbid: a typo in a key must be an error, not silently ignored. strict: a TOML
-            # string is never read as a number or a boolean. Infinity and NaN are refused (see
-            # the bounds above).
-            "__pydantic_config__": _PYDANTIC_CONFIG,
-            "__get_pydantic_core_schema__": classmethod(_table_schema),
-        },
-        frozen=True,
-        slots=True,
-    )
-    twins[section] = twin
-    return twin
 
 
 def _table_schema(cls: type[Any], source: Any, handler: Any) -> Any:
@@ -244,14 +127,6 @@ def _table_schema(cls: type[Any], source: Any, handler: Any) -> Any:
         if entry["name"] in _NOT_KEYS:
             entry["init"] = False  # filled in by the loader, never read from a file
     return schema
-
-
-def _from_twin(value: Any, sections: Mapping[type[Any], type[_Section]]) -> Any:
-    """A twin's instance (``_twin``) as the table it stands for."""
-    section = sections.get(type(value))
-    if section is None:
-        return value
-    return section(**{name: _from_twin(getattr(value, name), sections) for name in section._FIELDS})
 
 
 def _codes(value: list[str]) -> list[str]:
@@ -566,14 +441,18 @@ def _quote(text: str) -> str:
 
 
 @cache
-def _adapter() -> tuple[Any, dict[type[Any], type[_Section]]]:
-    """pydantic's validator of a file's tables into ``Config``'s twin (``_twin``), and each
+def _adapter() -> tuple[Any, dict[type[Any], type[Record]]]:
+    """pydantic's validator of a file's tables into ``Config``'s dataclass twin, and each
     twin's table: built once, when a file is read."""
     from pydantic import TypeAdapter
 
-    twins: dict[type[_Section], type[Any]] = {}
-    adapter = TypeAdapter(_twin(Config, twins))
-    return adapter, {twin: section for section, twin in twins.items()}
+    twins: dict[type[Record], type[Any]] = {}
+    namespace = {
+        "__pydantic_config__": _PYDANTIC_CONFIG,
+        "__get_pydantic_core_schema__": classmethod(_table_schema),
+    }
+    adapter = TypeAdapter(dataclass_twin(Config, twins, namespace))
+    return adapter, {twin: record for record, twin in twins.items()}
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
@@ -581,7 +460,7 @@ def parse_config(data: Mapping[str, Any], source: str) -> Config:
 
     adapter, sections = _adapter()
     try:
-        config: Config = _from_twin(adapter.validate_python(dict(data)), sections)
+        config: Config = from_twin(adapter.validate_python(dict(data)), sections)
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):

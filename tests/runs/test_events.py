@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from postflightd.runs.events import LogEvent, emit, transition_event
-from postflightd.runs.lifecycle import Change, Run, RunTable, Sighting, Transition
+from postflightd.runs.table import Change, Run, RunTable, Sighting, Transition
 
 STARTED = datetime(2026, 1, 8, 14, 0, tzinfo=UTC)
 

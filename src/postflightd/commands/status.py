@@ -30,8 +30,9 @@ from postflightd.reporters.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import Options, use_color
 from postflightd.rules.findings import Finding, Policy
-from postflightd.runs.lifecycle import IN_PROGRESS, Sighting
+from postflightd.runs.lifecycle import IN_PROGRESS
 from postflightd.runs.status import WRITING, RootStatus, RunStatus, status_exit_code
+from postflightd.runs.table import Sighting
 
 
 def _being_written(report: FileReport, now: datetime, settle_s: float) -> bool:

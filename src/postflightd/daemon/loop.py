@@ -51,7 +51,7 @@ from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import Journal, journal_path
 from postflightd.logs import configure_logging, get_logger
 from postflightd.rules.findings import state_unusable_text
-from postflightd.runs.lifecycle import RunTable
+from postflightd.runs.table import RunTable
 from postflightd.words import counted
 
 log = get_logger()

@@ -3,7 +3,7 @@
 ``loop.Daemon`` runs the loop and supervises the watches; everything it does for one root's
 files goes through a ``WatchedRoot``: which files are due (complete, still being written,
 throttled, held back by a busy lock or an unusable state.json), post-flighting them in
-batches, following their runs (``runs.lifecycle.RunTable``) and logging what changed. Time comes
+batches, following their runs (``runs.table.RunTable``) and logging what changed. Time comes
 from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
 
 Why this module stays whole at ~750 lines: it is one class over one root's bookkeeping (the
@@ -46,7 +46,7 @@ from postflightd.project.root import Project
 from postflightd.project.state import StateView
 from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 from postflightd.runs.events import emit, transition_event
-from postflightd.runs.lifecycle import Run, RunTable, Sighting, Transition
+from postflightd.runs.table import Run, RunTable, Sighting, Transition
 
 log = get_logger()
 

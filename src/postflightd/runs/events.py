@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from postflightd.logs import get_logger
 from postflightd.models.files import META_NAME
-from postflightd.runs.lifecycle import Change, Transition
+from postflightd.runs.table import Change, Transition
 
 log = get_logger()
 
