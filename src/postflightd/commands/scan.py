@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -19,6 +18,7 @@ from postflightd.models.files import META_NAME
 from postflightd.pipeline.check import scan_files
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
 from postflightd.project.root import Project, find_project, require_project, root_of
+from postflightd.records import Record
 from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
 
@@ -26,8 +26,7 @@ if TYPE_CHECKING:
     from postflightd.pipeline.dry_run import PlannedWrite
 
 
-@dataclass(frozen=True, slots=True)
-class ScanOutput:
+class ScanOutput(Record):
     """How ``scan`` shows its result (the output conventions of ruff and friends)."""
 
     statistics: bool = False

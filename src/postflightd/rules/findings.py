@@ -11,6 +11,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final
 
+from postflightd.records import Record
+
 
 class Severity(StrEnum):
     ERROR = "error"
@@ -168,10 +170,9 @@ def expand_codes(codes: Iterable[str]) -> frozenset[str]:
     return frozenset(result)
 
 
-@dataclass(frozen=True, slots=True)
-class Policy:
+class Policy(Record):
     """Which findings count, at which severity (``[validation]``: select, ignore, severity,
-    strict)."""
+    strict). A record, not a dataclass: one is built a command, and every command imports it."""
 
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
