@@ -86,8 +86,15 @@ def test_a_record_copies_and_pickles() -> None:
     assert pickle.loads(pickle.dumps(outer)) == outer  # noqa: S301 - our own bytes
 
 
-def test_a_field_without_a_default_is_refused_when_the_class_is_made() -> None:
-    with pytest.raises(TypeError, match=r"Bare\.size: a record's field needs a default"):
+class Needs(Record):
+    size: int
+    name: str = "x"
 
-        class Bare(Record):
-            size: int
+
+def test_a_field_without_a_default_must_be_given() -> None:
+    twin, _ = _twin(Needs)
+    assert repr(Needs(size=2)) == repr(twin(size=2))
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'size'"):
+        Needs()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"missing 1 required .*argument: 'size'"):
+        twin(name="y")

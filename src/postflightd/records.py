@@ -7,7 +7,7 @@ methods once, reading each class's fields from ``_FIELDS``; a subclass is declar
 dataclass is (annotated fields with defaults, ``dataclasses.field`` for a factory or
 ``compare=False``), behaves as one (equality and hashing on the compared fields, the same
 ``repr``, ``FrozenInstanceError`` on assignment), and type checkers read it as one
-(``dataclass_transform``). Fields are keywords only, and every field has a default. Where a
+(``dataclass_transform``). Fields are given as keywords only. Where a
 library wants a real dataclass (pydantic validating a configuration file), ``dataclass_twin``
 makes one with the same name and fields, when it is needed.
 """
@@ -40,8 +40,6 @@ class Record:
             if not isinstance(default, Field) or default.compare
         )
         for name, default in cls._FIELDS.items():
-            if default is MISSING:
-                raise TypeError(f"{cls.__name__}.{name}: a record's field needs a default")
             if isinstance(default, Field):
                 delattr(cls, name)  # each instance has its own value
 
@@ -54,6 +52,15 @@ class Record:
         for name, default in self._FIELDS.items():
             if name in values:
                 value = values[name]
+            elif default is MISSING or (
+                isinstance(default, Field)
+                and default.default is MISSING
+                and default.default_factory is MISSING
+            ):
+                raise TypeError(
+                    f"{type(self).__name__}.__init__() missing 1 required keyword-only "
+                    f"argument: {name!r}"
+                )
             elif not isinstance(default, Field):
                 value = default
             elif default.default_factory is MISSING:
@@ -116,7 +123,7 @@ def dataclass_twin(
                 factory = dataclass_twin(factory, twins, namespace)
             spec = field(default=default.default, default_factory=factory, compare=default.compare)
         else:
-            spec = field(default=default)
+            spec = field(default=default)  # MISSING: a field without a default
         specs.append((name, kind, spec))
     twin = make_dataclass(
         record.__name__, specs, namespace=dict(namespace or {}), frozen=True, slots=True

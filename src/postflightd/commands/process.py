@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -69,7 +68,12 @@ def run_process(
                 raise UsageError(f"{file}: no such file")
             # A daemon, hook or concurrent `process` took it first: the outcome is applied.
             gone = Processed(
-                file, None, _when(row), root=str(root), path=row.file, status=row.status
+                file=file,
+                report=None,
+                already=_when(row),
+                root=str(root),
+                path=row.file,
+                status=row.status,
             )
             result = _described(gone, root, config, path, fmt)
             REPORTERS[fmt](result, sys.stdout, Options())
@@ -95,7 +99,7 @@ def run_process(
             done = _when(row) if row is not None else None
     finally:
         journal.close()
-    result = _described(Processed(file, report, done), root, config, path, fmt)
+    result = _described(Processed(file=file, report=report, already=done), root, config, path, fmt)
     REPORTERS[fmt](result, sys.stdout, Options())
     return int(result.exit_code)
 
@@ -110,7 +114,7 @@ def _described(result: Processed, root: Path, config: Config, path: Path, fmt: s
     if fmt == "json":
         with Project.open(root, config) as project:
             entry = project.state.tasks.get(parsed[0])
-    return replace(result, task=parsed[0], task_name=parsed[1], state_entry=entry)
+    return result.replace(task=parsed[0], task_name=parsed[1], state_entry=entry)
 
 
 def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> int:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from postflightd.errors import ExitCode
 from postflightd.models.terms import Status
 from postflightd.project.metadata import Loaded
+from postflightd.records import Record
 from postflightd.rules.findings import Finding, Severity
 from postflightd.rules.metadata import Validation
 
@@ -224,10 +225,10 @@ EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Processed:
+class Processed(Record):
     """What ``process`` did with the file named ``file``: its report (None when the file was
-    already gone), and when the journal shows another run applied it first, when."""
+    already gone), and when the journal shows another run applied it first, when. A record:
+    every scan imports this module, and a frozen dataclass compiles its methods at import."""
 
     file: str
     report: FileReport | None

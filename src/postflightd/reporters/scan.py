@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO
 
 from postflightd.inert import inert, json_text
 from postflightd.reporters import Reporter
@@ -24,10 +23,10 @@ if TYPE_CHECKING:
     from postflightd.rules.findings import Finding
 
 
-@dataclass(frozen=True, slots=True)
-class Scanned:
+class Scanned(NamedTuple):
     """What ``scan`` reports, as it comes: ``scan`` streams its files, each checked, written
-    and forgotten, so ``files`` is consumed once and ``tally`` is complete only after."""
+    and forgotten, so ``files`` is consumed once and ``tally`` is complete only after. A named
+    tuple: a frozen dataclass compiles its methods at import, and every scan imports this."""
 
     roots: list[Path]
     files: Iterable[FileReport]
