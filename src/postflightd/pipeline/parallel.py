@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from io import BufferedReader
 from pathlib import Path
 from typing import Final
@@ -91,12 +90,15 @@ def check_all(
                 helper.stop()
 
 
-@dataclass(slots=True)
 class _Worker:
-    """A forked process checking its share of the chunks, sending rows back through a pipe."""
+    """A forked process checking its share of the chunks, sending rows back through a pipe.
+    (A plain class: a dataclass compiles its methods at import, and every scan imports this.)"""
 
-    pid: int
-    pipe: BufferedReader
+    __slots__ = ("pid", "pipe")
+
+    def __init__(self, pid: int, pipe: BufferedReader) -> None:
+        self.pid = pid
+        self.pipe = pipe
 
     @classmethod
     def start(
