@@ -344,3 +344,15 @@ def test_the_real_console_script_gives_the_command_s_usage(tmp_path: Path) -> No
     assert done.stdout == ""
     assert done.stderr.startswith("usage: postflightd scan")
     assert "did you mean `--format`?" in done.stderr
+
+
+@pytest.mark.parametrize("name", cli._ALONE)
+def test_a_command_parsed_by_its_own_parser_reads_as_in_the_whole_one(name: str) -> None:
+    """A command line starting with ``scan`` or ``hook`` is parsed by a parser holding that
+    command alone (start-up): its usage, help and defaults are the whole parser's."""
+    alone = cli._subcommands(cli._parser(only=name))[name]
+    whole = cli._subcommands(cli._parser())[name]
+    assert alone.format_usage() == whole.format_usage()
+    assert alone.format_help() == whole.format_help()
+    defaults = [{a.dest: a.default for a in p._actions} for p in (alone, whole)]
+    assert defaults[0] == defaults[1]
