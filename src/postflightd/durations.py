@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Final
 
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_PART: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
-_SECONDS: Final = re.compile(r"\d+(?:\.\d+)?")
+#: Patterns compiled (and cached by ``re``) when a duration is parsed: only a few commands'
+#: options are durations, and every command imports this module.
+_PART: Final = r"(?i)(\d+(?:\.\d+)?)\s*([smhdw])"
+_SECONDS: Final = r"\d+(?:\.\d+)?"
 
 
 def format_duration(seconds: float | None) -> str:
@@ -32,11 +34,11 @@ def parse_duration(text: str) -> timedelta:
     """``90s``, ``30m``, ``2h``, ``7d``, ``1w``, combined (``1d12h``), or bare seconds (``90``)
     (what ``verify --since`` takes too); ValueError otherwise."""
     compact = text.strip()
-    if _SECONDS.fullmatch(compact):
+    if re.fullmatch(_SECONDS, compact):
         seconds = float(compact)
     else:
-        parts = _PART.findall(compact)
-        if not parts or _PART.sub("", compact).strip():
+        parts = re.findall(_PART, compact)
+        if not parts or re.sub(_PART, "", compact).strip():
             raise ValueError(f"{text!r} is not a duration such as 30m, 2h, 7d or 1d12h")
         seconds = sum(float(n) * _UNITS[u.lower()] for n, u in parts)
     try:
