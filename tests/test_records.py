@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from dataclasses import FrozenInstanceError, field, fields, replace
+from dataclasses import FrozenInstanceError, field, fields, make_dataclass, replace
 from typing import Any
 
 import pytest
@@ -98,3 +98,20 @@ def test_a_field_without_a_default_must_be_given() -> None:
         Needs()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match=r"missing 1 required .*argument: 'size'"):
         twin(name="y")
+
+
+class Counts(Record, frozen=False):
+    seen: int = 0
+    names: list[str] = field(default_factory=list)
+
+
+def test_a_record_not_frozen_is_assigned_and_unhashable_as_such_a_dataclass() -> None:
+    twin = make_dataclass("Counts", [("seen", int, field(default=0))])  # not frozen
+    counts = Counts()
+    counts.seen += 2
+    assert counts == Counts(seen=2)
+    assert repr(counts) == "Counts(seen=2, names=[])"
+    with pytest.raises(TypeError, match="unhashable type: 'Counts'"):
+        hash(counts)
+    with pytest.raises(TypeError, match="unhashable type: 'Counts'"):
+        hash(twin())

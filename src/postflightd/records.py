@@ -6,8 +6,9 @@ made: 0.5 to 1 ms a class, paid by every command that imports it. ``Record`` hol
 methods once, reading each class's fields from ``_FIELDS``; a subclass is declared as a frozen
 dataclass is (annotated fields with defaults, ``dataclasses.field`` for a factory or
 ``compare=False``), behaves as one (equality and hashing on the compared fields, the same
-``repr``, ``FrozenInstanceError`` on assignment), and type checkers read it as one
-(``dataclass_transform``). Fields are given as keywords only. Where a
+``repr``, ``FrozenInstanceError`` on assignment; ``frozen=False`` in the class statement for
+one whose fields are assigned), and type checkers read it as one (``dataclass_transform``).
+Fields are given as keywords only. Where a
 library wants a real dataclass (pydantic validating a configuration file), ``dataclass_twin``
 makes one with the same name and fields, when it is needed.
 """
@@ -30,8 +31,14 @@ class Record:
     #: the fields equality and hashing compare (``field(compare=False)`` is not)
     _COMPARED: ClassVar[tuple[str, ...]] = ()
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, *, frozen: bool = True, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if not frozen:
+            # ``class Tally(Record, frozen=False)``: fields assignable, and so not hashable,
+            # as a dataclass that is not frozen.
+            cls.__setattr__ = object.__setattr__  # type: ignore[method-assign,assignment]
+            cls.__delattr__ = object.__delattr__  # type: ignore[method-assign]
+            cls.__hash__ = None  # type: ignore[assignment]
         names = inspect.get_annotations(cls)
         cls._FIELDS = {name: cls.__dict__.get(name, MISSING) for name in names}
         cls._COMPARED = tuple(

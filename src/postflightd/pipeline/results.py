@@ -123,11 +123,11 @@ class Ready(NamedTuple):
     task: int
 
 
-@dataclass(slots=True)
-class Tally:
+class Tally(Record, frozen=False):
     """What a scan's summary and exit code need, counted as the files go by.
 
-    A streamed scan keeps this, not the files: its memory does not grow with them.
+    A streamed scan keeps this, not the files: its memory does not grow with them. (A record:
+    a dataclass compiles its methods at import, and every scan imports this.)
     """
 
     strict: bool = False
@@ -179,9 +179,9 @@ class Tally:
         return ExitCode.OK
 
 
-@dataclass(slots=True)
-class ScanReport:
-    """Every file of a scan, in memory: ``scan --apply`` and the library's callers."""
+class ScanReport(Record, frozen=False):
+    """Every file of a scan, in memory: ``scan --apply`` and the library's callers. (A record,
+    as ``Tally``.)"""
 
     roots: list[Path]
     files: list[FileReport] = field(default_factory=list)
