@@ -72,7 +72,7 @@ def test_version_imports_no_pydantic() -> None:
     assert code == 0
     assert out.startswith("postflightd ")
     assert _pydantic(modules) == []
-    assert sorted(modules & set(OFF_A_SCANS_PATH)) == []
+    assert sorted(modules & {*OFF_A_SCANS_PATH, "typing"}) == []  # the parser alone
 
 
 def test_a_stop_with_no_metadata_file_imports_no_pydantic(tmp_path: Path) -> None:
