@@ -9,7 +9,6 @@ is new content and is reported again.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
@@ -34,6 +33,8 @@ def default_path() -> Path:
 def content_key(root: Path, rel_path: str, raw: bytes | None, problem: str) -> str:
     """The key of one report: the project, the file and its bytes (or, when it could not be
     read, why)."""
+    import hashlib  # only with a file to report: loading OpenSSL costs a stop 2.5 ms
+
     digest = hashlib.sha256()
     for part in (str(root).encode(), rel_path.encode(), raw if raw is not None else b"\0"):
         digest.update(len(part).to_bytes(8, "big"))
