@@ -20,10 +20,9 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from postflightd.config import Config, policy_from
 from postflightd.fs.locks import LockTimeoutError
@@ -56,9 +55,9 @@ MAX_OTHERS_NAMED: Final = 3
 Whose = Callable[[float, float], Ownership]
 
 
-@dataclass(frozen=True, slots=True)
-class StopRequest:
-    """One stop, whatever the runtime: what ``answer`` needs."""
+class StopRequest(NamedTuple):
+    """One stop, whatever the runtime: what ``answer`` needs. (These three are named tuples:
+    the hook runs at every stop, and a frozen dataclass compiles its methods at import.)"""
 
     #: where to look for the project, in order (the agent's cwd, then the runtime's project
     #: directory or workspace roots: an agent that ran ``cd /tmp`` still belongs to its project)
@@ -71,8 +70,7 @@ class StopRequest:
     agent_type: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The decision, before a runtime's protocol renders it."""
 
     #: what the agent must repair before stopping; None lets it stop
@@ -81,8 +79,7 @@ class Verdict:
     message: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Runtime:
+class Runtime(NamedTuple):
     """A runtime's protocol: its stdin parsed, the Verdict rendered, its exit codes."""
 
     name: str
