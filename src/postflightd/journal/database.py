@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, Self, get_args
+from typing import Any, Final, Literal, NamedTuple, Self, get_args
 
 from postflightd.inert import clip
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
+from postflightd.records import Record
 
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
@@ -78,15 +79,16 @@ def journal_path(config_path: str) -> Path:
     return Path(config_path).expanduser()
 
 
-@dataclass(slots=True)
-class Batch:
-    """The outcome of ``Journal.batch``: whether its rows were committed to stable storage."""
+class Batch(Record, frozen=False):
+    """The outcome of ``Journal.batch``: whether its rows were committed to stable storage.
+    (This, ``PruneResult``, ``TaskChange`` and ``RecordedChange`` are records or named tuples:
+    the hook opens the journal at every stop, and a dataclass compiles its methods at import.)
+    """
 
     committed: bool = False
 
 
-@dataclass(slots=True)
-class PruneResult:
+class PruneResult(Record, frozen=False):
     """What one ``Journal.prune`` removed."""
 
     rows: int = 0
@@ -112,8 +114,7 @@ class Observation:
     agent: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskChange:
+class TaskChange(NamedTuple):
     """What one postflight did to its task: the state.json entry before and after, exactly,
     and the TODO.md edits made for it (each ``{"marker", "links", "completed"}``)."""
 
@@ -122,8 +123,7 @@ class TaskChange:
     todo: Sequence[Mapping[str, Any]] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RecordedChange:
+class RecordedChange(NamedTuple):
     """A ``postflighted`` row that recorded its ``TaskChange`` (schema version 2)."""
 
     id: int
