@@ -19,9 +19,8 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from postflightd.models.files import META_NAME
 from postflightd.timestamps import parse_timestamp
@@ -42,10 +41,10 @@ _TASK_DIR: Final = re.compile(r"([^/\s'\"`;|&<>()=]+)/" + re.escape(META_NAME))
 Written = Callable[[Any], set[str]]
 
 
-@dataclass(frozen=True, slots=True)
-class Transcript:
+class Transcript(NamedTuple):
     """What one transcript says: the task directories whose metadata file the agent wrote,
-    and when the transcript began (its first line's timestamp; None when it has none)."""
+    and when the transcript began (its first line's timestamp; None when it has none). A
+    named tuple: a frozen dataclass compiles its methods at import, at every stop."""
 
     task_dirs: frozenset[str]
     began: float | None

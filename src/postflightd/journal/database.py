@@ -26,7 +26,6 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -81,8 +80,9 @@ def journal_path(config_path: str) -> Path:
 
 class Batch(Record, frozen=False):
     """The outcome of ``Journal.batch``: whether its rows were committed to stable storage.
-    (This, ``PruneResult``, ``TaskChange`` and ``RecordedChange`` are records or named tuples:
-    the hook opens the journal at every stop, and a dataclass compiles its methods at import.)
+    (This, ``PruneResult``, ``Observation``, ``TaskChange`` and ``RecordedChange`` are records
+    or named tuples: the hook opens the journal at every stop, and a dataclass compiles its
+    methods at import.)
     """
 
     committed: bool = False
@@ -96,8 +96,7 @@ class PruneResult(Record, frozen=False):
     error: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Observation:
+class Observation(NamedTuple):
     """One journal row."""
 
     id: int
