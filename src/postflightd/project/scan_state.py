@@ -1,17 +1,31 @@
-"""state.json as ``scan`` reads it: a chunk at a time, keeping the five task fields it needs.
+"""state.json as ``scan`` reads it: of each task, only the five fields a scan needs.
 
-A 10,000-task state.json of 16 MB costs about 57 MB as Python objects, although a scan needs
-of each task its number, name, language, session and status. This reader decodes the file a
-megabyte at a time with the standard library's own decoder (``raw_decode``), one task object
-at a time, and keeps only those fields: measured on that file, +10 MB peak and 60 ms, against
-+71 MB and 62 ms for ``json.loads`` of the bytes, +24 MB and 33 ms for msgspec decoding the
-bytes into typed structs (its speed needs the whole file in memory), and +38 MB and 90 ms for
-``json.loads`` with a trimming ``object_pairs_hook`` (docs/benchmarks.md).
+A scan needs of each task its number, name, language, session and status; a long-lived
+project's state.json holds much more (16.6 MB for 10,000 tasks in the bench, 57 MB as Python
+objects). Two readers, measured on that file (time; peak memory over a bare interpreter):
 
-Anything unusual (not UTF-8, a byte-order mark, NaN, a task that is not an object with an
-integer number, bad JSON anywhere) is read again by ``state``'s full reader, so a state.json
-the rest of postflightd calls unusable gets exactly the same problem here. The postflight
-write path does not use this: it reads the whole document and renders it back
+* up to ``WHOLE_BYTES``, the file is read at once and msgspec decodes those five fields straight
+  from the bytes into typed structs, skipping every other value in C: 14-17 ms, the file's
+  bytes held while they are decoded (``json.loads`` of the bytes: 85 ms, +71 MB);
+* above it, or where msgspec refuses the file, a chunk at a time with the standard library's
+  own decoder (``raw_decode``), one task object at a time: 60-66 ms, +10 MB whatever the size.
+
+Either gives exactly what the full reader (``state.load_state``) gives: the same fields, or,
+for a file it calls unusable, the same problem, since anything unusual is read again by it.
+Where msgspec is stricter than json (NaN, a lone surrogate escape, a kept field that is not a
+string or null, a key that is not UTF-8 ...), it refuses and the chunked reader reads the file.
+Where it would accept what json refuses, ``decode_tasks`` does not use it:
+
+* bytes that are not UTF-8 in a value it skips (it checks only the strings it keeps): the file
+  is checked first (at once when ASCII, about 1 ms; else 64 KiB at a time, about 7 ms);
+* an integer with more digits than Python converts (``sys.get_int_max_str_digits()``, 4,300:
+  json raises) in a value it skips: a run of half as many digits anywhere sends the file on;
+* nesting deep enough that json runs out of recursion (it counts each array and object against
+  the interpreter's recursion limit, as msgspec does, from wherever it is called): both this
+  module's readers run ``_STACK_MARGIN`` calls deeper than the full reader's decoder would, so
+  that they give up on whatever it would find nested too deeply.
+
+The postflight write path does not use this: it reads the whole document and renders it back
 format-preserving.
 """
 
@@ -19,11 +33,15 @@ from __future__ import annotations
 
 import codecs
 import json
+import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, TypeVar
+
+import msgspec
 
 from postflightd.models.files import parse_json
 from postflightd.project.state import StateView, open_state, read_state_bytes, state_shape_problem
@@ -31,29 +49,148 @@ from postflightd.project.state import StateView, open_state, read_state_bytes, s
 #: The task fields the rules read (TaskContext.task), by their state.json names.
 SCAN_FIELDS: Final = ("project_number", "project_name", "language", "session_id", "status")
 
-#: How much of the file is read and decoded at a time.
+#: How much of the file the chunked reader reads and decodes at a time.
 CHUNK_BYTES: Final = 1 << 20
+
+#: Up to this size state.json is read whole and decoded by msgspec; above it, a chunk at a
+#: time. The whole file is held while it is decoded (and the structs, about 0.3 KB a task,
+#: after): 64 MiB is four times the bench's 10,000 fat tasks, and a scan's peak stays within
+#: about 100 MB; a larger file costs the chunked reader's 4x the time but no more memory.
+WHOLE_BYTES: Final = 64 << 20
 
 _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")  # json's own definition
 
+_T = TypeVar("_T")
 
-def load_state_for_scan(path: Path, chunk_bytes: int = CHUNK_BYTES) -> StateView:
+
+class _Task(msgspec.Struct, gc=False):
+    """A task's scan fields. One the task does not have stays UNSET (``null`` is None); a
+    number, list or object where a string is kept makes msgspec refuse the file, so that
+    json's value of it is kept (its floats and big integers are the ones the full reader has)."""
+
+    project_number: int
+    project_name: str | msgspec.UnsetType | None = msgspec.UNSET
+    language: str | msgspec.UnsetType | None = msgspec.UNSET
+    session_id: str | msgspec.UnsetType | None = msgspec.UNSET
+    status: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+class _State(msgspec.Struct, gc=False):
+    """state.json's object: every key but ``active_projects`` skipped (a repeated key: the
+    last wins, as in json)."""
+
+    active_projects: list[_Task]
+
+
+_DECODER: Final = msgspec.json.Decoder(_State)
+
+#: How many calls deeper than the full reader's decoder this module's readers decode (above):
+#: the full reader's path from ``load_state_for_scan`` down to json's scanner is 4 calls.
+_STACK_MARGIN: Final = 32
+
+#: How much of a file that is not ASCII is checked for UTF-8 at a time (memory stays flat).
+_UTF8_CHUNK: Final = 1 << 16
+
+_DIGITS: Final = re.compile(rb"[0-9]+")
+_DIGIT_BYTES: Final = frozenset(b"0123456789")
+
+
+def load_state_for_scan(
+    path: Path, chunk_bytes: int = CHUNK_BYTES, whole_bytes: int = WHOLE_BYTES
+) -> StateView:
     """state.json for a read-only scan: ``tasks`` hold only SCAN_FIELDS (those present).
 
     ``doc`` is ``{}``: it only says the file is usable (a scan reads tasks by number and never
     writes the file back). Problems are described exactly as ``state.load_state`` describes them.
+    A file of at most ``whole_bytes`` is decoded whole (``decode_tasks``), a larger one, or one
+    msgspec refuses, ``chunk_bytes`` at a time.
     """
     opened = open_state(path)
     if isinstance(opened, StateView):
         return opened
     try:
         with opened:
-            tasks = _LeanReader(opened, chunk_bytes).tasks()
+            raw = _read_whole(opened, whole_bytes)
+            tasks = None if raw is None else decode_tasks(raw)
+            if tasks is None:
+                del raw  # not held while the chunked reader reads the file again
+                opened.seek(0)
+                tasks = _deeper(_STACK_MARGIN, _LeanReader(opened, chunk_bytes).tasks)
     except (_UnusualError, ValueError, RecursionError, OSError):
         # Rare: the full reader says why, in the words every other command uses (or reads
         # what this one is too strict for); its cost does not matter then.
         return _full_read(path)
     return StateView(path, exists=True, doc={}, tasks=tasks)
+
+
+def decode_tasks(raw: bytes) -> LeanTasks | None:
+    """The scan fields of state.json's bytes, decoded by msgspec; None where json might read
+    them otherwise (the module's docstring says where): the chunked reader decides then."""
+    if not _utf8(raw) or _long_integer(raw):
+        return None
+    try:
+        state = _deeper(_STACK_MARGIN, lambda: _DECODER.decode(raw))
+    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError too
+        return None
+    tasks = LeanTasks()
+    tasks.extend(state.active_projects)
+    return tasks
+
+
+def _read_whole(file: BinaryIO, bound: int) -> bytes | None:
+    """The file's bytes if it holds at most ``bound``; None if it holds more."""
+    size = os.fstat(file.fileno()).st_size
+    if size > bound:
+        return None
+    raw = file.read(size + 1)
+    if len(raw) > size:  # it grew since: read on to its end, or past the bound
+        raw += file.read(bound + 1 - len(raw))
+    return raw if len(raw) <= bound else None
+
+
+def _utf8(raw: bytes) -> bool:
+    """Whether the bytes are UTF-8 as ``bytes.decode`` (so the full reader) reads it."""
+    if raw.isascii():
+        return True
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    view = memoryview(raw)
+    try:
+        for start in range(0, len(raw), _UTF8_CHUNK):
+            decoder.decode(view[start : start + _UTF8_CHUNK])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _long_integer(raw: bytes) -> bool:
+    """Whether the bytes may hold an integer longer than Python converts (json raises).
+
+    A run of more than ``limit`` digits holds one of the bytes looked at (every ``step``-th),
+    with at least ``limit + 1 - step`` digits from there on: a few thousand looks at a 16 MB
+    file, not a look at every byte. A shorter run can be flagged too (the chunked reader then
+    decides); a digit inside a string as well.
+    """
+    limit = sys.get_int_max_str_digits()
+    if limit == 0:
+        return False
+    step = (limit + 1) // 2
+    least = limit + 1 - step
+    digits, match = _DIGIT_BYTES, _DIGITS.match
+    for at in range(0, len(raw), step):
+        if raw[at] in digits:
+            run = match(raw, at)
+            if run is not None and run.end() - at >= least:
+                return True
+    return False
+
+
+def _deeper(calls: int, read: Callable[[], _T]) -> _T:
+    """``read()`` called ``calls`` calls deeper, each through C (``functools.partial``), so
+    that each is counted against the recursion limit however the interpreter counts calls."""
+    if calls <= 0:
+        return read()
+    return partial(_deeper, calls - 1, read)()
 
 
 def _full_read(path: Path) -> StateView:
@@ -71,20 +208,14 @@ def _full_read(path: Path) -> StateView:
     return StateView(path, exists=True, doc={}, tasks=tasks)
 
 
-#: Fields whose values repeat from task to task: one string each, not one per task (each
-#: raw_decode makes its own strings; 10,000 tasks held 60,000 of them).
-_SHARED: Final = frozenset({"language", "session_id", "status"})
-
-
-#: A field the task does not have (None is a value: ``"language": null``).
-_ABSENT: Final = object()
 _REST: Final = SCAN_FIELDS[1:]
+_UNSET: Final = msgspec.UNSET
 
 
 class LeanTasks(Mapping[int, Mapping[str, Any]]):
-    """The scan fields of each task by number, a tuple each; a task's dict is made when asked.
+    """The scan fields of each task by number, a struct each; a task's dict is made when asked.
 
-    A dict of five fields costs about 100 bytes more than the tuple of their values: 10 MB at
+    A dict of five fields costs about 120 bytes more than a struct of their values: 12 MB at
     100,000 tasks, held for the whole scan, while a scan asks for each task once. A number
     listed twice keeps its last entry, as ``tasks_by_number`` does.
     """
@@ -92,24 +223,33 @@ class LeanTasks(Mapping[int, Mapping[str, Any]]):
     __slots__ = ("_by_number",)
 
     def __init__(self) -> None:
-        self._by_number: dict[int, tuple[Any, ...]] = {}
+        self._by_number: dict[int, _Task] = {}
 
     def add(self, task: Mapping[str, Any]) -> None:
         """One task object of state.json (its ``project_number`` checked to be an int)."""
-        values = []
-        for key in _REST:
-            value = task.get(key, _ABSENT)
-            values.append(sys.intern(value) if key in _SHARED and type(value) is str else value)
-        number = task["project_number"]
         # The number's own field is kept as written (True is not 1 here: it was refused).
-        self._by_number[number] = (number, *values)
+        self.extend((_Task(task["project_number"], *(task.get(k, _UNSET) for k in _REST)),))
+
+    def extend(self, tasks: Iterable[_Task]) -> None:
+        """Decoded tasks, kept. The fields whose values repeat from task to task are interned:
+        one string each, not one per task (10,000 tasks held 30,000 of them)."""
+        by_number, intern = self._by_number, sys.intern
+        for task in tasks:
+            if type(task.language) is str:
+                task.language = intern(task.language)
+            if type(task.session_id) is str:
+                task.session_id = intern(task.session_id)
+            if type(task.status) is str:
+                task.status = intern(task.status)
+            by_number[task.project_number] = task
 
     def __getitem__(self, number: int) -> dict[str, Any]:
-        row = self._by_number[number]
+        task = self._by_number[number]
         # Only the fields present, as in the full document: a rule's .get() sees the same.
-        lean = {"project_number": row[0]}
-        for key, value in zip(_REST, row[1:], strict=True):
-            if value is not _ABSENT:
+        lean = {"project_number": task.project_number}
+        for key in _REST:
+            value = getattr(task, key)
+            if value is not _UNSET:
                 lean[key] = value
         return lean
 
