@@ -227,8 +227,16 @@ class LeanTasks(Mapping[int, Mapping[str, Any]]):
 
     def add(self, task: Mapping[str, Any]) -> None:
         """One task object of state.json (its ``project_number`` checked to be an int)."""
+        get = task.get
         # The number's own field is kept as written (True is not 1 here: it was refused).
-        self.extend((_Task(task["project_number"], *(task.get(k, _UNSET) for k in _REST)),))
+        kept = _Task(
+            task["project_number"],
+            get("project_name", _UNSET),
+            get("language", _UNSET),
+            get("session_id", _UNSET),
+            get("status", _UNSET),
+        )
+        self.extend((kept,))
 
     def extend(self, tasks: Iterable[_Task]) -> None:
         """Decoded tasks, kept. The fields whose values repeat from task to task are interned:
