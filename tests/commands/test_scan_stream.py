@@ -19,7 +19,7 @@ from postflightd.config import Config, policy_from
 from postflightd.inert import json_text
 from postflightd.pipeline import apply as pipeline
 from postflightd.pipeline import parallel
-from postflightd.project.scan_state import SCAN_FIELDS, WHOLE_BYTES, load_state_for_scan
+from postflightd.project.scan_state import SCAN_FIELDS, load_state_for_scan
 from postflightd.project.state import StateView, load_state
 from postflightd.reporters.scan import REPORTERS, Scanned, write_github, write_json, write_text
 from postflightd.reporters.style import Options
@@ -122,18 +122,19 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     assert github.getvalue() == ""
 
 
-#: state.json read whole and decoded by msgspec (the default), or the chunked reader alone.
-WHOLE = [WHOLE_BYTES, 0]
+#: state.json read whole and decoded by msgspec (by default for a file of 2 MiB or more), or
+#: the chunked reader alone, whatever the file's size.
+READERS: dict[str, dict[str, int]] = {"whole": {"whole_min": 0}, "chunked": {"whole_max": -1}}
 
 
-@pytest.mark.parametrize("whole", WHOLE)
+@pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("chunk", [5, 4096, 1 << 20])
 def test_lean_state_has_the_scan_fields_of_the_full_state(
-    tmp_path: Path, chunk: int, whole: int
+    tmp_path: Path, chunk: int, reader: str
 ) -> None:
     root = _mixed_project(tmp_path / "p")
     path = root / "specs" / "state.json"
-    lean, full = load_state_for_scan(path, chunk, whole), full_state(path)
+    lean, full = load_state_for_scan(path, chunk, **READERS[reader]), full_state(path)
     assert lean.usable and lean.problem is None
     assert set(lean.tasks) == set(full.tasks)
     for number, task in full.tasks.items():
@@ -173,15 +174,15 @@ BAD_STATES: list[bytes] = [
 ]
 
 
-@pytest.mark.parametrize("whole", WHOLE)
+@pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 @pytest.mark.parametrize("raw", BAD_STATES, ids=range(len(BAD_STATES)))
 def test_lean_state_calls_unusable_what_load_state_calls_unusable(
-    tmp_path: Path, raw: bytes, chunk: int, whole: int
+    tmp_path: Path, raw: bytes, chunk: int, reader: str
 ) -> None:
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path, chunk, whole), full_state(path)
+    lean, full = load_state_for_scan(path, chunk, **READERS[reader]), full_state(path)
     assert not full.usable
     assert (lean.usable, lean.exists, lean.problem) == (False, True, full.problem)
 
@@ -199,16 +200,16 @@ ODD_BUT_USABLE: list[bytes] = [
 ]
 
 
-@pytest.mark.parametrize("whole", WHOLE)
+@pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("chunk", [1, 2, 7, 1 << 20])
 @pytest.mark.parametrize("raw", ODD_BUT_USABLE, ids=range(len(ODD_BUT_USABLE)))
 def test_lean_state_reads_what_load_state_reads(
-    tmp_path: Path, raw: bytes, chunk: int, whole: int
+    tmp_path: Path, raw: bytes, chunk: int, reader: str
 ) -> None:
     """Every value cut at every chunk boundary (numbers included) reads as json.loads does."""
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path, chunk, whole), full_state(path)
+    lean, full = load_state_for_scan(path, chunk, **READERS[reader]), full_state(path)
     assert full.usable and lean.usable
     assert lean.tasks == {
         n: {k: t[k] for k in SCAN_FIELDS if k in t} for n, t in full.tasks.items()
@@ -285,5 +286,5 @@ def test_lean_state_reads_a_value_far_longer_than_a_chunk(tmp_path: Path) -> Non
     notes = "x" * (4 << 20)
     task = {"project_number": 7, "project_name": "seven", "notes": notes}
     path.write_text(json.dumps({"log": notes, "active_projects": [task]}))
-    lean = load_state_for_scan(path, 1024, whole_bytes=0)
+    lean = load_state_for_scan(path, 1024, whole_max=-1)
     assert lean.tasks == {7: {"project_number": 7, "project_name": "seven"}}

@@ -25,7 +25,7 @@ from helpers.project import project
 from postflightd.fs.directory import Directory
 from postflightd.project.scan_state import (
     SCAN_FIELDS,
-    WHOLE_BYTES,
+    WHOLE_MIN_BYTES,
     decode_tasks,
     load_state_for_scan,
 )
@@ -43,17 +43,18 @@ def rows(tasks: Mapping[int, Mapping[str, Any]]) -> list[str]:
     return [repr((n, {k: task[k] for k in SCAN_FIELDS if k in task})) for n, task in tasks.items()]
 
 
-#: The whole file decoded by msgspec (the default), and the chunked reader alone.
-READERS = {"whole": WHOLE_BYTES, "chunked": 0}
+#: The whole file decoded by msgspec (by default for a file of WHOLE_MIN_BYTES or more), and
+#: the chunked reader alone, whatever the file's size.
+READERS: dict[str, dict[str, int]] = {"whole": {"whole_min": 0}, "chunked": {"whole_max": -1}}
 
 
 def check_agrees(path: Path, raw: bytes) -> StateView:
     """Every reader of state.json for a scan agrees with the full reader on ``raw``."""
     path.write_bytes(raw)
     full = full_state(path)
-    for whole_bytes in READERS.values():
+    for reader in READERS.values():
         for chunk in (3, 1 << 20):
-            lean = load_state_for_scan(path, chunk, whole_bytes)
+            lean = load_state_for_scan(path, chunk, **reader)
             assert (lean.usable, lean.exists, lean.problem) == (full.usable, True, full.problem)
             assert rows(lean.tasks) == rows(full.tasks)
     fast = decode_tasks(raw)
@@ -199,8 +200,8 @@ def test_nesting_as_deep_as_json_reads_and_no_deeper(tmp_path: Path) -> None:
             path.write_bytes(raw)
             full = full_state(path)
             seen.add(full.usable)
-            for whole_bytes in READERS.values():
-                lean = load_state_for_scan(path, whole_bytes=whole_bytes)
+            for reader in READERS.values():
+                lean = load_state_for_scan(path, **reader)
                 assert (lean.usable, lean.problem) == (full.usable, full.problem), depth
     assert seen == {True, False}  # the window holds the depth where json gives up
 
@@ -224,9 +225,12 @@ def test_a_file_above_the_bound_is_read_a_chunk_at_a_time(tmp_path: Path) -> Non
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"active_projects": tasks}))
     size = path.stat().st_size
-    whole, at_bound, above = (load_state_for_scan(path, 4096, b) for b in (1 << 26, size, size - 1))
+    whole, at_bound, above, below = (
+        load_state_for_scan(path, 4096, whole_min=0, whole_max=most)
+        for most in (1 << 26, size, size - 1, -1)
+    )
     assert len(whole.tasks) == 199
-    assert rows(whole.tasks) == rows(at_bound.tasks) == rows(above.tasks)
+    assert rows(whole.tasks) == rows(at_bound.tasks) == rows(above.tasks) == rows(below.tasks)
     assert rows(whole.tasks) == rows(full_state(path).tasks)
 
 
@@ -235,7 +239,7 @@ def test_repeated_values_are_one_string(tmp_path: Path, reader: str) -> None:
     """language, session and status repeat from task to task: each is held once."""
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"active_projects": [task_entry(i, f"t{i}") for i in (1, 2)]}))
-    tasks = load_state_for_scan(path, whole_bytes=READERS[reader]).tasks
+    tasks = load_state_for_scan(path, **READERS[reader]).tasks
     for key in ("language", "session_id", "status"):
         assert tasks[1][key] is tasks[2][key]
     assert tasks[1]["session_id"] == SESSION
@@ -382,11 +386,17 @@ def _modules(*args: str, stdin: str = "") -> set[str]:
     return set(json.loads(done.stderr.splitlines()[-1]))
 
 
-def test_msgspec_is_imported_by_a_scan_s_state_reader_alone(tmp_path: Path) -> None:
-    """A fresh process each: a plain scan reads state.json with msgspec; a stop of the hook (it
-    reads state.json whole, to apply) and ``--version`` never import it."""
+def test_msgspec_is_imported_by_a_scan_of_a_large_state_json_alone(tmp_path: Path) -> None:
+    """A fresh process each: a plain scan reads a state.json of WHOLE_MIN_BYTES or more with
+    msgspec, a smaller one without importing it; a stop of the hook (it reads state.json
+    whole, to apply) and ``--version`` never import it."""
     root = project(tmp_path / "proj", 2)
-    assert "msgspec" in _modules("scan", str(root))
+    assert "msgspec" not in _modules("scan", str(root))
     stop = {"cwd": str(root), "hook_event_name": "Stop", "stop_hook_active": False}
-    assert "msgspec" not in _modules("hook", "claude", stdin=json.dumps(stop))
     assert "msgspec" not in _modules("--version")
+    state = root / "specs" / "state.json"
+    doc = json.loads(state.read_text())
+    doc["log"] = "x" * WHOLE_MIN_BYTES
+    state.write_text(json.dumps(doc))
+    assert "msgspec" in _modules("scan", str(root))
+    assert "msgspec" not in _modules("hook", "claude", stdin=json.dumps(stop))

@@ -37,11 +37,10 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, BinaryIO, Final, TypeVar
-
-import msgspec
 
 from postflightd.models.files import parse_json
 from postflightd.project.state import StateView, open_state, read_state_bytes, state_shape_problem
@@ -52,37 +51,19 @@ SCAN_FIELDS: Final = ("project_number", "project_name", "language", "session_id"
 #: How much of the file the chunked reader reads and decodes at a time.
 CHUNK_BYTES: Final = 1 << 20
 
-#: Up to this size state.json is read whole and decoded by msgspec; above it, a chunk at a
-#: time. The whole file is held while it is decoded (and the structs, about 0.3 KB a task,
-#: after): 64 MiB is four times the bench's 10,000 fat tasks, and a scan's peak stays within
-#: about 100 MB; a larger file costs the chunked reader's 4x the time but no more memory.
-WHOLE_BYTES: Final = 64 << 20
+#: From this size to ``WHOLE_MAX_BYTES``, state.json is read whole and decoded by msgspec.
+#: Below it the chunked reader is quicker than importing msgspec (about 8 ms): most projects'
+#: state.json never loads it.
+WHOLE_MIN_BYTES: Final = 2 << 20
+
+#: Above this size, a chunk at a time: the whole file is held while it is decoded. 64 MiB is
+#: four times the bench's 10,000 fat tasks, a scan's peak then about 100 MB; a larger file
+#: costs the chunked reader's 3-4x the time but no more memory.
+WHOLE_MAX_BYTES: Final = 64 << 20
 
 _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")  # json's own definition
 
 _T = TypeVar("_T")
-
-
-class _Task(msgspec.Struct, gc=False):
-    """A task's scan fields. One the task does not have stays UNSET (``null`` is None); a
-    number, list or object where a string is kept makes msgspec refuse the file, so that
-    json's value of it is kept (its floats and big integers are the ones the full reader has)."""
-
-    project_number: int
-    project_name: str | msgspec.UnsetType | None = msgspec.UNSET
-    language: str | msgspec.UnsetType | None = msgspec.UNSET
-    session_id: str | msgspec.UnsetType | None = msgspec.UNSET
-    status: str | msgspec.UnsetType | None = msgspec.UNSET
-
-
-class _State(msgspec.Struct, gc=False):
-    """state.json's object: every key but ``active_projects`` skipped (a repeated key: the
-    last wins, as in json)."""
-
-    active_projects: list[_Task]
-
-
-_DECODER: Final = msgspec.json.Decoder(_State)
 
 #: How many calls deeper than the full reader's decoder this module's readers decode (above):
 #: the full reader's path from ``load_state_for_scan`` down to json's scanner is 4 calls.
@@ -96,21 +77,25 @@ _DIGIT_BYTES: Final = frozenset(b"0123456789")
 
 
 def load_state_for_scan(
-    path: Path, chunk_bytes: int = CHUNK_BYTES, whole_bytes: int = WHOLE_BYTES
+    path: Path,
+    chunk_bytes: int = CHUNK_BYTES,
+    *,
+    whole_min: int = WHOLE_MIN_BYTES,
+    whole_max: int = WHOLE_MAX_BYTES,
 ) -> StateView:
     """state.json for a read-only scan: ``tasks`` hold only SCAN_FIELDS (those present).
 
     ``doc`` is ``{}``: it only says the file is usable (a scan reads tasks by number and never
     writes the file back). Problems are described exactly as ``state.load_state`` describes them.
-    A file of at most ``whole_bytes`` is decoded whole (``decode_tasks``), a larger one, or one
-    msgspec refuses, ``chunk_bytes`` at a time.
+    A file of ``whole_min`` to ``whole_max`` bytes is decoded whole (``decode_tasks``); another,
+    or one msgspec refuses, ``chunk_bytes`` at a time.
     """
     opened = open_state(path)
     if isinstance(opened, StateView):
         return opened
     try:
         with opened:
-            raw = _read_whole(opened, whole_bytes)
+            raw = _read_whole(opened, whole_min, whole_max)
             tasks = None if raw is None else decode_tasks(raw)
             if tasks is None:
                 del raw  # not held while the chunked reader reads the file again
@@ -128,24 +113,44 @@ def decode_tasks(raw: bytes) -> LeanTasks | None:
     them otherwise (the module's docstring says where): the chunked reader decides then."""
     if not _utf8(raw) or _long_integer(raw):
         return None
+    decode, astuple = _msgspec()
     try:
-        state = _deeper(_STACK_MARGIN, lambda: _DECODER.decode(raw))
+        state = _deeper(_STACK_MARGIN, partial(decode, raw))
     except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError too
         return None
     tasks = LeanTasks()
-    tasks.extend(state.active_projects)
+    tasks.keep(map(astuple, state.active_projects))
     return tasks
 
 
-def _read_whole(file: BinaryIO, bound: int) -> bytes | None:
-    """The file's bytes if it holds at most ``bound``; None if it holds more."""
+@cache
+def _msgspec() -> tuple[Callable[[bytes], Any], Callable[[Any], tuple[Any, ...]]]:
+    """msgspec's decoder of state.json's scan fields, and its struct-to-tuple; imported for
+    the first file it reads.
+
+    A kept field is a string or null: anything else (a number, a list) makes msgspec refuse
+    the file, so that json's value of it is kept (its floats and big integers are the full
+    reader's); one the task does not have is ``_ABSENT``. Every key but these is skipped; a
+    repeated key: the last wins, as in json.
+    """
+    import msgspec
+
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = [("project_number", int)]
+    fields += [(key, str | None, _ABSENT) for key in _REST]
+    task = msgspec.defstruct("Task", fields, gc=False)
+    state = msgspec.defstruct("State", [("active_projects", GenericAlias(list, (task,)))], gc=False)
+    return msgspec.json.Decoder(state).decode, msgspec.structs.astuple
+
+
+def _read_whole(file: BinaryIO, least: int, most: int) -> bytes | None:
+    """The file's bytes if it holds ``least`` to ``most``; None if not."""
     size = os.fstat(file.fileno()).st_size
-    if size > bound:
+    if not least <= size <= most:
         return None
     raw = file.read(size + 1)
     if len(raw) > size:  # it grew since: read on to its end, or past the bound
-        raw += file.read(bound + 1 - len(raw))
-    return raw if len(raw) <= bound else None
+        raw += file.read(most + 1 - len(raw))
+    return raw if len(raw) <= most else None
 
 
 def _utf8(raw: bytes) -> bool:
@@ -209,13 +214,14 @@ def _full_read(path: Path) -> StateView:
 
 
 _REST: Final = SCAN_FIELDS[1:]
-_UNSET: Final = msgspec.UNSET
+#: A field the task does not have (None is a value: ``"language": null``).
+_ABSENT: Final = object()
 
 
 class LeanTasks(Mapping[int, Mapping[str, Any]]):
-    """The scan fields of each task by number, a struct each; a task's dict is made when asked.
+    """The scan fields of each task by number, a tuple each; a task's dict is made when asked.
 
-    A dict of five fields costs about 120 bytes more than a struct of their values: 12 MB at
+    A dict of five fields costs about 100 bytes more than the tuple of their values: 10 MB at
     100,000 tasks, held for the whole scan, while a scan asks for each task once. A number
     listed twice keeps its last entry, as ``tasks_by_number`` does.
     """
@@ -223,41 +229,35 @@ class LeanTasks(Mapping[int, Mapping[str, Any]]):
     __slots__ = ("_by_number",)
 
     def __init__(self) -> None:
-        self._by_number: dict[int, _Task] = {}
+        self._by_number: dict[int, tuple[Any, ...]] = {}
 
     def add(self, task: Mapping[str, Any]) -> None:
         """One task object of state.json (its ``project_number`` checked to be an int)."""
         get = task.get
         # The number's own field is kept as written (True is not 1 here: it was refused).
-        kept = _Task(
-            task["project_number"],
-            get("project_name", _UNSET),
-            get("language", _UNSET),
-            get("session_id", _UNSET),
-            get("status", _UNSET),
-        )
-        self.extend((kept,))
+        row = (task["project_number"], *(get(key, _ABSENT) for key in _REST))
+        self.keep((row,))
 
-    def extend(self, tasks: Iterable[_Task]) -> None:
-        """Decoded tasks, kept. The fields whose values repeat from task to task are interned:
-        one string each, not one per task (10,000 tasks held 30,000 of them)."""
+    def keep(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Tasks as SCAN_FIELDS' values (``_ABSENT`` for one a task lacks). The fields whose
+        values repeat from task to task are interned: one string each, not one per task
+        (10,000 tasks held 30,000 of them)."""
         by_number, intern = self._by_number, sys.intern
-        for task in tasks:
-            if type(task.language) is str:
-                task.language = intern(task.language)
-            if type(task.session_id) is str:
-                task.session_id = intern(task.session_id)
-            if type(task.status) is str:
-                task.status = intern(task.status)
-            by_number[task.project_number] = task
+        for number, name, language, session, status in rows:
+            by_number[number] = (
+                number,
+                name,
+                intern(language) if type(language) is str else language,
+                intern(session) if type(session) is str else session,
+                intern(status) if type(status) is str else status,
+            )
 
     def __getitem__(self, number: int) -> dict[str, Any]:
-        task = self._by_number[number]
+        row = self._by_number[number]
         # Only the fields present, as in the full document: a rule's .get() sees the same.
-        lean = {"project_number": task.project_number}
-        for key in _REST:
-            value = getattr(task, key)
-            if value is not _UNSET:
+        lean = {"project_number": row[0]}
+        for key, value in zip(_REST, row[1:], strict=True):
+            if value is not _ABSENT:
                 lean[key] = value
         return lean
 
