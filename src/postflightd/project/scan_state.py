@@ -96,9 +96,12 @@ def load_state_for_scan(
     try:
         with opened:
             raw = _read_whole(opened, whole_min, whole_max)
-            tasks = None if raw is None else decode_tasks(raw)
-            if tasks is None:
-                del raw  # not held while the chunked reader reads the file again
+            decoded = None if raw is None else _decode(raw)
+            del raw  # not held while the tasks are kept, or the file read again
+            if decoded is not None:
+                tasks = LeanTasks()
+                tasks.keep(decoded)
+            else:
                 opened.seek(0)
                 tasks = _deeper(_STACK_MARGIN, _LeanReader(opened, chunk_bytes).tasks)
     except (_UnusualError, ValueError, RecursionError, OSError):
@@ -111,6 +114,16 @@ def load_state_for_scan(
 def decode_tasks(raw: bytes) -> LeanTasks | None:
     """The scan fields of state.json's bytes, decoded by msgspec; None where json might read
     them otherwise (the module's docstring says where): the chunked reader decides then."""
+    decoded = _decode(raw)
+    if decoded is None:
+        return None
+    tasks = LeanTasks()
+    tasks.keep(decoded)
+    return tasks
+
+
+def _decode(raw: bytes) -> Iterator[tuple[Any, ...]] | None:
+    """``decode_tasks``' rows, SCAN_FIELDS' values each, the bytes no longer needed."""
     if not _utf8(raw) or _long_integer(raw):
         return None
     decode, astuple = _msgspec()
@@ -118,9 +131,7 @@ def decode_tasks(raw: bytes) -> LeanTasks | None:
         state = _deeper(_STACK_MARGIN, partial(decode, raw))
     except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError too
         return None
-    tasks = LeanTasks()
-    tasks.keep(map(astuple, state.active_projects))
-    return tasks
+    return map(astuple, state.active_projects)
 
 
 @cache
@@ -233,10 +244,19 @@ class LeanTasks(Mapping[int, Mapping[str, Any]]):
 
     def add(self, task: Mapping[str, Any]) -> None:
         """One task object of state.json (its ``project_number`` checked to be an int)."""
-        get = task.get
+        get, intern = task.get, sys.intern
+        language = get("language", _ABSENT)
+        session = get("session_id", _ABSENT)
+        status = get("status", _ABSENT)
+        number = task["project_number"]
         # The number's own field is kept as written (True is not 1 here: it was refused).
-        row = (task["project_number"], *(get(key, _ABSENT) for key in _REST))
-        self.keep((row,))
+        self._by_number[number] = (
+            number,
+            get("project_name", _ABSENT),
+            intern(language) if type(language) is str else language,
+            intern(session) if type(session) is str else session,
+            intern(status) if type(status) is str else status,
+        )
 
     def keep(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Tasks as SCAN_FIELDS' values (``_ABSENT`` for one a task lacks). The fields whose
