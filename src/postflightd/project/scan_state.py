@@ -1,29 +1,37 @@
 """state.json as ``scan`` reads it: of each task, only the five fields a scan needs.
 
 A scan needs of each task its number, name, language, session and status; a long-lived
-project's state.json holds much more (16.6 MB for 10,000 tasks in the bench, 57 MB as Python
-objects). Two readers, measured on that file (time; peak memory over a bare interpreter):
+project's state.json holds much more (the bench's 10,000 tasks: 16.6 MB, about 57 MB as Python
+objects), and it is read before the first file, on one core. Two readers, measured on that
+file in a scan's process (``bench/state.py`` and ``bench/scan.py``; ``json.loads`` of the
+bytes: 100 ms, +54 MB):
 
-* up to ``WHOLE_BYTES``, the file is read at once and msgspec decodes those five fields straight
-  from the bytes into typed structs, skipping every other value in C: 14-17 ms, the file's
-  bytes held while they are decoded (``json.loads`` of the bytes: 85 ms, +71 MB);
-* above it, or where msgspec refuses the file, a chunk at a time with the standard library's
-  own decoder (``raw_decode``), one task object at a time: 60-66 ms, +10 MB whatever the size.
+* from ``WHOLE_MIN_BYTES`` (2 MiB) to ``WHOLE_MAX_BYTES`` (64 MiB), the file is read at once
+  and msgspec decodes those five fields straight from the bytes into typed structs, skipping
+  every other value in C: about 42 ms (reading 10, the checks below 4, msgspec's import 8,
+  decoding 14, keeping the fields 5), +20 MB at the peak: the bytes are held while decoded;
+* a smaller or larger file, or one msgspec refuses: a chunk at a time with the standard
+  library's own decoder (``raw_decode``), one task object at a time: about 92 ms, +7 MB
+  whatever the size. Below 2 MiB it is as quick as msgspec with its import, so that most
+  projects' scans never import msgspec; above 64 MiB it keeps memory flat.
 
 Either gives exactly what the full reader (``state.load_state``) gives: the same fields, or,
 for a file it calls unusable, the same problem, since anything unusual is read again by it.
-Where msgspec is stricter than json (NaN, a lone surrogate escape, a kept field that is not a
-string or null, a key that is not UTF-8 ...), it refuses and the chunked reader reads the file.
+Where msgspec is stricter than json (NaN, a lone surrogate escape anywhere, a kept field that
+is not a string or null, a float or a bool as a task's number ...), it refuses and the chunked
+reader reads the file.
 Where it would accept what json refuses, ``decode_tasks`` does not use it:
 
 * bytes that are not UTF-8 in a value it skips (it checks only the strings it keeps): the file
   is checked first (at once when ASCII, about 1 ms; else 64 KiB at a time, about 7 ms);
 * an integer with more digits than Python converts (``sys.get_int_max_str_digits()``, 4,300:
   json raises) in a value it skips: a run of half as many digits anywhere sends the file on;
-* nesting deep enough that json runs out of recursion (it counts each array and object against
-  the interpreter's recursion limit, as msgspec does, from wherever it is called): both this
-  module's readers run ``_STACK_MARGIN`` calls deeper than the full reader's decoder would, so
-  that they give up on whatever it would find nested too deeply.
+* nesting deep enough that json runs out of recursion: it counts each array and object against
+  the interpreter's recursion limit from wherever it is called, as msgspec does, so that
+  msgspec called from here went 4 levels deeper than the full reader. Both this module's
+  readers run ``_STACK_MARGIN`` calls deeper than the full reader's decoder would: they give
+  up on whatever it would find nested too deeply, and it decides (the chunked reader alone
+  had read 2 levels deeper than it).
 
 The postflight write path does not use this: it reads the whole document and renders it back
 format-preserving.
@@ -203,7 +211,8 @@ def _long_integer(raw: bytes) -> bool:
 
 def _deeper(calls: int, read: Callable[[], _T]) -> _T:
     """``read()`` called ``calls`` calls deeper, each through C (``functools.partial``), so
-    that each is counted against the recursion limit however the interpreter counts calls."""
+    that each is counted against the recursion limit both where the interpreter counts Python
+    calls (3.11) and where it counts calls from C (3.12 on)."""
     if calls <= 0:
         return read()
     return partial(_deeper, calls - 1, read)()
