@@ -52,11 +52,11 @@ def check_agrees(path: Path, raw: bytes) -> StateView:
     """Every reader of state.json for a scan agrees with the full reader on ``raw``."""
     path.write_bytes(raw)
     full = full_state(path)
-    for reader in READERS.values():
-        for chunk in (3, 1 << 20):
-            lean = load_state_for_scan(path, chunk, **reader)
-            assert (lean.usable, lean.exists, lean.problem) == (full.usable, True, full.problem)
-            assert rows(lean.tasks) == rows(full.tasks)
+    # msgspec's path reads no chunk: one size for it, two for the chunked reader
+    for reader, chunk in (("whole", 3), ("chunked", 3), ("chunked", 1 << 20)):
+        lean = load_state_for_scan(path, chunk, **READERS[reader])
+        assert (lean.usable, lean.exists, lean.problem) == (full.usable, True, full.problem)
+        assert rows(lean.tasks) == rows(full.tasks)
     fast = decode_tasks(raw)
     if fast is not None:
         assert full.usable, full.problem
@@ -342,7 +342,7 @@ def scratch() -> Iterator[Path]:
         yield Path(tmp) / "state.json"
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=documents(plain=True))
 def test_a_plain_document_goes_through_msgspec(scratch: Path, raw: bytes) -> None:
     """Kept fields strings or null, integer numbers: msgspec's path reads it, as json does."""
@@ -350,7 +350,7 @@ def test_a_plain_document_goes_through_msgspec(scratch: Path, raw: bytes) -> Non
     assert decode_tasks(raw) is not None
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=documents())
 def test_any_document_reads_as_the_full_reader_reads_it(scratch: Path, raw: bytes) -> None:
     """Any value anywhere (a kept field a number, a list; a number a bool, a float, big
@@ -358,7 +358,7 @@ def test_any_document_reads_as_the_full_reader_reads_it(scratch: Path, raw: byte
     check_agrees(scratch, raw)
 
 
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=edited())
 def test_any_edited_document_reads_as_the_full_reader_reads_it(scratch: Path, raw: bytes) -> None:
     """Bytes that are not UTF-8, control characters, cut escapes, stray brackets, a BOM, long
