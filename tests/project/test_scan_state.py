@@ -26,6 +26,7 @@ from postflightd.fs.directory import Directory
 from postflightd.project.scan_state import (
     SCAN_FIELDS,
     WHOLE_MIN_BYTES,
+    _read_whole,
     decode_tasks,
     load_state_for_scan,
 )
@@ -220,18 +221,24 @@ def test_utf8_checked_across_its_pieces(tmp_path: Path) -> None:
         check_agrees(tmp_path / "state.json", bad)
 
 
-def test_a_file_above_the_bound_is_read_a_chunk_at_a_time(tmp_path: Path) -> None:
+def test_the_whole_file_is_read_between_the_bounds_alone(tmp_path: Path) -> None:
+    """Its bytes, all of them, from ``least`` to ``most`` bytes; else nothing is read."""
     tasks = [task_entry(i, f"t{i}", description="d" * 200) for i in range(1, 200)]
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"active_projects": tasks}))
-    size = path.stat().st_size
-    whole, at_bound, above, below = (
-        load_state_for_scan(path, 4096, whole_min=0, whole_max=most)
-        for most in (1 << 26, size, size - 1, -1)
-    )
-    assert len(whole.tasks) == 199
-    assert rows(whole.tasks) == rows(at_bound.tasks) == rows(above.tasks) == rows(below.tasks)
-    assert rows(whole.tasks) == rows(full_state(path).tasks)
+    raw, size = path.read_bytes(), path.stat().st_size
+    for least, most, expect in [
+        (0, 1 << 26, raw),
+        (size, size, raw),
+        (0, size - 1, None),
+        (size + 1, 1 << 26, None),
+    ]:
+        with path.open("rb") as file:
+            assert _read_whole(file, least, most) == expect
+            assert file.tell() == (size if expect else 0)
+        lean = load_state_for_scan(path, 4096, whole_min=least, whole_max=most)
+        assert rows(lean.tasks) == rows(full_state(path).tasks)
+    assert len(tasks) == 199
 
 
 @pytest.mark.parametrize("reader", READERS)
