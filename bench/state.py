@@ -6,7 +6,7 @@ Generates the scan bench's state.json (N tasks of about 1.6 KB: 16.6 MB at 10,00
 raw UTF-8 leave it), then, for each file, times in fresh processes, alternating:
 
 * ``load_state_for_scan(path, whole_min=0)``: read whole and decoded by msgspec (by default
-  from 2 MiB to 64 MiB), msgspec's import included
+  from 3 MiB to 64 MiB), msgspec's import included
 * ``load_state_for_scan(path, whole_max=-1)``: the chunked reader alone (``raw_decode`` a task
   at a time), what a file outside those bounds, or one msgspec refuses, gets
 * ``--baseline SRC``: the same call by another checkout's ``src/`` (e.g. main's)

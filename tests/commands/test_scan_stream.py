@@ -122,7 +122,7 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     assert github.getvalue() == ""
 
 
-#: state.json read whole and decoded by msgspec (by default for a file of 2 MiB or more), or
+#: state.json read whole and decoded by msgspec (by default for a file of 3 MiB or more), or
 #: the chunked reader alone, whatever the file's size.
 READERS: dict[str, dict[str, int]] = {"whole": {"whole_min": 0}, "chunked": {"whole_max": -1}}
 

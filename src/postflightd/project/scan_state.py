@@ -3,16 +3,16 @@
 A scan needs of each task its number, name, language, session and status; a long-lived
 project's state.json holds much more (the bench's 10,000 tasks: 16.6 MB, about 57 MB as Python
 objects), and it is read before the first file, on one core. Two readers, measured on that
-file in a scan's process (``bench/state.py`` and ``bench/scan.py``; ``json.loads`` of the
-bytes: 100 ms, +54 MB):
+file in a scan's process (``bench/state.py``, ``bench/scan.py``; ``json.loads`` of the bytes:
+97 ms, +54 MB):
 
-* from ``WHOLE_MIN_BYTES`` (2 MiB) to ``WHOLE_MAX_BYTES`` (64 MiB), the file is read at once
+* from ``WHOLE_MIN_BYTES`` (3 MiB) to ``WHOLE_MAX_BYTES`` (64 MiB), the file is read at once
   and msgspec decodes those five fields straight from the bytes into typed structs, skipping
-  every other value in C: about 42 ms (reading 10, the checks below 4, msgspec's import 8,
-  decoding 14, keeping the fields 5), +20 MB at the peak: the bytes are held while decoded;
+  every other value in C: about 44 ms (reading 10, the checks below 4, msgspec's import 11,
+  decoding 15, keeping the fields 4), +21 MB at the peak: the bytes are held while decoded;
 * a smaller or larger file, or one msgspec refuses: a chunk at a time with the standard
-  library's own decoder (``raw_decode``), one task object at a time: about 92 ms, +7 MB
-  whatever the size. Below 2 MiB it is as quick as msgspec with its import, so that most
+  library's own decoder (``raw_decode``), one task object at a time: about 91 ms, +7 MB
+  whatever the size. Below 3 MiB it is quicker than msgspec with its import, so that most
   projects' scans never import msgspec; above 64 MiB it keeps memory flat.
 
 Either gives exactly what the full reader (``state.load_state``) gives: the same fields, or,
@@ -23,7 +23,7 @@ reader reads the file.
 Where it would accept what json refuses, ``decode_tasks`` does not use it:
 
 * bytes that are not UTF-8 in a value it skips (it checks only the strings it keeps): the file
-  is checked first (at once when ASCII, about 1 ms; else 64 KiB at a time, about 7 ms);
+  is checked first (at once when ASCII, 1-4 ms; else 64 KiB at a time, 6-10 ms);
 * an integer with more digits than Python converts (``sys.get_int_max_str_digits()``, 4,300:
   json raises) in a value it skips: a run of half as many digits anywhere sends the file on;
 * nesting deep enough that json runs out of recursion: it counts each array and object against
@@ -60,9 +60,10 @@ SCAN_FIELDS: Final = ("project_number", "project_name", "language", "session_id"
 CHUNK_BYTES: Final = 1 << 20
 
 #: From this size to ``WHOLE_MAX_BYTES``, state.json is read whole and decoded by msgspec.
-#: Below it the chunked reader is as quick as msgspec with its import (about 8 ms), and most
-#: projects' scans never import it.
-WHOLE_MIN_BYTES: Final = 2 << 20
+#: Below it the chunked reader is quicker than msgspec with its import (about 11 ms): 2 MB
+#: 12 against 15 ms, 3 MB 18 against 17, 4 MB 24 against 18; most projects' scans never
+#: import it.
+WHOLE_MIN_BYTES: Final = 3 << 20
 
 #: Above this size, a chunk at a time: the whole file is held while it is decoded. 64 MiB is
 #: four times the bench's 10,000 fat tasks, a scan's peak then about 100 MB; a larger file
