@@ -17,7 +17,7 @@ from postflightd.config import Config
 from postflightd.errors import ConfigError, StateUnusableError
 from postflightd.pipeline.parallel import check_all
 from postflightd.pipeline.results import FileReport
-from postflightd.project.metadata import Loaded, read_task, task_context
+from postflightd.project.metadata import Loaded, parsed_task_context, read_task
 from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
 from postflightd.project.root import Project, why_not_a_directory
 from postflightd.rules.findings import (
@@ -52,7 +52,7 @@ def check_file(
         loaded, marker = read_task(project.specs, ref, config.validation.max_file_bytes)
         if loaded.dir_identity is not None:
             # Opened without following links: the artifact probe need not lstat it again.
-            project.probe.known_directory(f"{config.specs_dir}/{ref.task_dir}")
+            project.probe.known_directory(config.specs_dir, ref.task_dir)
     findings: list[Finding] = []
     validation: Validation | None = None
     if parsed is None:
@@ -67,7 +67,7 @@ def check_file(
     if loaded.failure is not None:
         findings.append(loaded.failure)
     else:
-        ctx = task_context(ref.task_dir, project.state, marker)
+        ctx = parsed_task_context(ref.task_dir, parsed, project.state, marker)
         options = options or rule_options(config)
         # An array of more than MAX_LIST_ITEMS entries holds that many commas: a file with
         # fewer has none to cut, and the walk is skipped.

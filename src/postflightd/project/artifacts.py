@@ -20,9 +20,17 @@ from postflightd.rules.context import ArtifactState
 PROBE_CACHE_DIRS: Final = 4096
 
 
-def artifact_probe(root: Path) -> DiskProbe:
-    """An ArtifactProbe for paths relative to ``root``, resolving symlinks on the way."""
-    return DiskProbe(root)
+def artifact_probe(root: Path, *, anchored: bool = False) -> DiskProbe:
+    """An ArtifactProbe for paths relative to ``root``, resolving symlinks on the way.
+
+    ``anchored``: the probe holds a descriptor of the root and asks the disk relative to it
+    (close it with ``close()``, as ``Project`` does).
+    """
+    return DiskProbe(root, anchored=anchored)
+
+
+#: Opening the root only to stat relative to it: no read access needed, no inotify events.
+_ANCHOR_FLAGS: Final = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
 
 
 class DiskProbe:
@@ -31,24 +39,97 @@ class DiskProbe:
     Directories are resolved one component at a time through a bounded cache of their real
     paths; ``known_directory`` tells it of a directory the reader has just opened without
     following links, so the probe does not ``lstat`` it again.
+
+    Anchored, a path whose directories hold no link (the usual case) is asked relative to a
+    descriptor of the root: the kernel walks the path's few components, not the root's
+    absolute path again for every ``lstat`` (two lstats an artifact: 8.5 -> 5.0 us at
+    10,000 artifacts). Any link on the way, or a name that is not plain, takes the absolute
+    resolution below, as unanchored.
     """
 
-    __slots__ = ("_parents", "_prefix", "_root_real")
+    __slots__ = (
+        "_anchor",
+        "_anchored",
+        "_parents",
+        "_plain",
+        "_plain_names",
+        "_prefix",
+        "_root_real",
+    )
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, anchored: bool = False) -> None:
         self._root_real = os.path.realpath(root)
         self._prefix = self._root_real.rstrip(os.sep) + os.sep
         self._parents: dict[str, str] = {self._root_real: self._root_real}
+        #: root-relative directories reached through plain names and no link ("" the root).
+        self._plain: set[str] = {""}
+        #: texts known to be made of plain names only (the specs directory's, asked per task).
+        self._plain_names: set[str] = set()
+        self._anchored = anchored and os.stat in os.supports_dir_fd
+        self._anchor = -1
 
-    def known_directory(self, rel: str) -> None:
-        """``rel`` (relative to the root, ``/``-separated) was just opened component by component
-        without following a link: it is its own real path. A name that is not plain (an empty,
-        ``.`` or ``..`` component) is ignored: the probe resolves it as before."""
-        parts = rel.split("/")
-        if "" in parts or "." in parts or ".." in parts:
+    def close(self) -> None:
+        """Close the root's descriptor, if it was opened; the probe answers on, unanchored."""
+        fd, self._anchor, self._anchored = self._anchor, -1, False
+        if fd >= 0:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        # A safety net, as for fs.directory.Directory: every owner closes it.
+        if getattr(self, "_anchor", -1) >= 0:
+            self.close()
+
+    def known_directory(self, rel: str, name: str | None = None) -> None:
+        """``rel`` (relative to the root, ``/``-separated; with ``name``, its entry ``name``)
+        was just opened component by component without following a link: it is its own real
+        path. A name that is not plain (an empty, ``.`` or ``..`` component) is ignored: the
+        probe resolves it as before."""
+        if name is not None:
+            # A task directory under the specs directory: the parent is judged once.
+            if not name or name in {".", ".."} or "/" in name or not self._plain_text(rel):
+                return
+            rel = f"{rel}/{name}"
+        elif not self._plain_text(rel):
             return
         path = self._prefix + rel.replace("/", os.sep)
         self._remember(path, path)
+        if self._anchored:
+            self._remember_plain(rel)
+
+    def _plain_text(self, rel: str) -> bool:
+        """Whether every ``/``-separated component of ``rel`` is a plain name."""
+        known = self._plain_names
+        if rel in known:
+            return True
+        parts = rel.split("/")
+        if "" in parts or "." in parts or ".." in parts:
+            return False
+        if len(known) < PROBE_CACHE_DIRS:
+            known.add(rel)
+        return True
+
+    def _remember_plain(self, rel: str) -> None:
+        plain = self._plain
+        if len(plain) >= PROBE_CACHE_DIRS:
+            plain.clear()  # bounded as _parents is
+            plain.add("")
+        plain.add(rel)
+
+    def _is_plain_dir(self, rel: str, fd: int) -> bool:
+        """Whether directory ``rel`` is reached through plain names and no link (asked
+        relative to the root's descriptor ``fd``, one component at a time, through the cache)."""
+        if rel in self._plain:
+            return True
+        head, _, tail = rel.rpartition("/")
+        if not tail or tail in {".", ".."} or not self._is_plain_dir(head, fd):
+            return False
+        try:
+            if stat.S_ISLNK(os.stat(rel, dir_fd=fd, follow_symlinks=False).st_mode):
+                return False
+        except OSError:
+            pass  # nothing there (or not a directory): the file under it is missing
+        self._remember_plain(rel)
+        return True
 
     def _remember(self, path: str, real: str) -> None:
         parents = self._parents
@@ -93,6 +174,29 @@ class DiskProbe:
         return real
 
     def __call__(self, rel: str) -> ArtifactState:
+        if self._anchored:
+            fd = self._anchor
+            if fd < 0:
+                try:
+                    fd = self._anchor = os.open(self._root_real, _ANCHOR_FLAGS)
+                except OSError:
+                    self._anchored = False
+                    return self._absolute(rel)
+            head, _, tail = rel.rpartition("/")
+            if tail and tail not in {".", ".."} and self._is_plain_dir(head, fd):
+                try:
+                    st = os.stat(rel, dir_fd=fd, follow_symlinks=False)
+                except OSError:
+                    return ArtifactState.MISSING  # under a directory inside the root
+                if stat.S_ISLNK(st.st_mode):
+                    return self._absolute(rel)
+                if not stat.S_ISREG(st.st_mode):
+                    return ArtifactState.NOT_A_FILE
+                return ArtifactState.EMPTY if st.st_size == 0 else ArtifactState.OK
+        return self._absolute(rel)
+
+    def _absolute(self, rel: str) -> ArtifactState:
+        """The state of ``rel`` resolved from the root's absolute path, links followed."""
         # rel is relative (the rules refuse absolute paths before probing): plain concatenation.
         path = self._prefix + rel
         head, _, tail = path.rpartition(os.sep)

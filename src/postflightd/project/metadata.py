@@ -147,10 +147,25 @@ def read_marker(task: Directory) -> Marker | None:
 
 def task_context(name: str, state: StateView, marker: Marker | None) -> TaskContext:
     """What is known of the task a metadata file in task directory ``name`` belongs to."""
-    parsed = parse_task_dir(name)
+    return parsed_task_context(name, parse_task_dir(name), state, marker)
+
+
+def parsed_task_context(
+    name: str, parsed: tuple[int, str] | None, state: StateView, marker: Marker | None
+) -> TaskContext:
+    """``task_context`` with ``parse_task_dir(name)`` given (a scan has it already)."""
     number, slug = parsed if parsed else (None, None)
+    if marker is None:
+        # The usual case, without the marker's fields to look at.
+        return TaskContext(
+            name,
+            number,
+            slug,
+            state.usable,
+            state.tasks.get(number) if number is not None else None,
+        )
     marker_findings: tuple[Finding, ...] = ()
-    if marker is not None and marker.problem is not None:
+    if marker.problem is not None:
         marker_findings = (
             finding(
                 "PF605",
@@ -164,7 +179,7 @@ def task_context(name: str, state: StateView, marker: Marker | None) -> TaskCont
         slug=slug,
         state_known=state.usable,
         task=state.tasks.get(number) if number is not None else None,
-        marker_session=marker.session_id if marker else None,
-        marker_operation=marker.operation if marker else None,
+        marker_session=marker.session_id,
+        marker_operation=marker.operation,
         marker_findings=marker_findings,
     )

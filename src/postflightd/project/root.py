@@ -73,7 +73,8 @@ class Project:
             else:
                 others = (pf.todo_file, pf.errors_file, LOCK_NAME)
                 state = load_state(specs, pf.state_file, others)
-            return cls(root, path, state, artifact_probe(root), specs, problem)
+            # Anchored: the probe asks the disk relative to the root; closed with the project.
+            return cls(root, path, state, artifact_probe(root, anchored=True), specs, problem)
         except BaseException:
             # The caller gets no Project to close: the specs directory is closed here.
             specs.close()
@@ -97,6 +98,7 @@ class Project:
         return self.require_specs().subdir(path.parent.name, expect=expect)
 
     def close(self) -> None:
+        self.probe.close()
         if self.specs is not None:
             self.specs.close()
 

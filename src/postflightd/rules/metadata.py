@@ -25,22 +25,24 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
 
 from postflightd.durations import format_duration
 from postflightd.inert import CONTROL_OR_LINE_SEPARATOR, clip
 from postflightd.models.terms import (
     ARTIFACT_TYPES,
     KNOWN_FIELDS,
+    MAX_DELEGATION_DEPTH,
     TROUBLE_STATUSES,
     Status,
     type_from_folder,
 )
 from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
 from postflightd.rules.clean import is_clean, is_clean_but_for_extras
-from postflightd.rules.context import ArtifactProbe, TaskContext
+from postflightd.rules.context import ArtifactProbe, ArtifactState, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.toolkit import (
+    SESSION_RE,
     ArtifactContract,
     artifact_rules,
     asked_fields,
@@ -496,6 +498,110 @@ def _stuck(
     )
 
 
+# --- a clean document the rules have nothing to say about ---------------------------------------
+
+
+def _quiet(
+    doc: dict[str, Any],
+    status: Status,
+    ctx: TaskContext,
+    now: datetime,
+    probe: ArtifactProbe | None,
+) -> datetime | Literal[False] | None:
+    """For a clean document (``rules.clean``): when the run started (None: not said) if no
+    rule below would find anything, else False.
+
+    Most files of a scan are clean and get no finding at all. Said of a clean document, whose
+    every value is of its type and no text blank, each rule of this module comes down to a
+    comparison or two, asked here in one pass without building a finding; a document any of
+    them would flag gets False and goes through the rules, which word what they find. Each
+    condition mirrors one rule, named beside it; ``tests/rules/test_quiet.py`` checks on
+    random clean documents and contexts that this never says quiet where the rules find
+    anything, and gives the same start.
+    """
+    at: datetime | None = None
+    started_raw = doc.get("started_at")
+    if started_raw is not None:  # PF301
+        at = parse_timestamp(started_raw)
+        if at is None or at - now > FUTURE_TOLERANCE:
+            return False
+    elif status is Status.IN_PROGRESS:  # PF300
+        return False
+    progress = doc.get("partial_progress")
+    if progress is None:
+        if status is Status.IN_PROGRESS or status is Status.PARTIAL:  # PF302
+            return False
+    elif status.is_success:  # PF308
+        return False
+    completion = doc.get("completion_data")
+    is_meta = ctx.is_meta
+    if status is Status.IMPLEMENTED:
+        if completion is None:  # PF303 (PF304: a clean summary is never blank)
+            return False
+        if is_meta and "claudemd_suggestions" not in completion:  # PF305
+            return False
+    elif completion is not None:  # PF309
+        return False
+    if (
+        completion is not None
+        and is_meta is not None
+        and ("roadmap_items" if is_meta else "claudemd_suggestions") in completion
+    ):  # PF306
+        return False
+    if status in TROUBLE_STATUSES and not doc.get("errors"):  # PF307
+        return False
+    meta = doc["metadata"]
+    for parent in (progress, meta):  # PF310
+        if parent is not None:
+            done = parent.get("phases_completed")
+            if done is not None:
+                total = parent.get("phases_total")
+                if done < 0 or (total is not None and done > total):
+                    return False
+    sid = meta["session_id"]
+    if not SESSION_RE.fullmatch(sid):  # PF400
+        return False
+    expected = ctx.expected_session
+    if expected is not None and sid != expected[0]:  # PF405
+        return False
+    depth = meta["delegation_depth"]
+    path = meta["delegation_path"]
+    if not 0 <= depth <= MAX_DELEGATION_DEPTH:  # PF401
+        return False
+    if len(set(path)) != len(path):  # PF402
+        return False
+    if len(path) >= 2 and depth != len(path) - 2:  # PF403
+        return False
+    if path and path[-1] != meta["agent_type"]:  # PF404
+        return False
+    duration = meta.get("duration_seconds")
+    if duration is not None and duration < 0:  # PF406
+        return False
+    if ctx.marker_findings:  # PF605
+        return False
+    artifacts = doc["artifacts"]
+    if status.is_success and not artifacts:  # PF500
+        return False
+    seen: set[str] = set()
+    for art in artifacts:
+        art_path = art["path"]
+        if art["type"] not in ARTIFACT_TYPES or art_path in seen:  # PF204, PF504
+            return False
+        seen.add(art_path)
+        if unsafe_path(art_path) is not None:  # PF501
+            return False
+        if probe is not None and probe(art_path) is not ArtifactState.OK:  # PF501-PF503
+            return False
+    if ctx.state_known and ctx.number is not None:
+        task = ctx.task
+        if task is None:  # PF600
+            return False
+        name = task.get("project_name")
+        if isinstance(name, str) and ctx.slug is not None and name != ctx.slug:  # PF601
+            return False
+    return at
+
+
 # --- entry point ----------------------------------------------------------------------------
 
 
@@ -517,6 +623,32 @@ def validate(
                 )
             ]
         )
+    # A clean document (``rules.clean``) gets nothing from the model's type check or the
+    # blank and asked-for fields, nor from the unknown fields when it has none: those passes
+    # are skipped, the rest run. The model, when wanted, is still built through ``structure``,
+    # which turns any refusal into findings rather than an exception.
+    clean = is_clean(doc)
+    if clean and not options.model:
+        # Clean, and most often nothing for the rules to say: then no finding is built.
+        status = _STATUS_BY_VALUE[doc["status"]]
+        meta = doc["metadata"]
+        operation = operation_of(meta["delegation_path"], meta["agent_type"], ctx.marker_operation)
+        timeout_s = timeout_for(operation, options.timeouts)
+        at = _quiet(doc, status, ctx, now, probe if options.check_artifacts else None)
+        if at is not False and _stuck(status, at, operation, timeout_s, now) is None:
+            return Validation([], None, status, operation, at, timeout_s)
+    return _validate_all(doc, ctx, now, options, probe, clean)
+
+
+def _validate_all(
+    doc: dict[str, Any],
+    ctx: TaskContext,
+    now: datetime,
+    options: RuleOptions,
+    probe: ArtifactProbe | None,
+    clean: bool,
+) -> Validation:
+    """Every rule, each wording what it finds (``validate`` without the quiet shortcut)."""
     meta = get_object(doc, "metadata") or {}
     operation = operation_of(
         meta.get("delegation_path"), meta.get("agent_type"), ctx.marker_operation
@@ -524,12 +656,6 @@ def validate(
     timeout_s = timeout_for(operation, options.timeouts)
     raw_status = doc.get("status")
     status = _STATUS_BY_VALUE.get(raw_status) if isinstance(raw_status, str) else None
-
-    # A clean document (``rules.clean``) gets nothing from the model's type check or the
-    # blank and asked-for fields, nor from the unknown fields when it has none: those passes
-    # are skipped, the rest run. The model, when wanted, is still built through ``structure``,
-    # which turns any refusal into findings rather than an exception.
-    clean = is_clean(doc)
     quick = clean or is_clean_but_for_extras(doc)
 
     def on_status(value: str) -> Finding:

@@ -1,0 +1,424 @@
+"""The quiet shortcut (``rules.metadata._quiet``): a clean document it lets through gets from
+``validate`` exactly what every rule would have given it.
+
+``validate`` returns at once, with no finding, for a clean document the shortcut calls quiet;
+everything else goes through the rules (``_validate_all``). The shortcut restates each rule's
+condition without its words, so it is only safe if it never calls quiet a document some rule
+flags. Checked here on clean documents built to sit on every rule's edge (statuses, start
+times, progress, completion data, errors, sessions, delegation, artifacts) under random task
+contexts and artifact states, and on each single fault, which must be worded by its rule.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers.documents import SESSION
+from postflightd.models.terms import ARTIFACT_TYPES, Status
+from postflightd.rules import metadata as rules
+from postflightd.rules.clean import is_clean
+from postflightd.rules.context import ArtifactState, TaskContext
+from postflightd.rules.metadata import RuleOptions, Validation, validate
+
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+TIMEOUTS = {"research": 1800.0, "planning": 1800.0, "implementation": 7200.0, "default": 3600.0}
+SCAN = RuleOptions(timeouts=TIMEOUTS, check_artifacts=True, model=False)
+
+
+def _probe_of(states: dict[str, ArtifactState]) -> Any:
+    return lambda path: states.get(path, ArtifactState.OK)
+
+
+def _all_rules(doc: dict[str, Any], ctx: TaskContext, probe: Any) -> Validation:
+    return rules._validate_all(doc, ctx, NOW, SCAN, probe, is_clean(doc))
+
+
+def _same(doc: dict[str, Any], ctx: TaskContext, states: dict[str, ArtifactState]) -> Validation:
+    """``validate`` (with its shortcut) and every rule agree on ``doc``; what they gave."""
+    assert is_clean(doc), doc
+    got = validate(copy.deepcopy(doc), ctx, NOW, SCAN, _probe_of(states))
+    expected = _all_rules(copy.deepcopy(doc), ctx, _probe_of(states))
+    assert got == expected
+    return got
+
+
+def _context(**fields: Any) -> TaskContext:
+    base: dict[str, Any] = {
+        "dir_name": "14_fix_it",
+        "number": 14,
+        "slug": "fix_it",
+        "state_known": True,
+        "task": {"project_number": 14, "project_name": "fix_it", "language": "python"},
+    }
+    return TaskContext(**{**base, **fields})
+
+
+def _doc(status: str = "researched", **fields: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "status": status,
+        "artifacts": [
+            {"type": "report", "path": "specs/14_fix_it/reports/r.md", "summary": "Report"}
+        ],
+        "metadata": {
+            "session_id": SESSION,
+            "agent_type": "general-research-agent",
+            "delegation_depth": 1,
+            "delegation_path": ["orchestrator", "research", "general-research-agent"],
+        },
+        "next_steps": "Plan it",
+    }
+    doc.update(fields)
+    return doc
+
+
+def test_a_plain_clean_file_is_quiet_and_gets_what_the_rules_give() -> None:
+    got = _same(_doc(), _context(), {})
+    assert got.findings == [] and got.status is Status.RESEARCHED
+    assert got.operation == "research" and got.timeout_s == 1800.0
+
+
+#: One fault each on a clean document, by the rule that must word it.
+FAULTS: dict[str, tuple[dict[str, Any], TaskContext, dict[str, ArtifactState], str]] = {
+    "started_at unreadable": (_doc(started_at="yesterday"), _context(), {}, "PF301"),
+    "started_at in the future": (
+        _doc(started_at=(NOW + timedelta(hours=1)).isoformat()),
+        _context(),
+        {},
+        "PF301",
+    ),
+    "in_progress without started_at": (
+        _doc("in_progress", partial_progress={"stage": "s", "details": "d"}),
+        _context(),
+        {},
+        "PF300",
+    ),
+    "in_progress without progress": (
+        _doc("in_progress", started_at=NOW.isoformat()),
+        _context(),
+        {},
+        "PF302",
+    ),
+    "progress left on success": (
+        _doc(partial_progress={"stage": "s", "details": "d"}),
+        _context(),
+        {},
+        "PF308",
+    ),
+    "implemented without completion": (_doc("implemented"), _context(), {}, "PF303"),
+    "meta implemented without suggestions": (
+        _doc("implemented", completion_data={"completion_summary": "Done."}),
+        _context(task={"project_number": 14, "project_name": "fix_it", "language": "meta"}),
+        {},
+        "PF305",
+    ),
+    "completion on research": (
+        _doc(completion_data={"completion_summary": "Done."}),
+        _context(),
+        {},
+        "PF309",
+    ),
+    "roadmap items on a meta task": (
+        _doc(
+            "implemented",
+            completion_data={
+                "completion_summary": "Done.",
+                "claudemd_suggestions": "none",
+                "roadmap_items": ["x"],
+            },
+        ),
+        _context(task={"project_number": 14, "project_name": "fix_it", "language": "meta"}),
+        {},
+        "PF306",
+    ),
+    "suggestions on a non-meta task": (
+        _doc(
+            "implemented",
+            completion_data={"completion_summary": "Done.", "claudemd_suggestions": "none"},
+        ),
+        _context(),
+        {},
+        "PF306",
+    ),
+    "failed without errors": (_doc("failed", errors=[]), _context(), {}, "PF307"),
+    "phases past the total": (
+        _doc(
+            "partial",
+            partial_progress={
+                "stage": "s",
+                "details": "d",
+                "phases_completed": 3,
+                "phases_total": 2,
+            },
+            errors=[{"message": "m", "type": "t", "recoverable": True, "recommendation": "r"}],
+        ),
+        _context(),
+        {},
+        "PF310",
+    ),
+    "session of another form": (
+        _doc(metadata={**_doc()["metadata"], "session_id": "session-1"}),
+        _context(),
+        {},
+        "PF400",
+    ),
+    "another session than delegated": (
+        _doc(),
+        _context(marker_session="sess_1736700001_zzzzzz"),
+        {},
+        "PF405",
+    ),
+    "another session than state.json's": (
+        _doc(),
+        _context(
+            task={
+                "project_number": 14,
+                "project_name": "fix_it",
+                "session_id": "sess_1736700001_zzzzzz",
+            }
+        ),
+        {},
+        "PF405",
+    ),
+    "delegation too deep": (
+        _doc(metadata={**_doc()["metadata"], "delegation_depth": 4}),
+        _context(),
+        {},
+        "PF401",
+    ),
+    "a delegation cycle": (
+        _doc(metadata={**_doc()["metadata"], "delegation_path": ["a", "b", "a"]}),
+        _context(),
+        {},
+        "PF402",
+    ),
+    "depth against path": (
+        _doc(metadata={**_doc()["metadata"], "delegation_depth": 2}),
+        _context(),
+        {},
+        "PF403",
+    ),
+    "agent not last": (
+        _doc(metadata={**_doc()["metadata"], "agent_type": "someone-else"}),
+        _context(),
+        {},
+        "PF404",
+    ),
+    "negative duration": (
+        _doc(metadata={**_doc()["metadata"], "duration_seconds": -1}),
+        _context(),
+        {},
+        "PF406",
+    ),
+    "a broken marker": (
+        _doc(),
+        _context(marker_findings=(rules.finding("PF605", "", "marker"),)),
+        {},
+        "PF605",
+    ),
+    "success without artifacts": (_doc(artifacts=[]), _context(), {}, "PF500"),
+    "unknown artifact type": (
+        _doc(artifacts=[{"type": "notes", "path": "a.md", "summary": "s"}]),
+        _context(),
+        {},
+        "PF204",
+    ),
+    "an artifact twice": (
+        _doc(artifacts=[{"type": "report", "path": "a.md", "summary": "s"}] * 2),
+        _context(),
+        {},
+        "PF504",
+    ),
+    "an artifact outside": (
+        _doc(artifacts=[{"type": "report", "path": "../a.md", "summary": "s"}]),
+        _context(),
+        {},
+        "PF501",
+    ),
+    "an artifact missing": (
+        _doc(),
+        _context(),
+        {"specs/14_fix_it/reports/r.md": ArtifactState.MISSING},
+        "PF502",
+    ),
+    "an artifact empty": (
+        _doc(),
+        _context(),
+        {"specs/14_fix_it/reports/r.md": ArtifactState.EMPTY},
+        "PF503",
+    ),
+    "a task not in state.json": (_doc(), _context(task=None), {}, "PF600"),
+    "a slug against the name": (
+        _doc(),
+        _context(task={"project_number": 14, "project_name": "other"}),
+        {},
+        "PF601",
+    ),
+    "a stuck run": (
+        _doc(
+            "in_progress",
+            started_at=(NOW - timedelta(days=1)).isoformat(),
+            partial_progress={"stage": "s", "details": "d"},
+        ),
+        _context(),
+        {},
+        "PF602",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FAULTS))
+def test_each_fault_is_worded_by_its_rule(name: str) -> None:
+    doc, ctx, states, code = FAULTS[name]
+    got = _same(doc, ctx, states)
+    assert code in {f.code for f in got.findings}
+
+
+# --- random clean documents on the rules' edges --------------------------------------------
+
+texts = st.sampled_from(("x", "fix_it", "Plan it", "research", "a b"))
+paths = st.sampled_from(
+    (
+        "specs/14_fix_it/reports/r.md",
+        "specs/14_fix_it/plans/p.md",
+        "docs/a.md",
+        "../a.md",
+        "/etc/passwd",
+        "~/a.md",
+        "C:/a.md",
+        "https://example.com/a",
+        "a/../../b.md",
+        "a\x1fb.md",
+        "a" * 5000,
+    )
+)
+sessions = st.sampled_from((SESSION, "sess_1736700001_zzzzzz", "session-1", "sess_1_ABCDEF"))
+agents = st.sampled_from(
+    ("general-research-agent", "planner-agent", "general-implementation-agent", "orchestrator")
+)
+starts = st.one_of(
+    st.none(),
+    st.sampled_from(("yesterday", "2026-13-01T00:00:00Z", " 2026-11-26T11:00:00 ")),
+    st.timedeltas(min_value=timedelta(days=-3), max_value=timedelta(hours=1)).map(
+        lambda d: (NOW + d).isoformat()
+    ),
+)
+phases = st.one_of(st.none(), st.integers(min_value=-1, max_value=4))
+
+
+def _with_phases(draw: st.DrawFn, obj: dict[str, Any]) -> dict[str, Any]:
+    done, total = draw(phases), draw(phases)
+    if done is not None:
+        obj["phases_completed"] = done
+    if total is not None:
+        obj["phases_total"] = total
+    return obj
+
+
+@st.composite
+def clean_docs(draw: st.DrawFn) -> dict[str, Any]:
+    delegation = draw(st.lists(agents, max_size=4))
+    metadata = _with_phases(
+        draw,
+        {
+            "session_id": draw(sessions),
+            "agent_type": draw(st.one_of(agents, st.just(delegation[-1] if delegation else "x"))),
+            "delegation_depth": draw(st.integers(min_value=-1, max_value=4)),
+            "delegation_path": delegation,
+        },
+    )
+    duration = draw(st.one_of(st.none(), st.sampled_from((-1, 0, 12.5))))
+    if duration is not None:
+        metadata["duration_seconds"] = duration
+    artifacts = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "type": st.sampled_from((*ARTIFACT_TYPES, "notes")),
+                    "path": paths,
+                    "summary": texts,
+                }
+            ),
+            max_size=3,
+        )
+    )
+    doc: dict[str, Any] = {
+        "status": draw(st.sampled_from([s.value for s in Status])),
+        "artifacts": artifacts,
+        "metadata": metadata,
+    }
+    started = draw(starts)
+    if started is not None:
+        doc["started_at"] = started
+    if draw(st.booleans()):
+        doc["partial_progress"] = _with_phases(draw, {"stage": "s", "details": "d"})
+    if draw(st.booleans()):
+        completion: dict[str, Any] = {"completion_summary": "Done."}
+        if draw(st.booleans()):
+            completion["roadmap_items"] = ["x"]
+        if draw(st.booleans()):
+            completion["claudemd_suggestions"] = "none"
+        doc["completion_data"] = completion
+    errors = draw(st.one_of(st.none(), st.integers(min_value=0, max_value=2)))
+    if errors is not None:
+        doc["errors"] = [
+            {"message": "m", "type": "t", "recoverable": True, "recommendation": "r"}
+        ] * errors
+    return doc
+
+
+@st.composite
+def contexts(draw: st.DrawFn) -> TaskContext:
+    task = draw(
+        st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {"project_number": st.just(14)},
+                optional={
+                    "project_name": st.sampled_from(("fix_it", "other", 3)),
+                    "language": st.sampled_from(("meta", "python", None)),
+                    "session_id": st.one_of(sessions, st.just(""), st.none()),
+                },
+            ),
+        )
+    )
+    marker_findings = draw(st.sampled_from(((), (rules.finding("PF605", "", "m"),))))
+    return TaskContext(
+        dir_name="14_fix_it",
+        number=draw(st.sampled_from((14, None))),
+        slug=draw(st.sampled_from(("fix_it", None))),
+        state_known=draw(st.booleans()),
+        task=task,
+        marker_session=draw(st.one_of(st.none(), sessions)),
+        marker_operation=draw(st.sampled_from((None, "research", "implementation"))),
+        marker_findings=marker_findings,
+    )
+
+
+artifact_states = st.dictionaries(paths, st.sampled_from(list(ArtifactState)), max_size=3)
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(doc=clean_docs(), ctx=contexts(), states=artifact_states)
+def test_validate_with_the_shortcut_gives_what_every_rule_gives(
+    doc: dict[str, Any], ctx: TaskContext, states: dict[str, ArtifactState]
+) -> None:
+    _same(doc, ctx, states)
+
+
+def test_the_random_documents_reach_both_sides_of_the_shortcut() -> None:
+    """The property above is worth something only if both quiet and flagged documents come up."""
+    seen: set[bool] = set()
+
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(doc=clean_docs(), ctx=contexts(), states=artifact_states)
+    def sample(doc: dict[str, Any], ctx: TaskContext, states: dict[str, ArtifactState]) -> None:
+        seen.add(not _all_rules(doc, ctx, _probe_of(states)).findings)
+
+    sample()
+    assert seen == {True, False}
