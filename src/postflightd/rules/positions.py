@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, but not in typeshed
 from typing import Final
@@ -47,10 +47,16 @@ def decode_error_position(raw: bytes) -> tuple[int, int] | None:
     return 1, 1
 
 
-def field_offsets(text: str) -> dict[str, int]:
-    """Offset of every key and array item of a JSON document, by dotted location."""
+def field_offsets(text: str, wanted: Collection[str] | None = None) -> dict[str, int]:
+    """Offset of every key and array item of a JSON document, by dotted location.
+
+    ``wanted``: only these locations are needed (with every location on the way to them):
+    any other value is stepped over by the decoder in one call instead of walked here, which
+    is most of a file whose findings are few.
+    """
     out: dict[str, int] = {}
     decoder = json.JSONDecoder()
+    within = None if wanted is None else _on_the_way(wanted)
 
     def skip(idx: int) -> int:
         match = _WS.match(text, idx)
@@ -59,6 +65,8 @@ def field_offsets(text: str) -> dict[str, int]:
     def value(idx: int, path: str) -> int:
         idx = skip(idx)
         opener = text[idx]
+        if within is not None and path not in within:
+            opener = ""  # nothing wanted inside: decoded whole, below
         if opener == "{":
             idx = skip(idx + 1)
             if text[idx] == "}":
@@ -97,6 +105,22 @@ def field_offsets(text: str) -> dict[str, int]:
     return out
 
 
+def _parent(loc: str) -> str:
+    """The location holding ``loc`` ("" for a top-level one, and for a location not of the
+    dotted form)."""
+    parent = _PARENT.sub("", loc)
+    return parent if parent != loc else ""
+
+
+def _on_the_way(locations: Collection[str]) -> set[str]:
+    """Every location that may hold one of ``locations`` ("" the document): each prefix
+    ending before a "." or "[" (a key may hold either, so this is all of them, and more)."""
+    within = {""}
+    for loc in locations:
+        within.update(loc[:i] for i, ch in enumerate(loc) if ch in ".[")
+    return within
+
+
 def with_positions(findings: Sequence[Finding], raw: bytes | None) -> list[Finding]:
     """``findings`` with ``line``/``col`` set where the file shows where they are."""
     if raw is None or not findings:
@@ -114,11 +138,11 @@ def with_positions(findings: Sequence[Finding], raw: bytes | None) -> list[Findi
                     text = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     text = ""
-                offsets = field_offsets(text) if text else {}
+                located = [g.location for g in findings if g.location]
+                offsets = field_offsets(text, located) if text else {}
             loc = f.location
             while loc and loc not in offsets:
-                parent = _PARENT.sub("", loc)
-                loc = parent if parent != loc else ""
+                loc = _parent(loc)
             # A missing top-level field points at the document itself: line 1.
             position = _line_col(text, offsets[loc]) if loc else (1, 1)
         out.append(f if position is None else replace(f, line=position[0], col=position[1]))
