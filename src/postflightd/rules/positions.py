@@ -12,7 +12,6 @@ import contextlib
 import json
 import re
 from collections.abc import Collection, Sequence
-from dataclasses import replace
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, but not in typeshed
 from typing import Final
 
@@ -145,5 +144,9 @@ def with_positions(findings: Sequence[Finding], raw: bytes | None) -> list[Findi
                 loc = _parent(loc)
             # A missing top-level field points at the document itself: line 1.
             position = _line_col(text, offsets[loc]) if loc else (1, 1)
-        out.append(f if position is None else replace(f, line=position[0], col=position[1]))
+        out.append(
+            f
+            if position is None
+            else Finding(f.code, f.severity, f.location, f.message, position[0], position[1])
+        )
     return out
