@@ -480,7 +480,9 @@ def test_task_context_without_state_json(tmp_path: Path) -> None:
 # --- artifacts on disk ----------------------------------------------------------------------
 
 
-def test_artifact_probe_states(tmp_path: Path) -> None:
+@pytest.mark.parametrize("anchored", [False, True])
+def test_artifact_probe_states(tmp_path: Path, anchored: bool) -> None:
+    """Anchored (asking relative to the root's descriptor) or not, the probe says the same."""
     from postflightd.project.artifacts import artifact_probe
 
     root = tmp_path / "root"
@@ -491,7 +493,13 @@ def test_artifact_probe_states(tmp_path: Path) -> None:
     (root / "escape").symlink_to(tmp_path / "secret")
     (root / "outdir").symlink_to(tmp_path, target_is_directory=True)
     (root / "inner").symlink_to(root / "specs" / "1_x" / "reports" / "r.md")
-    probe = artifact_probe(root)
+    (root / "specs" / "1_x" / "linked").symlink_to(root / "specs" / "1_x" / "reports")
+    (root / "specs" / "1_x" / "afile").write_text("x", encoding="utf-8")
+    probe = artifact_probe(root, anchored=anchored)
+    assert probe("specs/1_x/linked/r.md") is ArtifactState.OK
+    assert probe("specs/1_x/linked/none.md") is ArtifactState.MISSING
+    assert probe("specs/1_x/afile/r.md") is ArtifactState.MISSING
+    assert probe("specs/1_x/../1_x/reports/r.md") is ArtifactState.OK
     assert probe("specs/1_x/reports/r.md") is ArtifactState.OK
     assert probe("specs/1_x/reports/empty.md") is ArtifactState.EMPTY
     assert probe("specs/1_x/reports/none.md") is ArtifactState.MISSING
@@ -500,11 +508,32 @@ def test_artifact_probe_states(tmp_path: Path) -> None:
     assert probe("outdir/secret") is ArtifactState.OUTSIDE
     assert probe("outdir/missing") is ArtifactState.OUTSIDE
     assert probe("inner") is ArtifactState.OK
+    assert probe("nowhere/none.md") is ArtifactState.MISSING
+    probe.close()
+    assert probe("specs/1_x/reports/r.md") is ArtifactState.OK  # closed: answers unanchored
 
 
+def test_an_open_project_holds_one_descriptor_for_its_probe_and_closing_it_frees_it(
+    tmp_path: Path,
+) -> None:
+    from postflightd.config import Config
+    from postflightd.project.root import Project
+
+    root = tmp_path / "root"
+    project(root, 1)
+    write_artifact(root, "specs/1_task1/reports/r.md")
+    before = len(os.listdir("/proc/self/fd"))
+    with Project.open(root, Config(), read_only=True) as opened:
+        assert opened.probe("specs/1_task1/reports/r.md") is ArtifactState.OK
+        during = len(os.listdir("/proc/self/fd"))
+    assert during == before + 2  # the specs directory and the probe's root
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+@pytest.mark.parametrize("anchored", [False, True])
 @pytest.mark.parametrize("cache_dirs", [1, 2, 3, 5])
 def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_dirs: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_dirs: int, anchored: bool
 ) -> None:
     """The probe forgets resolved directories past PROBE_CACHE_DIRS (flat memory over
     100,000 tasks): emptied at any point, links are still followed and judged the same."""
@@ -530,13 +559,15 @@ def test_a_bounded_probe_cache_answers_as_an_unbounded_one(
     expected = [artifacts.artifact_probe(root)(rel) for rel in rels]
     assert ArtifactState.OUTSIDE in expected and ArtifactState.EMPTY in expected
     monkeypatch.setattr(artifacts, "PROBE_CACHE_DIRS", cache_dirs)
-    probe = artifacts.artifact_probe(root)
+    probe = artifacts.artifact_probe(root, anchored=anchored)
     for _ in range(2):  # the second round after the cache was emptied many times
         assert [probe(rel) for rel in rels] == expected
+    probe.close()
 
 
+@pytest.mark.parametrize("anchored", [False, True])
 def test_a_directory_the_reader_opened_is_not_lstat_again_and_answers_the_same(
-    tmp_path: Path,
+    tmp_path: Path, anchored: bool
 ) -> None:
     """``known_directory`` spares the probe the lstat of a task directory the reader has just
     opened without following links; names that are not plain are ignored, not trusted."""
@@ -549,11 +580,15 @@ def test_a_directory_the_reader_opened_is_not_lstat_again_and_answers_the_same(
     rels = ["specs/1_x/reports/r.md", "specs/1_x/reports/none.md", "specs/0_link/r.md"]
     expected = [artifact_probe(root)(rel) for rel in rels]
     assert expected == [ArtifactState.OK, ArtifactState.MISSING, ArtifactState.OUTSIDE]
-    probe = artifact_probe(root)
+    probe = artifact_probe(root, anchored=anchored)
     probe.known_directory("specs/1_x")
+    probe.known_directory("specs", "1_x")
     for odd in ("specs/0_link/..", "specs//0_link", "./specs/0_link", "", "specs/0_link/."):
         probe.known_directory(odd)
+    for parent, name in (("specs", ".."), ("specs", ""), ("specs/.", "0_link"), ("x", "a/b")):
+        probe.known_directory(parent, name)
     assert [probe(rel) for rel in rels] == expected
+    probe.close()
 
 
 def test_an_artifact_through_another_tasks_linked_directory_is_still_outside(

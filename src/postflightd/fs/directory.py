@@ -133,15 +133,19 @@ class Directory:
     # A scan opens one per task directory: no Path is built unless a message needs one.
     __slots__ = ("_path", "fd", "identity")
 
-    def __init__(self, fd: int, path: Path | str) -> None:
+    def __init__(self, fd: int, path: Path | str, *, identify: bool = True) -> None:
         self.fd = fd
         self._path = str(path)
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            _close(fd)
-            raise
-        self.identity = DirIdentity(st.st_dev, st.st_ino)
+        #: (device, inode), for telling it from one put in its place later; None when not
+        #: asked for (``identify``: a read-only scan never comes back to a directory).
+        self.identity: DirIdentity | None = None
+        if identify:
+            try:
+                st = os.fstat(fd)
+            except OSError:
+                _close(fd)
+                raise
+            self.identity = DirIdentity(st.st_dev, st.st_ino)
 
     @classmethod
     def anchor(cls, path: Path) -> Directory:
@@ -181,13 +185,19 @@ class Directory:
     # --- directories ------------------------------------------------------------------------
 
     def subdir(
-        self, name: str, *, expect: DirIdentity | None = None, listable: bool = False
+        self,
+        name: str,
+        *,
+        expect: DirIdentity | None = None,
+        listable: bool = False,
+        identify: bool = True,
     ) -> Directory:
         """Open the directory ``name`` in this one; a link or a non-directory is refused.
 
         With ``expect``, the directory must be the very one seen before (same device and
         inode): one put in its place meanwhile is treated as gone (FileNotFoundError).
         ``listable``: opened for ``names()`` and ``fsync()`` too, not only to work inside it.
+        ``identify``: its ``identity`` is wanted (an fstat; a read-only scan does without).
         """
         _check_name(name)
         try:
@@ -196,7 +206,7 @@ class Directory:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise RefusedError(self.child(name), self._kind(name), "a directory") from None
             raise
-        sub = Directory(fd, f"{self._path}{os.sep}{name}")
+        sub = Directory(fd, f"{self._path}{os.sep}{name}", identify=identify or expect is not None)
         if expect is not None and sub.identity != expect:
             sub.close()
             raise FileNotFoundError(

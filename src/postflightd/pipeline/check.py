@@ -49,9 +49,15 @@ def check_file(
     if ref.refused is not None or project.specs is None:
         loaded = Loaded(failure=ref.refused or _no_specs(project))
     else:
-        loaded, marker = read_task(project.specs, ref, config.validation.max_file_bytes)
-        if loaded.dir_identity is not None:
-            # Opened without following links: the artifact probe need not lstat it again.
+        loaded, marker = read_task(
+            project.specs,
+            ref,
+            config.validation.max_file_bytes,
+            identify=not project.read_only,
+        )
+        if loaded.raw is not None:
+            # Read through the directory opened without following links: the artifact probe
+            # need not lstat it again.
             project.probe.known_directory(config.specs_dir, ref.task_dir)
     findings: list[Finding] = []
     validation: Validation | None = None

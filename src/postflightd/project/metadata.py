@@ -38,16 +38,20 @@ class Loaded(NamedTuple):
     dir_identity: DirIdentity | None = None
 
 
-def read_task(specs: Directory, ref: MetaFileRef, max_bytes: int) -> tuple[Loaded, Marker | None]:
+def read_task(
+    specs: Directory, ref: MetaFileRef, max_bytes: int, *, identify: bool = True
+) -> tuple[Loaded, Marker | None]:
     """Open the task directory of ``ref`` once and read its metadata file and its marker.
 
     Both are read relative to the one descriptor, so a task directory swapped for a link at
     any moment is either refused (PF100) or not seen at all: nothing outside is ever read.
+    ``identify``: note the directory's identity (``Loaded.dir_identity``), which clean-up
+    needs and a read-only scan does not.
     """
     if ref.refused is not None:
         return Loaded(failure=ref.refused), None
     try:
-        task = specs.subdir(ref.task_dir)
+        task = specs.subdir(ref.task_dir, identify=identify)
     except FileNotFoundError:
         return Loaded(failure=_vanished()), None
     except RefusedError as exc:

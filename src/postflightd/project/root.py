@@ -37,6 +37,8 @@ class Project:
     probe: DiskProbe
     specs: Directory | None = None
     specs_problem: str | None = None
+    #: opened for a scan, which writes nothing (and never comes back to a task directory).
+    read_only: bool = False
 
     @classmethod
     def open(cls, root: Path, config: Config, *, read_only: bool = False) -> Project:
@@ -74,7 +76,9 @@ class Project:
                 others = (pf.todo_file, pf.errors_file, LOCK_NAME)
                 state = load_state(specs, pf.state_file, others)
             # Anchored: the probe asks the disk relative to the root; closed with the project.
-            return cls(root, path, state, artifact_probe(root, anchored=True), specs, problem)
+            return cls(
+                root, path, state, artifact_probe(root, anchored=True), specs, problem, read_only
+            )
         except BaseException:
             # The caller gets no Project to close: the specs directory is closed here.
             specs.close()
