@@ -91,7 +91,9 @@ STATUSES: Final = frozenset(status.value for status in Status)
 
 
 def _text(value: Any) -> bool:
-    return type(value) is str and bool(value.strip())
+    # Not blank: not empty and not all whitespace (what ``strip`` would leave empty, asked
+    # without copying the text).
+    return type(value) is str and value != "" and not value.isspace()
 
 
 def _int(value: Any) -> bool:
@@ -116,7 +118,7 @@ def _texts(value: Any) -> bool:
     # Loops rather than all() over a generator here and below: a generator a call is a tenth
     # of the check's cost, and this runs for every file of a scan.
     for item in value:  # noqa: SIM110
-        if type(item) is not str or not item.strip():
+        if type(item) is not str or item == "" or item.isspace():
             return False
     return True
 
