@@ -1,16 +1,23 @@
 """The forked parallel check of a large scan: chunks of files shared with worker processes.
 
-A scan of more files than one process pays for forks workers (``worker_count``), each
-checking its share of the chunks and sending back plain rows (``_Row``) through a pipe; the
-parent reads them back in order, so the output is the one process's output, streamed.
+A scan of more files than one process pays for forks workers (``worker_count``). The files
+are cut into chunks, and every process, this one included, takes the next chunk from one
+queue as soon as it is free: a pipe holding the chunks' numbers, from which each read of
+four bytes takes one number, whole, and no two processes the same (``_ChunkQueue``). Who is
+faster checks more: this process also writes the output, and takes fewer chunks for it.
+Workers send back plain rows (``_Row``) with their chunk's number; this process reads them
+in chunk order, so the output is the one process's output, streamed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import pickle
+import select
 from collections.abc import Callable, Iterator, Sequence
-from io import BufferedReader
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -24,8 +31,16 @@ from postflightd.rules.positions import with_positions
 PARALLEL_MIN_FILES = 2000
 
 
-#: Files a worker checks and sends back in one piece: what the parent holds of its output.
-CHUNK_FILES = 256
+#: Files a process checks in one go (and a worker sends back in one message): small enough
+#: that the processes finish together, large enough that taking a chunk costs nothing.
+CHUNK_FILES = 128
+
+#: At most this many chunks (the queue holds four bytes a chunk, in one pipe's buffer).
+_MAX_CHUNKS: Final = 16_000
+
+#: How much a pipe holds where the system lets a process say so (Linux): a worker's rows wait
+#: there while this process checks its own chunk, instead of the worker waiting.
+_PIPE_BYTES: Final = 1 << 20
 
 
 def worker_count(files: int) -> int:
@@ -50,107 +65,244 @@ def check_all(
     read (they are not sent back); ``before_fork``: loads what every process would otherwise
     load for itself (``rules.metadata.prepare_type_check``), once, for the workers to inherit.
 
-    Validation is CPU-bound Python: with W workers, chunk i is checked by worker i mod W
-    (worker 0 is this process) and read back in order, so output streams as it is produced
-    and memory holds at most a chunk per worker, not the whole result. Workers only read; a
-    worker that fails has its chunks checked here.
+    Validation is CPU-bound Python: every process takes chunks from the queue until it is
+    empty. Output streams in chunk order as it is produced, and memory holds at most a chunk
+    per process, not the whole result. Workers only read; a chunk a failed worker took is
+    checked here.
     """
     workers = worker_count(len(refs))
     if workers < 2:
         for ref in refs:
             yield check(ref)
         return
+    size = max(CHUNK_FILES, -(-len(refs) // _MAX_CHUNKS))
+    chunks = [refs[i : i + size] for i in range(0, len(refs), size)]
+    queue = _ChunkQueue.create(len(chunks))
+    if queue is None:  # no pipe to spare: one process checks everything
+        for ref in refs:
+            yield check(ref)
+        return
     if before_fork is not None:
         before_fork()
-
-    chunks = [refs[i : i + CHUNK_FILES] for i in range(0, len(refs), CHUNK_FILES)]
-    helpers: dict[int, _Worker | None] = {}
+    helpers: list[_Worker] = []
     try:
-        for w in range(1, workers):
-            helpers[w] = _Worker.start(
-                chunks[w::workers],
+        for _ in range(1, workers):
+            helper = _Worker.start(
+                queue,
+                chunks,
                 lambda ref: _row(check(ref), positions),
-                [h.pipe.fileno() for h in helpers.values() if h is not None],
+                [h.fd for h in helpers],
             )
+            if helper is not None:
+                helpers.append(helper)
+        queue.close_writer()
+        taken = -1  # the last chunk this process took
+        done = False  # the queue is empty
+        reports: list[FileReport] = []
         for i, chunk in enumerate(chunks):
-            helper = helpers.get(i % workers)
-            rows = helper.next_rows(len(chunk)) if helper is not None else None
-            if rows is None:
-                if helper is not None:
-                    helper.stop()
-                    helpers[i % workers] = None
+            if i > taken and not done:
+                # Not known to be a worker's yet: take the next chunk and check it first,
+                # while the workers check theirs.
+                own = queue.take()
+                if own is None:
+                    done = True
+                else:
+                    taken = own
+                    reports = [check(ref) for ref in chunks[own]]
+            if i == taken:
+                yield from reports
+                continue
+            rows = _rows_of(helpers, i, len(chunk))
+            if rows is None:  # the worker that took it failed: checked here
                 for ref in chunk:
                     yield check(ref)
             else:
                 for ref, row in zip(chunk, rows, strict=True):
                     yield _from_row(root, ref, row)
     finally:
-        for helper in helpers.values():
-            if helper is not None:
-                helper.stop()
+        queue.close()
+        for helper in helpers:
+            helper.stop()
 
 
+def _rows_of(helpers: list[_Worker], index: int, count: int) -> list[_Row] | None:
+    """The rows of chunk ``index``, from the worker that took it; None when that worker
+    failed (or no worker sends it: each sends its chunks in the order it took them, so once
+    every live worker is past ``index`` none will)."""
+    while True:
+        waiting: list[_Worker] = []
+        for helper in helpers:
+            if helper.head is None and not helper.ended:
+                waiting.append(helper)
+            elif helper.head is not None and helper.head[0] == index:
+                rows = helper.head[1]
+                helper.head = None
+                return rows if len(rows) == count else None
+        if not waiting:
+            return None
+        if len(waiting) > 1:  # whichever has something to say first
+            with contextlib.suppress(OSError, ValueError):
+                ready = set(select.select([h.fd for h in waiting], [], [])[0])
+                waiting = [h for h in waiting if h.fd in ready]
+        for helper in waiting:
+            helper.receive()
+
+
+class _ChunkQueue:
+    """The chunks' numbers, four bytes each, in a pipe every process reads from.
+
+    Written whole before the fork and then closed for writing: a read of four bytes takes
+    the next number atomically (a pipe's reads are serialized, and four bytes are always
+    there until the end), and an empty pipe reads as its end.
+    """
+
+    __slots__ = ("_read", "_write")
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read = read_fd
+        self._write = write_fd
+
+    @classmethod
+    def create(cls, chunks: int) -> _ChunkQueue | None:
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:
+            return None
+        queue = cls(read_fd, write_fd)
+        data = b"".join(i.to_bytes(4, "little") for i in range(chunks))
+        try:
+            _grow_pipe(write_fd, len(data))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view) :]
+        except OSError:  # more than a pipe holds here: one process checks everything
+            queue.close()
+            return None
+        return queue
+
+    def take(self) -> int | None:
+        """The next chunk's number, or None when every chunk is taken."""
+        try:
+            data = os.read(self._read, 4)
+        except OSError:
+            return None
+        return int.from_bytes(data, "little") if len(data) == 4 else None
+
+    def close_writer(self) -> None:
+        fd, self._write = self._write, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def close(self) -> None:
+        self.close_writer()
+        fd, self._read = self._read, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _grow_pipe(fd: int, at_least: int) -> None:
+    """Ask for a larger pipe buffer where the system allows it (Linux); otherwise keep it."""
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setsize is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, setsize, max(at_least, _PIPE_BYTES))
+
+
+#: A worker's message: the chunk's number and its rows, pickled, after its length.
+_LENGTH: Final = 8
+
+
+@dataclass(slots=True)
 class _Worker:
-    """A forked process checking its share of the chunks, sending rows back through a pipe.
-    (A plain class: a dataclass compiles its methods at import, and every scan imports this.)"""
+    """A forked process checking the chunks it takes from the queue, sending back
+    ``(chunk number, rows)`` through a pipe, each message after its length."""
 
-    __slots__ = ("pid", "pipe")
-
-    def __init__(self, pid: int, pipe: BufferedReader) -> None:
-        self.pid = pid
-        self.pipe = pipe
+    pid: int
+    fd: int
+    #: the next message read but not yet wanted
+    head: tuple[int, list[_Row]] | None = None
+    #: the worker sent its last message, or failed
+    ended: bool = False
 
     @classmethod
     def start(
         cls,
-        chunks: list[Sequence[MetaFileRef]],
+        queue: _ChunkQueue,
+        chunks: Sequence[Sequence[MetaFileRef]],
         check: Callable[[MetaFileRef], _Row],
         inherited: list[int],
     ) -> _Worker | None:
-        # Imported here, before the fork, for both processes: a scan too small to fork never
-        # needs it (1.6 ms of start-up).
-        import pickle
-
         try:
             read_fd, write_fd = os.pipe()
             pid = os.fork()
         except OSError:
-            return None  # no process to spare: this one checks those chunks
+            return None  # no process to spare: the others check those chunks
         if pid == 0:  # pragma: no cover - runs in the child
             code = 1
             try:
                 os.close(read_fd)
+                queue.close_writer()
                 for fd in inherited:  # other workers' pipes: their reader alone holds them
                     os.close(fd)
-                with os.fdopen(write_fd, "wb") as out:
-                    for chunk in chunks:
-                        pickle.dump([check(ref) for ref in chunk], out, pickle.HIGHEST_PROTOCOL)
-                        out.flush()
+                _grow_pipe(write_fd, _PIPE_BYTES)
+                while (index := queue.take()) is not None:
+                    data = pickle.dumps(
+                        (index, [check(ref) for ref in chunks[index]]), pickle.HIGHEST_PROTOCOL
+                    )
+                    _write_all(write_fd, len(data).to_bytes(_LENGTH, "little") + data)
                 code = 0
             finally:
                 os._exit(code)
         os.close(write_fd)
-        return cls(pid, os.fdopen(read_fd, "rb"))
+        return cls(pid, read_fd)
 
-    def next_rows(self, count: int) -> list[_Row] | None:
-        """The rows of this worker's next chunk, or None when it failed."""
-        import pickle  # loaded by start, which made this worker
-
+    def receive(self) -> None:
+        """Read the next message into ``head``; at the end, or on anything but a message,
+        the worker is over (``ended``)."""
         try:
-            rows = pickle.load(self.pipe)  # noqa: S301 - our own child's output
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, OSError):
-            return None
-        if not isinstance(rows, list) or len(rows) != count:
-            return None
-        return rows
+            size_bytes = self._read_exactly(_LENGTH)
+            message = (
+                None
+                if size_bytes is None
+                else self._read_exactly(int.from_bytes(size_bytes, "little"))
+            )
+            head = None if message is None else pickle.loads(message)  # noqa: S301 - our own child's output
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, OSError, MemoryError):
+            head = None
+        if (
+            isinstance(head, tuple)
+            and len(head) == 2
+            and isinstance(head[0], int)
+            and isinstance(head[1], list)
+        ):
+            self.head = head
+        else:
+            self.ended = True
+            self.stop()
+
+    def _read_exactly(self, size: int) -> bytes | None:
+        buf = bytearray()
+        while len(buf) < size:
+            data = os.read(self.fd, min(size - len(buf), 1 << 20))
+            if not data:
+                return None
+            buf += data
+        return bytes(buf)
 
     def stop(self) -> None:
         """Close the pipe (a worker still writing gets EPIPE and exits) and reap it."""
-        if self.pipe.closed:
+        if self.fd < 0:
             return
-        self.pipe.close()
+        fd, self.fd = self.fd, -1
+        os.close(fd)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
+
+
+def _write_all(fd: int, data: bytes) -> None:  # pragma: no cover - runs in the child
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 _FindingRow = tuple[str, str, str, str, int | None, int | None]
