@@ -91,10 +91,13 @@ class DiskProbe:
             rel = f"{rel}/{name}"
         elif not self._plain_text(rel):
             return
-        path = self._prefix + rel.replace("/", os.sep)
-        self._remember(path, path)
         if self._anchored:
+            # Asked relative to the root from here; the absolute resolution, for a link
+            # further down, lstats it once should it come to that.
             self._remember_plain(rel)
+        else:
+            path = self._prefix + rel.replace("/", os.sep)
+            self._remember(path, path)
 
     def _plain_text(self, rel: str) -> bool:
         """Whether every ``/``-separated component of ``rel`` is a plain name."""
