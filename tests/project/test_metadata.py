@@ -846,3 +846,33 @@ def test_artifact_probe_resolves_dotdot_after_symlinks(tmp_path: Path) -> None:
     assert probe("down/../x") is ArtifactState.OUTSIDE
     assert probe("down/../missing") is ArtifactState.OUTSIDE
     assert probe("sub/./x") is ArtifactState.MISSING
+
+
+@pytest.mark.parametrize("anchored", [False, True])
+def test_an_artifact_path_of_a_thousand_directories_is_probed_without_recursing(
+    tmp_path: Path, anchored: bool
+) -> None:
+    """Each directory of an artifact path is resolved in a loop: a path of 1,000 components
+    (short enough for a TODO.md link) once ended the scan in a RecursionError."""
+    from postflightd.project.artifacts import artifact_probe
+
+    root = tmp_path / "root"
+    deep = "a/" * 1000
+    write_artifact(root, "a/a/r.md")
+    probe = artifact_probe(root, anchored=anchored)
+    assert probe(deep + "r.md") is ArtifactState.MISSING
+    assert probe("a/a/r.md") is ArtifactState.OK
+    probe.close()
+
+
+def test_a_scan_of_a_file_naming_a_thousand_directories_deep_reports_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "root"
+    project(root, 1)
+    doc = researched_doc("1_task1")
+    doc["artifacts"][0]["path"] = "a/" * 1000 + "r.md"
+    write_meta(root, "1_task1", doc)
+    code, out = _scan_json(root, capsys)
+    assert code == 1
+    assert [f["code"] for f in out["files"][0]["findings"]] == ["PF502"]

@@ -120,18 +120,24 @@ class DiskProbe:
 
     def _is_plain_dir(self, rel: str, fd: int) -> bool:
         """Whether directory ``rel`` is reached through plain names and no link (asked
-        relative to the root's descriptor ``fd``, one component at a time, through the cache)."""
-        if rel in self._plain:
-            return True
-        head, _, tail = rel.rpartition("/")
-        if not tail or tail in {".", ".."} or not self._is_plain_dir(head, fd):
-            return False
-        try:
-            if stat.S_ISLNK(os.stat(rel, dir_fd=fd, follow_symlinks=False).st_mode):
+        relative to the root's descriptor ``fd``, one component at a time, through the cache,
+        in a loop: an artifact path may hold a thousand components)."""
+        plain = self._plain
+        below: list[str] = []  # names from the nearest directory known plain down to rel
+        head = rel
+        while head not in plain:
+            head, _, tail = head.rpartition("/")
+            if not tail or tail in {".", ".."}:
                 return False
-        except OSError:
-            pass  # nothing there (or not a directory): the file under it is missing
-        self._remember_plain(rel)
+            below.append(tail)
+        for tail in reversed(below):
+            head = f"{head}/{tail}" if head else tail
+            try:
+                if stat.S_ISLNK(os.stat(head, dir_fd=fd, follow_symlinks=False).st_mode):
+                    return False
+            except OSError:
+                pass  # nothing there (or not a directory): the file under it is missing
+            self._remember_plain(head)
         return True
 
     def _remember(self, path: str, real: str) -> None:
@@ -150,30 +156,27 @@ class DiskProbe:
     def _real_dir(self, path: str) -> str:
         # Resolved one component at a time through the cache: a new task directory costs
         # one lstat, where os.path.realpath would lstat every component of the path again.
-        known = self._parents.get(path)
-        if known is not None:
-            return known
-        head, _, tail = path.rpartition(os.sep)
-        if head and tail and tail not in {".", ".."} and not head.endswith(os.sep):
-            # The usual case, ".../specs/14_x/reports": what os.path.split gives, for less.
-            parent = self._real_dir(head)
-            real = (parent if parent.endswith(os.sep) else parent + os.sep) + tail
-            with contextlib.suppress(OSError):
-                if stat.S_ISLNK(os.lstat(real).st_mode):
-                    real = os.path.realpath(real)
-            self._remember(path, real)
-            return real
-        head, tail = os.path.split(path)
-        if not tail or head == path:
-            real = os.path.realpath(path)
-        elif tail in {".", ".."}:
-            real = os.path.realpath(os.path.join(self._real_dir(head), tail))
-        else:
-            real = os.path.join(self._real_dir(head), tail)
-            with contextlib.suppress(OSError):
-                if stat.S_ISLNK(os.lstat(real).st_mode):
-                    real = os.path.realpath(real)
-        self._remember(path, real)
+        # A loop, not a recursion: an artifact path may hold a thousand components.
+        unknown: list[str] = []  # the path and its ancestors up to one already resolved
+        current = path
+        while (real := self._parents.get(current)) is None:
+            head, tail = os.path.split(current)
+            if not tail or head == current:
+                real = os.path.realpath(current)
+                self._remember(current, real)
+                break
+            unknown.append(current)
+            current = head
+        for each in reversed(unknown):
+            tail = os.path.basename(each)
+            if tail in {".", ".."}:
+                real = os.path.realpath(os.path.join(real, tail))
+            else:
+                real = os.path.join(real, tail)
+                with contextlib.suppress(OSError):
+                    if stat.S_ISLNK(os.lstat(real).st_mode):
+                        real = os.path.realpath(real)
+            self._remember(each, real)
         return real
 
     def __call__(self, rel: str) -> ArtifactState:
