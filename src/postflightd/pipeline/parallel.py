@@ -14,10 +14,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import pickle
 import select
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -212,17 +210,22 @@ def _grow_pipe(fd: int, at_least: int) -> None:
 _LENGTH: Final = 8
 
 
-@dataclass(slots=True)
 class _Worker:
     """A forked process checking the chunks it takes from the queue, sending back
-    ``(chunk number, rows)`` through a pipe, each message after its length."""
+    ``(chunk number, rows)`` through a pipe, each message after its length.
 
-    pid: int
-    fd: int
-    #: the next message read but not yet wanted
-    head: tuple[int, list[_Row]] | None = None
-    #: the worker sent its last message, or failed
-    ended: bool = False
+    (A plain class: a dataclass compiles its methods at import, and every scan imports this.)
+    """
+
+    __slots__ = ("ended", "fd", "head", "pid")
+
+    def __init__(self, pid: int, fd: int) -> None:
+        self.pid = pid
+        self.fd = fd
+        #: the next message read but not yet wanted
+        self.head: tuple[int, list[_Row]] | None = None
+        #: the worker sent its last message, or failed
+        self.ended = False
 
     @classmethod
     def start(
@@ -232,6 +235,10 @@ class _Worker:
         check: Callable[[MetaFileRef], _Row],
         inherited: list[int],
     ) -> _Worker | None:
+        # Imported here, before the fork, for both processes: a scan too small to fork never
+        # needs it.
+        import pickle
+
         try:
             read_fd, write_fd = os.pipe()
             pid = os.fork()
@@ -259,6 +266,8 @@ class _Worker:
     def receive(self) -> None:
         """Read the next message into ``head``; at the end, or on anything but a message,
         the worker is over (``ended``)."""
+        import pickle  # loaded by start, which made this worker
+
         try:
             size_bytes = self._read_exactly(_LENGTH)
             message = (
