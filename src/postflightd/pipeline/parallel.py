@@ -12,7 +12,6 @@ in chunk order, so the output is the one process's output, streamed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import select
 from collections.abc import Callable, Iterator, Sequence
@@ -200,6 +199,10 @@ class _ChunkQueue:
 
 def _grow_pipe(fd: int, at_least: int) -> None:
     """Ask for a larger pipe buffer where the system allows it (Linux); otherwise keep it."""
+    try:
+        import fcntl  # not on every system; a forked scan is POSIX-only anyway
+    except ImportError:
+        return
     setsize = getattr(fcntl, "F_SETPIPE_SZ", None)
     if setsize is not None:
         with contextlib.suppress(OSError):
