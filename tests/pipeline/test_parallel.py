@@ -94,3 +94,20 @@ def test_a_worker_that_dies_mid_scan_loses_no_file(
     monkeypatch.setattr(parallel, "CHUNK_FILES", 8)
     forked = pipeline.scan([root], config, policy, now).to_json()
     assert forked == single
+
+
+def test_the_queue_hands_out_each_chunk_once_in_order_then_says_it_is_empty() -> None:
+    queue = parallel._ChunkQueue.create(5)
+    assert queue is not None
+    queue.close_writer()
+    assert [queue.take() for _ in range(7)] == [0, 1, 2, 3, 4, None, None]
+    queue.close()
+
+
+def test_more_chunk_numbers_than_a_pipe_holds_make_no_queue_rather_than_wait() -> None:
+    """Nobody reads the queue before the fork: numbers that do not fit in the pipe (four
+    megabytes, past the largest pipe a process may ask for; a user past the pipe quota gets
+    one page) make no queue, and one process checks everything, instead of waiting forever."""
+    before = len(os.listdir("/proc/self/fd"))
+    assert parallel._ChunkQueue.create(1_000_000) is None
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -169,6 +169,9 @@ class _ChunkQueue:
         data = b"".join(i.to_bytes(4, "little") for i in range(chunks))
         try:
             _grow_pipe(write_fd, len(data))
+            # Nobody reads before the fork: a pipe smaller than the numbers (a user past the
+            # system's pipe quota gets one page) must refuse them, not wait forever.
+            os.set_blocking(write_fd, False)
             view = memoryview(data)
             while view:
                 view = view[os.write(write_fd, view) :]
