@@ -63,9 +63,10 @@ def check_all(
     load for itself (``rules.metadata.prepare_type_check``), once, for the workers to inherit.
 
     Validation is CPU-bound Python: every process takes chunks from the queue until it is
-    empty. Output streams in chunk order as it is produced, and memory holds at most a chunk
-    per process, not the whole result. Workers only read; a chunk a failed worker took is
-    checked here.
+    empty. Output streams in chunk order as it is produced; while a worker's chunk is not
+    ready this process checks the next ones, up to ``_AHEAD`` chunks, so memory holds a few
+    chunks per process, not the whole result. Workers only read; a chunk a failed worker
+    took is checked here.
     """
     workers = worker_count(len(refs))
     if workers < 2:
@@ -93,21 +94,26 @@ def check_all(
             if helper is not None:
                 helpers.append(helper)
         queue.close_writer()
+        mine: dict[int, list[FileReport]] = {}  # chunks taken and checked here, not yet out
         taken = -1  # the last chunk this process took
         done = False  # the queue is empty
-        reports: list[FileReport] = []
         for i, chunk in enumerate(chunks):
-            if i > taken and not done:
-                # Not known to be a worker's yet: take the next chunk and check it first,
-                # while the workers check theirs.
+            # Take chunks here until chunk i is one of them, or is known to be a worker's
+            # (taken before this process's last) and its rows are ready; a worker's chunk not
+            # ready yet is waited for only with _AHEAD chunks checked here and held.
+            while (
+                i not in mine
+                and not done
+                and (i > taken or (len(mine) < _AHEAD and not _ready(helpers, i)))
+            ):
                 own = queue.take()
                 if own is None:
                     done = True
                 else:
                     taken = own
-                    reports = [check(ref) for ref in chunks[own]]
-            if i == taken:
-                yield from reports
+                    mine[own] = [check(ref) for ref in chunks[own]]
+            if i in mine:
+                yield from mine.pop(i)
                 continue
             rows = _rows_of(helpers, i, len(chunk))
             if rows is None:  # the worker that took it failed: checked here
@@ -120,6 +126,27 @@ def check_all(
         queue.close()
         for helper in helpers:
             helper.stop()
+
+
+#: Chunks this process checks ahead of the output while a worker's chunk is not ready.
+_AHEAD: Final = 4
+
+
+def _ready(helpers: list[_Worker], index: int) -> bool:
+    """Whether the rows of chunk ``index`` (a worker's) are here or on their way, or a worker
+    has ended (its chunks may be this process's to check): then waiting costs little."""
+    waiting = []
+    for helper in helpers:
+        if helper.ended or (helper.head is not None and helper.head[0] == index):
+            return True
+        if helper.head is None:
+            waiting.append(helper.fd)
+    if not waiting:
+        return True
+    try:
+        return bool(select.select(waiting, [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 def _rows_of(helpers: list[_Worker], index: int, count: int) -> list[_Row] | None:
