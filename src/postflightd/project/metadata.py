@@ -60,8 +60,10 @@ def read_task(
         return Loaded(failure=finding("PF100", "", _not_regular_dir(exc.kind))), None
     except OSError as exc:
         return Loaded(failure=_unreadable(exc)), None
-    with task:
+    try:  # not a with block: this runs for every file of a scan
         return read_metadata(task, max_bytes), read_marker(task)
+    finally:
+        task.close()
 
 
 def read_metadata(task: Directory, max_bytes: int) -> Loaded:
@@ -74,7 +76,7 @@ def read_metadata(task: Directory, max_bytes: int) -> Loaded:
         return Loaded(failure=finding("PF100", "", _not_regular_kind(exc.kind)))
     except OSError as exc:
         return Loaded(failure=_unreadable(exc))
-    identity = FileIdentity.of(st)
+    identity = FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     where = task.identity
     if st.st_size > max_bytes or len(raw) > max_bytes:
         too_big = _too_big(max(st.st_size, len(raw)), max_bytes)
