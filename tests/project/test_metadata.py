@@ -78,6 +78,53 @@ def test_meta_files_in_task_order_are_the_refs_find_metadata_files_gives(
         files[::2]
 
 
+@pytest.mark.parametrize("background_min", [1, 10**9])
+def test_a_listing_begun_in_a_process_of_its_own_is_the_one_made_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, background_min: int
+) -> None:
+    """``MetaFiles.start`` lists a large directory in a forked process while the caller reads
+    state.json: the same names, order and refusals (a link: PF100) as listing here, and no
+    process or descriptor left behind, whether the result is asked for or not."""
+    from postflightd.project import metafiles
+
+    specs = tmp_path / "specs"
+    for name in ("100_x", "14_x", "2_y", "014_z", "notes", "9_no_meta"):
+        (specs / name).mkdir(parents=True)
+        if name != "9_no_meta":
+            (specs / name / META_NAME).write_text("{}", encoding="utf-8")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / META_NAME).write_text("{}", encoding="utf-8")
+    (specs / "7_link").symlink_to(tmp_path / "outside", target_is_directory=True)
+    monkeypatch.setattr(metafiles, "BACKGROUND_MIN_DIRS", background_min)
+    fds = len(os.listdir("/proc/self/fd"))
+    with Directory.anchor(specs) as directory:
+        expected = list(MetaFiles.find(directory))
+        pending = MetaFiles.start(directory)
+        assert (pending._lister is not None) == (background_min == 1)
+        assert list(pending.result()) == expected
+        pending.close()
+        MetaFiles.start(directory).close()  # begun, never asked: reaped
+    assert [r.task_dir for r in expected] == ["2_y", "7_link", "014_z", "14_x", "100_x", "notes"]
+    assert expected[1].refused is not None
+    assert len(os.listdir("/proc/self/fd")) == fds
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # no child left to reap
+
+
+def test_a_scan_of_a_large_project_lists_it_beside_state_json_and_reports_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from postflightd.project import metafiles
+
+    root = tmp_path / "root"
+    project(root, [task_entry(i, f"t{i}") for i in range(1, 40)])
+    for i in range(1, 60):
+        write_meta(root, f"{i}_t{i}", researched_doc(f"{i}_t{i}") if i % 3 else "{")
+    single = _scan_json(root, capsys)
+    monkeypatch.setattr(metafiles, "BACKGROUND_MIN_DIRS", 1)
+    assert _scan_json(root, capsys) == single
+
+
 def state_at(path: Path) -> StateView:
     with Directory.anchor(path.parent) as specs:
         return load_state(specs, path.name)

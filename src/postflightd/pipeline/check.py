@@ -241,7 +241,10 @@ def check_specs_dir(root: Path, config: Config) -> None:
 def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
     """The metadata files of ``project`` (those of ``only``, when it names its root)."""
     # In task order, held as names (metafiles.MetaFiles): a scan keeps this list to its end.
-    refs: Sequence[MetaFileRef] = MetaFiles.find(project.require_specs())
+    specs = project.require_specs()
+    refs: Sequence[MetaFileRef] = (
+        project.listing.result() if project.listing is not None else MetaFiles.find(specs)
+    )
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:
         refs = [r for r in refs if r.path_text in wanted]
