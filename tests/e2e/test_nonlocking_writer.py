@@ -97,7 +97,7 @@ def test_a_tight_non_locking_writer_and_thousands_of_postflights_lose_nothing(
                 wait_until(
                     f"round {round_}: every outcome present",
                     partial(_round_present, root, round_),
-                    60,
+                    120,
                 )
         finally:
             stop.touch()
@@ -110,10 +110,12 @@ def test_a_tight_non_locking_writer_and_thousands_of_postflights_lose_nothing(
             "the last round's outcomes present", partial(_round_present, root, ROUNDS - 1), 60
         )
         assert _state(root)["writer_count"] == increments  # not one increment lost
-        assert not list(specs.glob(".*.tmp")), "a temporary file was left behind"
         # Losing the race to the writer many times in a row only delays a file (it is kept and
         # applied at a later try): the one error allowed says so.
         errors = [e for e in daemon.events() if e.get("level") == "error"]
         assert all("keeps changing" in str(e.get("problem")) for e in errors), errors
         print(f"{len(errors)} postflight(s) delayed: the writer won the race at every try")
         assert daemon.stop() == 0
+    # Only once the daemon has stopped: a running one may be writing state.json (healing
+    # what the writer reverted) through a temporary file at any moment.
+    assert not list(specs.glob(".*.tmp")), "a temporary file was left behind"
