@@ -52,7 +52,6 @@ class DiskProbe:
         "_anchored",
         "_parents",
         "_plain",
-        "_plain_names",
         "_prefix",
         "_root_real",
     )
@@ -63,8 +62,6 @@ class DiskProbe:
         self._parents: dict[str, str] = {self._root_real: self._root_real}
         #: root-relative directories reached through plain names and no link ("" the root).
         self._plain: set[str] = {""}
-        #: texts known to be made of plain names only (the specs directory's, asked per task).
-        self._plain_names: set[str] = set()
         self._anchored = anchored and os.stat in os.supports_dir_fd
         self._anchor = -1
 
@@ -85,11 +82,10 @@ class DiskProbe:
         path. A name that is not plain (an empty, ``.`` or ``..`` component) is ignored: the
         probe resolves it as before."""
         if name is not None:
-            # A task directory under the specs directory: the parent is judged once.
-            if not name or name in {".", ".."} or "/" in name or not self._plain_text(rel):
+            if "/" in name:  # not one entry
                 return
             rel = f"{rel}/{name}"
-        elif not self._plain_text(rel):
+        if not self._plain_text(rel):
             return
         if self._anchored:
             # Asked relative to the root from here; the absolute resolution, for a link
@@ -99,17 +95,11 @@ class DiskProbe:
             path = self._prefix + rel.replace("/", os.sep)
             self._remember(path, path)
 
-    def _plain_text(self, rel: str) -> bool:
+    @staticmethod
+    def _plain_text(rel: str) -> bool:
         """Whether every ``/``-separated component of ``rel`` is a plain name."""
-        known = self._plain_names
-        if rel in known:
-            return True
         parts = rel.split("/")
-        if "" in parts or "." in parts or ".." in parts:
-            return False
-        if len(known) < PROBE_CACHE_DIRS:
-            known.add(rel)
-        return True
+        return not ("" in parts or "." in parts or ".." in parts)
 
     def _remember_plain(self, rel: str) -> None:
         plain = self._plain

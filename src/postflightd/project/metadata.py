@@ -76,7 +76,7 @@ def read_metadata(task: Directory, max_bytes: int) -> Loaded:
         return Loaded(failure=finding("PF100", "", _not_regular_kind(exc.kind)))
     except OSError as exc:
         return Loaded(failure=_unreadable(exc))
-    identity = FileIdentity(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    identity = FileIdentity.of(st)
     where = task.identity
     if st.st_size > max_bytes or len(raw) > max_bytes:
         too_big = _too_big(max(st.st_size, len(raw)), max_bytes)
