@@ -111,6 +111,36 @@ def test_a_listing_begun_in_a_process_of_its_own_is_the_one_made_here(
         os.waitpid(-1, os.WNOHANG)  # no child left to reap
 
 
+def test_a_lister_that_dies_before_it_answers_is_listed_for_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forked lister killed before it answers (its pipe ends empty): the listing is made
+    in this process, the same, and the lister is reaped."""
+    from postflightd.project import metafiles
+
+    specs = tmp_path / "specs"
+    for name in ("2_y", "14_x", "notes"):
+        (specs / name).mkdir(parents=True)
+        (specs / name / META_NAME).write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(metafiles, "BACKGROUND_MIN_DIRS", 1)
+    parent = os.getpid()
+    real_find = metafiles.MetaFiles.find.__func__  # type: ignore[attr-defined]
+
+    def find(cls: Any, directory: Directory, entries: Any = None) -> Any:
+        if os.getpid() != parent:
+            os._exit(9)  # as a lister killed by the OOM killer would end
+        return real_find(cls, directory, entries)
+
+    with Directory.anchor(specs) as directory:
+        expected = list(MetaFiles.find(directory))
+        monkeypatch.setattr(metafiles.MetaFiles, "find", classmethod(find))
+        pending = MetaFiles.start(directory)
+        assert pending._lister is not None  # forked, and dies
+        assert list(pending.result()) == expected
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
 def test_a_scan_of_a_large_project_lists_it_beside_state_json_and_reports_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
