@@ -234,7 +234,15 @@ def _add_serve_parser(sub: _SubParsers) -> None:
     serve.add_argument("roots", nargs="*", metavar="ROOT", help="default: as for status")
     serve.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1 (loopback)")
     serve.add_argument("--port", type=int, default=8427, help="default: 8427")
-    serve.add_argument("--token", help="needed beyond loopback (else generated and printed)")
+    serve.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="a file holding the token every request must give (also $POSTFLIGHTD_TOKEN); "
+        "needed beyond loopback (else one is generated and printed)",
+    )
+    # A token on the command line is readable by every local user (/proc/PID/cmdline): taken
+    # only to say where to put it instead.
+    serve.add_argument("--token", help=argparse.SUPPRESS)
     serve.add_argument("--interval", help="how often to look for changes (default: 200ms)")
     serve.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
@@ -460,10 +468,11 @@ def _dispatch(args: argparse.Namespace) -> int:
                 log_level=args.log_level,
             )
         case "serve":
-            from postflightd.commands.serve import run_serve
+            from postflightd.commands.serve import resolve_token, run_serve
 
-            kwargs = {k: getattr(args, k) for k in ("roots", "host", "port", "token", "interval")}
-            return run_serve(**kwargs, config_path=args.config)
+            kwargs = {k: getattr(args, k) for k in ("roots", "host", "port", "interval")}
+            token = resolve_token(args.token_file, given_inline=args.token is not None)
+            return run_serve(**kwargs, token=token, config_path=args.config)
         case "status" if args.watch:
             from postflightd.commands.status import run_status_watch
 

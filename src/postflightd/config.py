@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
+#: The dashboard's token (``serve``): from the environment or a file, never the command line.
+ENV_TOKEN = "POSTFLIGHTD_TOKEN"  # noqa: S105 - the variable's name, not a token
 ROOT_CONFIG_NAME = ".postflightd.toml"
 #: A project's own configuration is read bounded: it is in the tree agents write.
 MAX_CONFIG_BYTES = 1024 * 1024

@@ -320,7 +320,10 @@ def test_serve(tmp_path: Path) -> None:
     run(t, "serve", "--port", "0", cwd=root)
     run(t, "serve", "missing", cwd=root)
     run(t, "serve", "--interval", "soon", cwd=root)
-    run(t, "serve", "--host", "192.0.2.1", "--token", "secret", cwd=root)
+    run(t, "serve", "--token", "secret", cwd=root)
+    run(t, "serve", "--token-file", "missing", cwd=root)
+    (root / "token").write_text("secret\n")
+    run(t, "serve", "--host", "192.0.2.1", "--token-file", "token", cwd=root)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

@@ -21,10 +21,11 @@ def free_port() -> int:
         return port
 
 
-def answers(port: int, path: str = "/api/state") -> bool:
+def answers(port: int, path: str = "/api/state", token: str | None = None) -> bool:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        conn.request("GET", path)
+        conn.request("GET", path, headers=headers)
         ok = conn.getresponse().status == 200
         conn.close()
     except OSError:
@@ -34,23 +35,33 @@ def answers(port: int, path: str = "/api/state") -> bool:
 
 @contextmanager
 def served(
-    *roots: Path, extra: tuple[str, ...] = (), port: int | None = None
+    *roots: Path,
+    extra: tuple[str, ...] = (),
+    port: int | None = None,
+    cwd: Path | None = None,
+    token: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """A dashboard on the roots (on ``port``, else a free one), answering; stopped (SIGTERM)
-    at the end."""
+    """A dashboard on the roots (on ``port``, else a free one), answering (with ``token``, if
+    it asks for one); stopped (SIGTERM) at the end. With ``cwd``, started there by its console
+    script, as a person would; ``env`` is added to its environment."""
     port = port or free_port()
-    argv = [sys.executable, "-m", "postflightd", "serve", *map(str, roots), "--port", str(port)]
+    command = [str(Path(sys.executable).with_name("postflightd"))]
+    if cwd is None:
+        command = [sys.executable, "-m", "postflightd"]
+    argv = [*command, "serve", *map(str, roots), "--port", str(port)]
     server = subprocess.Popen(
         [*argv, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        cwd=cwd,
     )
     try:
         assert server.stderr is not None
         line = server.stderr.readline().decode()
-        assert f"http://127.0.0.1:{port}/" in line, line
-        wait_until("the server answers", lambda: answers(port), timeout=30)
+        assert f":{port}/" in line, line
+        wait_until("the server answers", lambda: answers(port, token=token), timeout=30)
         yield server, port
     finally:
         server.terminate()

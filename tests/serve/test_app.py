@@ -204,7 +204,7 @@ def test_beyond_loopback_every_request_needs_the_token(root: Path) -> None:
         cookie = first.headers["set-cookie"]
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
         assert c.get("/api/state").status_code == 200  # the cookie now
-        assert c.get("/api/state", headers={"host": "127.0.0.1:8427"}).status_code == 421
+        assert c.get("/api/state", headers={"host": "evil.example:8427"}).status_code == 421
 
 
 def test_beyond_loopback_without_a_token_is_a_usage_error(
@@ -212,7 +212,7 @@ def test_beyond_loopback_without_a_token_is_a_usage_error(
 ) -> None:
     from postflightd.errors import UsageError
 
-    with pytest.raises(UsageError, match="give --token"):
+    with pytest.raises(UsageError, match="give --token-file or POSTFLIGHTD_TOKEN"):
         client_for(root, host="0.0.0.0")  # noqa: S104 - the case tested
 
 

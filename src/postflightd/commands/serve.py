@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import errno
 import importlib
+import os
 import secrets
 import signal
 import socket
 import sys
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.commands.arguments import parse_interval
 from postflightd.commands.status import collect_status, status_target
+from postflightd.config import ENV_TOKEN
 from postflightd.errors import ExitCode, UsageError
 
 if TYPE_CHECKING:
@@ -36,6 +39,44 @@ INSTALL_HINT: Final = (
 )
 #: How often the trees and the journal are looked at: a change reaches the page within it.
 DEFAULT_POLL_S: Final = 0.2
+#: A token is what a browser's address and an Authorization header can carry as it is.
+_TOKEN_MAX: Final = 200
+
+
+def resolve_token(token_file: str | None, *, given_inline: bool = False) -> str | None:
+    """The dashboard's token: ``--token-file PATH``, then ``$POSTFLIGHTD_TOKEN``, else none.
+
+    Never from the command line: every user of the machine can read a process's arguments.
+    """
+    if given_inline:
+        raise UsageError(
+            "--token would show the token to every user of this machine (a process's arguments "
+            f"are public): put it in a file only you can read and give --token-file PATH, or "
+            f"set {ENV_TOKEN}"
+        )
+    if token_file is not None:
+        try:
+            with Path(token_file).open(encoding="utf-8") as handle:
+                text = handle.read(_TOKEN_MAX + 2)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise UsageError(f"--token-file {token_file}: cannot read it: {why}") from None
+        return _checked_token(text.strip(), f"--token-file {token_file}")
+    value = os.environ.get(ENV_TOKEN)
+    if value is None:
+        return None
+    return _checked_token(value.strip(), ENV_TOKEN)
+
+
+def _checked_token(token: str, source: str) -> str:
+    if not token:
+        raise UsageError(f"{source}: the token is empty")
+    if len(token) > _TOKEN_MAX or not all("!" <= c <= "~" for c in token):
+        raise UsageError(
+            f"{source}: a token is 1 to {_TOKEN_MAX} printable ASCII characters without spaces "
+            "(secrets.token_urlsafe(24) makes one)"
+        )
+    return token
 
 
 def missing_web_modules() -> list[str]:
@@ -76,7 +117,9 @@ def build_app(
     if not 0 < port < 65536:
         raise UsageError(f"--port {port}: give a port between 1 and 65535")
     if not is_loopback(host) and not token:
-        raise UsageError(f"--host {host} is reachable from other machines: give --token")
+        raise UsageError(
+            f"--host {host} is reachable from other machines: give --token-file or {ENV_TOKEN}"
+        )
     resolved, user, configs = status_target(roots, config_path, (), ())
 
     def collect(now: datetime) -> tuple[list[RootStatus], dict[tuple[str, str], list[Finding]]]:
@@ -90,7 +133,8 @@ def build_app(
         host=host,
         port=port,
         token=token,
-        config_path=config_path,
+        # The report's process runs from outside the project: a relative path made absolute.
+        config_path=str(Path(config_path).absolute()) if config_path else None,
         poll_s=poll_s,
     )
     return create_app(settings, collect)
@@ -140,7 +184,7 @@ def run_serve(
         token = secrets.token_urlsafe(24)
         print(
             f"postflightd: {host} is reachable from other machines: every request needs this "
-            "token (generated; pass --token to choose one)",
+            f"token (generated; --token-file PATH or {ENV_TOKEN} to choose one)",
             file=sys.stderr,
         )
     poll_s = parse_interval(interval) if interval else DEFAULT_POLL_S

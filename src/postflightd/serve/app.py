@@ -19,6 +19,7 @@ import base64
 import contextlib
 import hashlib
 import html
+import os
 import re
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from postflightd.config import ENV_CONFIG, ENV_TOKEN
 from postflightd.serve.feed import page_json
 from postflightd.serve.live import Collect, Event, Hub, Poller
 from postflightd.serve.metrics import metrics_registry, metrics_text
@@ -100,7 +102,12 @@ class Figures:
         cached = self.cache.get(since)
         if cached and cached[0] == journal_id and time.monotonic() - cached[1] < FIGURES_TTL_S:
             return cached[2]
-        argv = [sys.executable, "-m", "postflightd", "report", "--format", "html"]
+        # -P: nothing is put before the installed package on the import path (``-m`` alone
+        # puts the working directory first), and the child runs from the filesystem's root:
+        # ``serve`` is usually started in a project, which agents write, and a planted
+        # ``postflightd/__main__.py`` there must never run. Not -I: it would also drop the
+        # user's site-packages, where ``pip install --user`` puts postflightd.
+        argv = [sys.executable, "-P", "-m", "postflightd", "report", "--format", "html"]
         argv += ["--since", since]
         if self.settings.config_path:
             argv += ["--config", self.settings.config_path]
@@ -112,6 +119,8 @@ class Figures:
                 timeout=FIGURES_TIMEOUT_S,
                 check=False,
                 stdin=subprocess.DEVNULL,
+                cwd="/",
+                env=_report_environment(),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return _message_page(f"the report could not be made: {exc}")
@@ -121,6 +130,15 @@ class Figures:
         text = done.stdout.decode("utf-8", "replace")
         self.cache[since] = (journal_id, time.monotonic(), text)
         return text
+
+
+def _report_environment() -> dict[str, str]:
+    """The report's environment: this one, with a relative configuration path made absolute
+    (the report runs from ``/``) and without the dashboard's token, which it never needs."""
+    env = {k: v for k, v in os.environ.items() if k != ENV_TOKEN}
+    if env.get(ENV_CONFIG):
+        env[ENV_CONFIG] = str(Path(env[ENV_CONFIG]).absolute())
+    return env
 
 
 def _message_page(message: str) -> str:

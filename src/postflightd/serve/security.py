@@ -1,13 +1,17 @@
 """The dashboard's rules for every request, checked before any route sees it.
 
 * The ``Host`` header must name the address served (a page on another site that resolves its
-  own name to 127.0.0.1, DNS rebinding, gets 421 and nothing else).
+  own name to 127.0.0.1, DNS rebinding, gets 421 and nothing else): on loopback, a loopback
+  name; beyond it, the address the request arrived at or one of the machine's own names (so
+  ``--host 0.0.0.0`` answers at ``127.0.0.1``, at each of its addresses and at its name).
 * Only GET and HEAD (405 otherwise): the dashboard reads, it never acts.
 * Only the query parameters a route knows (``range``, ``token``), each of a fixed form: no
   parameter names a file.
 * Beyond loopback, a token on every request: the ``Authorization: Bearer`` header, or the
   cookie that a first visit with ``?token=`` sets (then redirected to the same page without it,
-  so the token does not stay in the address bar or the history).
+  so the token does not stay in the address bar or the history; the redirect is always a path
+  of this server, never ``//another.host/``). On loopback, the token is checked when one is
+  given: other users of the machine can reach loopback too.
 * Headers on every answer: a Content-Security-Policy that allows only the page's own script,
   style and connections (no inline script, no other origin, no framing by another site),
   ``nosniff``, no referrer, no caching.
@@ -15,11 +19,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
+import socket
 from collections.abc import Callable
 from typing import Final
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import cookie_parser
@@ -58,13 +64,26 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def machine_names() -> set[str]:
+    """This machine's own names: its host name and its fully qualified name."""
+    names = {socket.gethostname()}
+    # A resolver that cannot answer leaves the host name alone.
+    with contextlib.suppress(OSError, UnicodeError):
+        names.add(socket.getfqdn())
+    return {name.lower().rstrip(".") for name in names if name}
+
+
 def allowed_hosts(host: str, port: int) -> frozenset[str]:
-    """The ``Host`` values that name the address served (with and without the port)."""
+    """The ``Host`` values that name the address served (with and without the port); beyond
+    loopback, the machine's names too. The address a request arrived at is also accepted
+    (``Guard``): for a wildcard address, those are all of the machine's."""
     names = {host}
     if ":" in host and not host.startswith("["):
         names = {f"[{host}]"}
     if is_loopback(host):
         names |= {"localhost", "127.0.0.1", "[::1]"}
+    else:
+        names |= machine_names()
     out = set()
     for name in names:
         out.add(f"{name}:{port}".lower())
@@ -91,7 +110,8 @@ class Guard:
             await PlainTextResponse(body, status, answer)(scope, receive, send)
 
         headers = Headers(scope=scope)
-        if headers.get("host", "").lower() not in self.hosts:
+        host = headers.get("host", "").lower()
+        if host not in self.hosts and not names_local_address(host, scope.get("server")):
             await refuse(421, "this dashboard answers only for its own address\n")
             return
         if scope["method"] not in ("GET", "HEAD"):
@@ -112,7 +132,7 @@ class Guard:
             given = dict(params).get("token")
             if given is not None and _same(given, self.token):
                 rest = urlencode([(k, v) for k, v in params if k != "token"])
-                location = scope["path"] + (f"?{rest}" if rest else "")
+                location = same_origin_path(scope["path"]) + (f"?{rest}" if rest else "")
                 cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
                 await refuse(303, "signed in\n", location=location, **{"set-cookie": cookie})
                 return
@@ -139,6 +159,35 @@ class Guard:
             return True
         given = cookie_parser(headers.get("cookie", "")).get(COOKIE)
         return given is not None and _same(given, self.token)
+
+
+def names_local_address(host: str, server: tuple[str, int | None] | None) -> bool:
+    """Whether a ``Host`` value is the IP address and port that the request arrived at."""
+    if server is None or server[1] is None:
+        return False
+    if host.startswith("["):
+        address, _, rest = host[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ("" if not rest else "x")
+    else:
+        address, _, port = host.partition(":")
+    if port and not (port.isascii() and port.isdigit()):
+        return False
+    if int(port or 80) != server[1]:
+        return False
+    try:
+        given = ipaddress.ip_address(address)
+        local = ipaddress.ip_address(server[0])
+    except ValueError:
+        return False
+    if isinstance(local, ipaddress.IPv6Address) and local.ipv4_mapped is not None:
+        local = local.ipv4_mapped  # an IPv4 client of a dual-stack socket
+    return given == local
+
+
+def same_origin_path(path: str) -> str:
+    """``path`` as a path of this server: a browser reads ``//host/`` or ``/\\host/`` as another
+    site, so leading slashes and backslashes collapse to one, and the rest is quoted."""
+    return "/" + quote(path.lstrip("/\\"), safe="/-._~!$&'()*+,;=:@")
 
 
 def _same(given: str, token: str) -> bool:
