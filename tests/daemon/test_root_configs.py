@@ -107,3 +107,76 @@ def test_a_root_whose_file_turns_bad_keeps_its_old_configuration_on_sighup(
     assert task_status(b, 1) == "researched"
     assert daemon.proc.poll() is None, "the daemon is still running"
     assert daemon.stop() == 0
+
+
+# --- a root whose file is bad at the start ----------------------------------------------------
+
+
+@pytest.mark.parametrize("named_by", ["arguments", "user file"])
+def test_a_root_whose_file_is_bad_at_the_start_is_skipped_and_watched_once_fixed(
+    tmp_path: Path, start_daemon: DaemonFactory, named_by: str
+) -> None:
+    """A's file does not load when the daemon starts: A is skipped with its reason, B is
+    watched and post-flighted; once A's file is fixed, SIGHUP watches A too (what A's agent
+    left meanwhile is applied, under A's now good file)."""
+    a, b = two_projects(tmp_path, a_config=HOSTILE["nested"])
+    if named_by == "user file":
+        user_config(f'[watch]\nroots = ["{a}", "{b}"]\n')
+        daemon = start_daemon()
+    else:
+        daemon = start_daemon(a, b)
+    (skipped,) = daemon.events("root_skipped")
+    assert skipped["root"] == str(a)
+    assert str(a / ".postflightd.toml") in skipped["error"]
+    (started,) = daemon.events("daemon_started")
+    assert started["roots"] == [str(b)]
+    meta_path(a, 1).write_text(final_text(1), encoding="utf-8")
+    meta_path(b, 1).write_text(final_text(1), encoding="utf-8")
+    wait_until("B's file applied", lambda: not meta_path(b, 1).exists())
+    assert task_status(b, 1) == "researched"
+    assert meta_path(a, 1).exists(), "a skipped root was post-flighted"
+    assert task_status(a, 1) == "researching"
+    assert not (a / "specs" / ".postflightd.pid").exists()
+
+    (a / ".postflightd.toml").write_text(ABANDON, encoding="utf-8")
+    daemon.signal(signal.SIGHUP)
+    (watched,) = daemon.wait_event("root_watched")
+    assert watched["root"] == str(a)
+    assert watched["config"] == str(a / ".postflightd.toml")
+    wait_until("A's file applied", lambda: not meta_path(a, 1).exists())
+    assert task_status(a, 1) == "abandoned", "A is applied under its own, fixed file"
+    assert daemon.proc.poll() is None, "the daemon is still running"
+    assert daemon.stop() == 0
+
+
+def test_a_skipped_root_still_bad_at_sighup_stays_skipped(
+    tmp_path: Path, start_daemon: DaemonFactory
+) -> None:
+    a, b = two_projects(tmp_path, a_config=HOSTILE["long_integer"])
+    daemon = start_daemon(a, b)
+    daemon.signal(signal.SIGHUP)
+    skipped = daemon.wait_event("root_skipped", count=2)
+    assert [e["root"] for e in skipped] == [str(a), str(a)]
+    daemon.wait_event("config_reloaded")
+    post = meta_path(b, 1)
+    post.write_text(final_text(1), encoding="utf-8")
+    wait_until("B's file applied", lambda: not post.exists())
+    assert not daemon.events("root_watched")
+    assert daemon.stop() == 0
+
+
+def test_a_daemon_whose_every_root_is_skipped_exits_2_with_the_reasons(
+    tmp_path: Path, start_daemon: DaemonFactory
+) -> None:
+    a = project(tmp_path / "a", 1, config=HOSTILE["nested"])
+    b = project(tmp_path / "b", 1, config=HOSTILE["long_integer"])
+    daemon = start_daemon(a, b, wait_ready=False)
+    assert daemon.proc.wait(30) == 2
+    text = daemon.log_path.read_text(encoding="utf-8")
+    assert "Traceback" not in text
+    assert [e["root"] for e in daemon.events("root_skipped")] == [str(a), str(b)]
+    (last,) = [line for line in text.splitlines() if line.startswith("postflightd: ")]
+    assert last.startswith("postflightd: nothing to watch: ")
+    assert str(a / ".postflightd.toml") in last
+    assert str(b / ".postflightd.toml") in last
+    assert not daemon.events("daemon_started")

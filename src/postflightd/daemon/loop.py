@@ -45,12 +45,12 @@ from postflightd.daemon.sdnotify import SystemdNotifier
 from postflightd.daemon.turns import TURN_GRACE_S, RootWorker, Work, stall_after_s
 from postflightd.daemon.watch.dirty import DirtySet, Pending
 from postflightd.daemon.watch.observer import OverflowTrap, install_overflow_trap
-from postflightd.errors import PostflightError, StateUnusableError, UsageError
+from postflightd.errors import ConfigError, PostflightError, StateUnusableError, UsageError
 from postflightd.fs.directory import RefusedError, open_specs
 from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import Journal, journal_path
 from postflightd.logs import configure_logging, get_logger
-from postflightd.rules.findings import state_unusable_text
+from postflightd.rules.findings import Policy, state_unusable_text
 from postflightd.runs.table import RunTable
 from postflightd.words import counted
 
@@ -69,6 +69,8 @@ DEADLINE_SLACK_S: Final = 0.005
 #: starts no new batch once told to stop); a root still busy then (hung) is left to its
 #: daemon thread, and the process exits all the same, within the 2 s a stop promises.
 STOP_WAIT_S: Final = 1.5
+#: What ``root_skipped`` tells the person to do.
+SKIPPED_HINT: Final = "fix it, then send SIGHUP to watch this root"
 
 
 # --- the loop's wake-up ---------------------------------------------------------------------
@@ -156,8 +158,9 @@ class Daemon:
         self._stalled_notes: dict[str, str] = {}
         self._notes_lock = threading.Lock()
         #: each root's worker, the work collected for it since its last turn, and what its
-        #: last periodic reconciliation cost (set by open).
-        self._workers: dict[Path, RootWorker[WatchedRoot]] = {}
+        #: last periodic reconciliation cost (set by open). A skipped root's worker, while it
+        #: is tried again, returns None when it is still skipped.
+        self._workers: dict[Path, RootWorker[WatchedRoot | None]] = {}
         self._work: dict[Path, Work] = {}
         self._periodic_costs: dict[Path, float] = {}
         #: the roots whose turn in flight carries a periodic reconciliation (its cost is known
@@ -170,6 +173,9 @@ class Daemon:
         #: set by ``open``: what the roots share, and each root's work.
         self._shared: Shared | None = None
         self._roots: dict[Path, WatchedRoot] = {}
+        #: the roots not watched because their configuration did not load at the start (each
+        #: tried again on SIGHUP, on a worker of its own).
+        self._skipped: list[Path] = []
         self._pruner: JournalPruner | None = None
         self._trap: OverflowTrap | None = None
         self._previous_hook: Callable[[threading.ExceptHookArgs], object] | None = None
@@ -265,23 +271,36 @@ class Daemon:
     def open(self) -> None:
         """Take each root's instance lock, open the journal, watch, reconcile; then READY=1.
 
-        Raises, holding no lock, when a specs directory is missing or refused, or when another
-        daemon holds a root; ``close`` is due either way.
+        A root whose configuration does not load is skipped (``root_skipped``). Raises,
+        holding no lock, when every root is skipped, when a specs directory is missing or
+        refused, or when another daemon holds a root; ``close`` is due either way.
         """
         # Every file the daemon handles is checked, and a final one applied, with the metadata
         # models: imported now (pydantic, about 100 ms), not inside the first file's check.
         import postflightd.models.metadata  # noqa: F401
 
         config = self._start_config
-        # Each root's own configuration, all read before anything is locked or watched: a bad
-        # one stops the start with its message (exit 2).
-        configs = {root: self._load_config(root) for root in self._root_paths}
+        # Each root's own configuration, all read before anything is locked or watched. A root
+        # whose file is bad is skipped with its reason (SIGHUP tries it again): one project's
+        # file must not stop the others' postflight. With every root skipped there is nothing
+        # to watch: exit 2 with the reasons.
+        configs: dict[Path, Config] = {}
+        problems: list[str] = []
         for root in self._root_paths:
-            _check_specs(root, configs[root])
+            loaded = self._root_config(root, "root_skipped", hint=SKIPPED_HINT)
+            if isinstance(loaded, str):
+                self._skipped.append(root)
+                problems.append(loaded)
+            else:
+                configs[root] = loaded[0]
+        if not configs:
+            raise ConfigError("nothing to watch: " + "; ".join(problems))
+        for root, root_config in configs.items():
+            _check_specs(root, root_config)
         locks: dict[Path, InstanceLock] = {}
         try:
-            for root in self._root_paths:
-                lock = InstanceLock(root / configs[root].specs_dir)
+            for root, root_config in configs.items():
+                lock = InstanceLock(root / root_config.specs_dir)
                 lock.acquire(root)
                 locks[root] = lock
         except BaseException:
@@ -318,7 +337,10 @@ class Daemon:
             # The start is done in this thread (a root that hangs already holds the start, as
             # its lock and its specs directory are checked here); from now on each root's
             # work runs on its own worker.
-            self._workers = {root: RootWorker(str(root), self._waker.set) for root in self._roots}
+            self._workers = {
+                root: RootWorker[WatchedRoot | None](str(root), self._waker.set)
+                for root in self._roots
+            }
             now = self._clock.monotonic()
             self._next_supervise = now + SUPERVISE_S
             self._next_rescan = now + config.watch.rescan_interval_s
@@ -383,7 +405,7 @@ class Daemon:
         for root, worker in self._workers.items():
             if worker.returned():
                 with contextlib.suppress(Exception):  # stopping: its failure changes nothing
-                    self._roots[root] = worker.take()
+                    self._take(root, worker)
         hung = {root for root, worker in self._workers.items() if worker.busy}
         for root in hung:
             log.warning(
@@ -512,10 +534,10 @@ class Daemon:
             for root in self._targets(target):
                 self._work[root].check = True
 
-    def _hand_out(self, mono: float) -> tuple[list[RootWorker[WatchedRoot]], bool]:
+    def _hand_out(self, mono: float) -> tuple[list[RootWorker[WatchedRoot | None]], bool]:
         """Give each idle root with something to do its turn; the workers handed one, and
         whether any of it was work (files, a rescan, a poll) for the heap trim."""
-        handed: list[RootWorker[WatchedRoot]] = []
+        handed: list[RootWorker[WatchedRoot | None]] = []
         worked = False
         wall = self._clock.wall()
         for root, wr in self._roots.items():
@@ -538,7 +560,7 @@ class Daemon:
             handed.append(worker)
         return handed, worked
 
-    def _wait_for(self, handed: Sequence[RootWorker[WatchedRoot]]) -> None:
+    def _wait_for(self, handed: Sequence[RootWorker[WatchedRoot | None]]) -> None:
         """Wait for the turns just handed out to come back, so that one turn of the loop does
         what it started; but no longer than TURN_GRACE_S, nor once new work arrives for an
         idle root or a stop: a hung root is never waited for."""
@@ -552,7 +574,9 @@ class Daemon:
                 if root is None or (root in self._workers and not self._workers[root].busy):
                     return
 
-    def _turn(self, wr: WatchedRoot, work: Work, worker: RootWorker[WatchedRoot]) -> WatchedRoot:
+    def _turn(
+        self, wr: WatchedRoot, work: Work, worker: RootWorker[WatchedRoot | None]
+    ) -> WatchedRoot:
         """One root's turn, on its worker: its work in the order the loop always did it; the
         root as it is after (a reload may replace it)."""
         clock = self._clock
@@ -602,7 +626,7 @@ class Daemon:
             if not worker.returned():
                 continue
             stalled_at, worker.stalled_at = worker.stalled_at, None
-            self._roots[root] = worker.take()
+            watched = self._take(root, worker)
             if root in self._periodic_out:
                 # A periodic reconciliation that proved costly (a big tree, a busy lock) pushes
                 # the next one back, as measured once it is done. Only a turn that carried one:
@@ -615,11 +639,25 @@ class Daemon:
             if stalled_at is None:
                 continue
             log.info("root_resumed", root=str(root), stalled_s=round(mono - worker.started_at, 1))
-            # Events may have been lost while it hung (an overflow nobody read): look again.
-            self._work[root].resumed = True
+            if watched:
+                # Events may have been lost while it hung (an overflow nobody read): look again.
+                self._work[root].resumed = True
             with self._notes_lock:
                 self._stalled_notes.pop(str(root), None)
             self._write_notes()
+
+    def _take(self, root: Path, worker: RootWorker[WatchedRoot | None]) -> bool:
+        """The root's turn that came back taken; whether the root is watched (a skipped root
+        tried again is from now on, or stays skipped: None)."""
+        wr = worker.take()
+        if wr is None:
+            return False
+        if root in self._skipped:
+            self._skipped.remove(root)
+            self._work[root] = Work()
+            self._periodic_costs[root] = 0.0
+        self._roots[root] = wr
+        return True
 
     def _check_stalls(self) -> None:
         """Report (once) each root whose turn has gone on past the stall threshold."""
@@ -728,26 +766,74 @@ class Daemon:
         for work in self._work.values():
             work.reload = True
             work.retry_watch = work.retry_watch or retry
+        self._retry_skipped()
         self._next_rescan = self._clock.monotonic() + new.watch.rescan_interval_s
+
+    def _root_config(
+        self, root: Path, event: str, **context: object
+    ) -> tuple[Config, Policy] | str:
+        """``root``'s own configuration and policy; or, when it does not load, the problem,
+        logged as ``event`` naming the root (with ``context``)."""
+        try:
+            config = self._load_config(root)
+            return config, policy_from(config)
+        except (PostflightError, ValueError) as exc:
+            log.error(event, root=str(root), error=str(exc), **context)  # noqa: TRY400 - expected
+            return str(exc)
+
+    def _retry_skipped(self) -> None:
+        """SIGHUP: each root skipped so far tried again, on a worker of its own (its file is in
+        the root, whose filesystem may hang)."""
+        for root in self._skipped:
+            worker = self._workers.get(root)
+            if worker is None:
+                worker = RootWorker[WatchedRoot | None](str(root), self._waker.set)
+                self._workers[root] = worker
+            if worker.busy or worker.returned():
+                continue  # the last try is not back yet
+            turn = functools.partial(self._watch_skipped, root, worker)
+            worker.hand(turn, self._clock.monotonic())
+
+    def _watch_skipped(
+        self, root: Path, worker: RootWorker[WatchedRoot | None]
+    ) -> WatchedRoot | None:
+        """A skipped root's turn: watched from now on (its instance lock taken, its watch
+        started, a rescan) when its configuration loads now; else still skipped, logged."""
+        worker.doing = "reading its configuration again"
+        loaded = self._root_config(root, "root_skipped", hint=SKIPPED_HINT)
+        if isinstance(loaded, str):
+            return None
+        config = loaded[0]
+        try:
+            _check_specs(root, config)
+            lock = InstanceLock(root / config.specs_dir)
+            lock.acquire(root)
+        except PostflightError as exc:
+            # Its file loads now, but the root cannot be watched yet: said as at the start.
+            log.error("root_skipped", root=str(root), error=str(exc), hint=SKIPPED_HINT)  # noqa: TRY400
+            return None
+        try:
+            wr = WatchedRoot(root, config, self._running(), lock, self._fell_back)
+            wr.start_watch()
+        except BaseException:
+            lock.release()
+            raise
+        log.info("root_watched", root=str(root), config=config.source or None)
+        worker.doing = "rescanning (configuration reloaded)"
+        wr.rescan("configuration reloaded", force=True)
+        return wr
 
     def _reload_root(self, wr: WatchedRoot, *, retry: bool) -> WatchedRoot:
         """One root's part of a reload, in its turn: its own configuration re-read (the old one
         kept if it fails to load), its watch restarted if needed, and one rescan."""
         root = wr.root
-        try:
-            config = self._load_config(root)
-            policy = policy_from(config)
-        except (PostflightError, ValueError) as exc:
+        loaded = self._root_config(root, "config_reload_failed", kept=wr.config.source or None)
+        if isinstance(loaded, str):
             # This root keeps its old configuration; the others take their new one.
-            log.error(  # noqa: TRY400 - expected; no traceback
-                "config_reload_failed",
-                root=str(root),
-                error=str(exc),
-                kept=wr.config.source or None,
-            )
             config, policy = wr.config, wr.policy
             rewatch = retry
         else:
+            config, policy = loaded
             rewatch = retry or self._moved(wr, config)
             log.info(
                 "config_reloaded", root=str(root), config=config.source or None, rewatch=rewatch
