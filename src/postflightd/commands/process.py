@@ -20,7 +20,7 @@ from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.dry_run import preview
 from postflightd.pipeline.results import Outcome, Processed
 from postflightd.project.metafiles import MetaFileRef, parse_task_dir
-from postflightd.project.root import Project, root_of
+from postflightd.project.root import Project, require_own_project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS
 from postflightd.reporters.style import Options
@@ -55,6 +55,7 @@ def run_process(
         if not exists:
             raise UsageError(f"{file}: no such file")
         return _process_dry_run(root, path, config, chosen)
+    require_own_project(root, config.specs_dir)
     journal = open_journal(config)
     try:
         # A deletion of this file that a crash interrupted is finished (or undone) first.

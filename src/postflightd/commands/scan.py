@@ -17,7 +17,13 @@ from postflightd.inert import inert
 from postflightd.models.files import META_NAME
 from postflightd.pipeline.check import scan_files
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
-from postflightd.project.root import Project, find_project, require_project, root_of
+from postflightd.project.root import (
+    Project,
+    find_project,
+    require_own_project,
+    require_project,
+    root_of,
+)
 from postflightd.records import Record
 from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
@@ -85,6 +91,9 @@ def run_scan(
 
         # Postflight works on the batch as a whole (and --dry-run previews it): in memory.
         report = ScanReport(roots=list(resolved), strict=strict_any)
+        if not out.dry_run:
+            for root in resolved:
+                require_own_project(root, configs[root].specs_dir)
         journal = None if out.dry_run else open_journal(load_config(config_path))
         try:
             for root in resolved:

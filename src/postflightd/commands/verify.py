@@ -12,7 +12,7 @@ from postflightd.config import Config, load_config
 from postflightd.errors import UsageError
 from postflightd.journal.database import format_ts
 from postflightd.pipeline.verify import VerifyReport, inspect_root, repair_root
-from postflightd.project.root import find_project, require_project
+from postflightd.project.root import find_project, require_own_project, require_project
 from postflightd.reporters.style import Options
 from postflightd.reporters.verify import REPORTERS
 
@@ -37,15 +37,18 @@ def run_verify(
         resolved = [find_project(load)]
     # The journal is the user's; each root is judged by its own configuration.
     config = load_config(config_path)
+    configs = {root: load_config(config_path, [root]) for root in resolved}
+    if repair:
+        for root in resolved:
+            require_own_project(root, configs[root].specs_dir)
     since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))
     with open_journal(config) as journal:
         if not journal.enabled:
             raise UsageError(f"the journal cannot be opened: {journal.error}")
         checked = []
         for root in resolved:
-            root_config = load_config(config_path, [root])
             # --repair even with nothing lost: it also clears what a repair killed mid-write left.
-            result = (repair_root if repair else inspect_root)(root, root_config, journal, since)
+            result = (repair_root if repair else inspect_root)(root, configs[root], journal, since)
             checked.append(result)
     report = VerifyReport(since, repair, checked)
     REPORTERS[fmt](report, sys.stdout, Options())

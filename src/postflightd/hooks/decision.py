@@ -33,7 +33,7 @@ from postflightd.inert import inert
 from postflightd.journal.database import Journal
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
-from postflightd.project.root import Project
+from postflightd.project.root import Project, foreign_owner
 from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.words import counted
@@ -234,6 +234,12 @@ def answer(
     if root is None:
         return Verdict()
     config = load_config(root)
+    foreign = foreign_owner(root, config.specs_dir)
+    if foreign is not None:
+        # Nothing done to another user's project (nothing to do, in the runtime's protocol);
+        # why, for the record, on stderr.
+        print(f"postflightd: {inert(foreign)}", file=sys.stderr)
+        return Verdict()
     with Project.open(root, config) as project:
         return _postflight(project, config, request, open_journal)
 

@@ -202,6 +202,45 @@ def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Con
     )
 
 
+def foreign_owner(root: Path, specs_dir: str) -> str | None:
+    """Why this process leaves the project at ``root`` alone: the root or its specs directory
+    belongs to another user than the effective one; None when both are its own.
+
+    As git refuses a repository of another user: whatever postflightd wrote there (the lock
+    file, a temporary file, a journal row for it) would be this user's, in a tree the owner
+    may then be unable to write to.
+    """
+    euid = os.geteuid()
+    for path in (root, root / specs_dir):
+        try:
+            owner = os.lstat(path).st_uid
+        except OSError:
+            continue  # nothing there to write to (a missing specs directory is said elsewhere)
+        if owner != euid:
+            return (
+                f"{path}: owned by {_user_name(owner)}, not by {_user_name(euid)} who runs "
+                "postflightd: a project of another user is left alone; run postflightd as "
+                "its owner"
+            )
+    return None
+
+
+def require_own_project(root: Path, specs_dir: str) -> None:
+    """``foreign_owner``'s refusal as a usage error (exit 2): for a command that writes."""
+    problem = foreign_owner(root, specs_dir)
+    if problem is not None:
+        raise UsageError(problem)
+
+
+def _user_name(uid: int) -> str:
+    import pwd  # only to word a refusal
+
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
 #: How long a CLI run waits for another writer's lock before saying who to look for.
 LOCK_TIMEOUT_S = 30.0
 
