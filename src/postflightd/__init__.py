@@ -1,4 +1,11 @@
-"""postflightd: the postflight of AI coding agents, done once and correctly."""
+"""postflightd: the postflight of AI coding agents, done once and correctly.
+
+The version and the project's URL. One of the shared top-level modules (layer 0 of
+docs/architecture.md): ``errors``, ``models`` and the reporters read the version here, so
+this module imports none of the package.
+
+May import: the shared top-level modules (none that imports it back, as ``errors`` does).
+"""
 
 __version__ = "0.1.0"
 
