@@ -430,12 +430,33 @@ def cases(draw: st.DrawFn) -> tuple[dict[str, Any], TaskContext, dict[str, Artif
     return doc, ctx, states
 
 
-@settings(max_examples=2000, deadline=None, database=None)
-@given(case=cases())
-def test_validate_with_the_shortcut_gives_what_every_rule_gives(
-    case: tuple[dict[str, Any], TaskContext, dict[str, ArtifactState]],
-) -> None:
-    _same(*case)
+def _says_quiet(doc: dict[str, Any], ctx: TaskContext, states: dict[str, ArtifactState]) -> bool:
+    """The shortcut's own verdict on ``doc``: quiet (validate returns at once) or not."""
+    status = Status(doc["status"])
+    return rules._quiet(doc, status, ctx, NOW, _probe_of(states)) is not False
+
+
+#: Each verdict of the shortcut must come up at least this often among the random cases: a
+#: shortcut that always says "not quiet" (or always "quiet") would otherwise pass unseen.
+VERDICT_FLOOR = 0.2
+
+
+def test_validate_with_the_shortcut_gives_what_every_rule_gives() -> None:
+    """On each random case validate gives what every rule gives; and the cases are worth
+    it: the shortcut says quiet on some of them and not quiet on others, each above a floor."""
+    verdicts: list[bool] = []
+
+    @settings(max_examples=2000, deadline=None, database=None)
+    @given(case=cases())
+    def same(case: tuple[dict[str, Any], TaskContext, dict[str, ArtifactState]]) -> None:
+        _same(*case)
+        verdicts.append(_says_quiet(*case))
+
+    same()
+    quiet = sum(verdicts) / len(verdicts)
+    assert VERDICT_FLOOR < quiet < 1 - VERDICT_FLOOR, (
+        f"the shortcut said quiet on {sum(verdicts)} of {len(verdicts)} cases"
+    )
 
 
 @pytest.mark.parametrize("status", list(Status))
@@ -445,17 +466,3 @@ def test_the_quiet_base_of_each_status_is_quiet(status: Status, meta_task: bool)
     doc, ctx = _quiet_pair(status, meta_task)
     assert _same(doc, ctx, {}).findings == []
     assert rules._quiet(doc, status, ctx, NOW, _probe_of({})) is not False
-
-
-def test_the_random_cases_reach_both_sides_of_the_shortcut() -> None:
-    """The property is worth something only if quiet and flagged documents both come up often."""
-    quiet: list[bool] = []
-
-    @settings(max_examples=400, deadline=None, database=None)
-    @given(case=cases())
-    def sample(case: tuple[dict[str, Any], TaskContext, dict[str, ArtifactState]]) -> None:
-        doc, ctx, states = case
-        quiet.append(not _all_rules(doc, ctx, _probe_of(states)).findings)
-
-    sample()
-    assert 0.2 < sum(quiet) / len(quiet) < 0.8
