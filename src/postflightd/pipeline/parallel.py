@@ -40,10 +40,23 @@ _MAX_CHUNKS: Final = 16_000
 _PIPE_BYTES: Final = 1 << 20
 
 
+#: The processes a scan checks its files with, when set to a whole number from 1 to
+#: ``_MAX_WORKERS``: whatever the cores and the files (1: never fork). For a machine whose
+#: cores the process cannot see, and for the tests of a forked scan on one core.
+WORKERS_ENV: Final = "POSTFLIGHTD_SCAN_WORKERS"
+_MAX_WORKERS: Final = 64
+
+
 def worker_count(files: int) -> int:
-    """Processes for checking ``files`` files: one per core this process may run on, and no
-    more than the files pay for (a fork plus its rows cost about what 1,000 checks do)."""
-    if not hasattr(os, "fork") or not hasattr(os, "sched_getaffinity"):
+    """Processes for checking ``files`` files: ``$POSTFLIGHTD_SCAN_WORKERS`` when it is set,
+    else one per core this process may run on, and no more than the files pay for (a fork
+    plus its rows cost about what 1,000 checks do)."""
+    if not hasattr(os, "fork"):
+        return 1
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw.isdecimal() and 1 <= int(raw) <= _MAX_WORKERS:
+        return int(raw)
+    if not hasattr(os, "sched_getaffinity"):
         return 1
     return max(1, min(len(os.sched_getaffinity(0)), 1 + files // PARALLEL_MIN_FILES))
 
