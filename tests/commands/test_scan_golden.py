@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.needs import require
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 GOLDEN = Path(__file__).with_name("golden")
@@ -243,14 +244,12 @@ def test_scan_output_is_golden(tree: Path, name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="the forked check needs two CPUs",
-)
 @pytest.mark.parametrize("name", ["text", "json"])
 def test_forked_scan_prints_what_one_process_prints(large_tree: Path, name: str) -> None:
     """A tree large enough to be checked by several processes prints, byte for byte, what one
     process prints (its findings' lines and columns are found in the workers)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    require(cpus >= 2, "the forked check needs two CPUs")
     from postflightd.pipeline.parallel import PARALLEL_MIN_FILES
 
     root = large_tree

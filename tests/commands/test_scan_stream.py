@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
+from helpers.needs import require_tool
 from helpers.project import project, write_artifact, write_meta
 from postflightd.config import Config, policy_from
 from postflightd.inert import json_text
@@ -234,8 +234,8 @@ def test_scan_with_an_unusable_state_says_pf604_once(tmp_path: Path) -> None:
     assert "PF604" in codes
 
 
-@pytest.mark.skipif(shutil.which("taskset") is None, reason="taskset (util-linux) not installed")
 def test_worker_count_follows_the_cores_the_process_may_use() -> None:
+    require_tool("taskset", "it narrows the cores the process may use (util-linux)")
     code = (
         "from postflightd.pipeline.parallel import worker_count as w;"
         " print(w(10), w(10_000), w(10**6))"

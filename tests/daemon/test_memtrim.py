@@ -13,12 +13,14 @@ from structlog.testing import capture_logs
 
 from helpers.documents import final_text
 from helpers.inprocess_daemon import FakeClock, events, open_daemon
+from helpers.needs import require
 from helpers.project import meta_path, project, task_status
 from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
 
-glibc = pytest.mark.skipif(
-    sys.platform != "linux" or platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's"
-)
+
+@pytest.fixture
+def glibc() -> None:
+    require(sys.platform == "linux" and platform.libc_ver()[0] == "glibc", "malloc_trim is glibc's")
 
 
 def rss_mb() -> float:
@@ -29,7 +31,7 @@ def rss_mb() -> float:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-@glibc
+@pytest.mark.usefixtures("glibc")
 def test_trimming_returns_freed_heap_pages_to_the_kernel() -> None:
     # 50 MB of malloc'd blocks (1,000 bytes: below pymalloc's and mmap's thresholds), all but
     # the last freed: the last keeps the heap's top in use, so free() alone gives nothing back.
@@ -42,7 +44,7 @@ def test_trimming_returns_freed_heap_pages_to_the_kernel() -> None:
     assert len(last) == 1000
 
 
-@glibc
+@pytest.mark.usefixtures("glibc")
 def test_the_daemon_trims_a_second_after_work_and_not_while_idle(tmp_path: Path) -> None:
     root = project(tmp_path / "proj", 2)
     clock = FakeClock()

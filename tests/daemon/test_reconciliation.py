@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import pytest
 
 from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
 from helpers.documents import final_text
+from helpers.needs import require_tool
 from helpers.project import error_records, meta_path, project, user_config
 from helpers.waiting import wait_until
 
@@ -61,8 +61,7 @@ def test_periodic_reconciliation_sweeps_litter_left_after_the_start(
 def test_a_stuck_record_postponed_by_a_busy_lock_is_written_at_the_next_reconciliation(
     tmp_path: Path, start_daemon: DaemonFactory
 ) -> None:
-    if shutil.which("flock") is None:
-        pytest.skip("util-linux flock is not installed")
+    require_tool("flock", "it holds the project lock from outside (util-linux)")
     user_config("[watch]\nrescan_interval_s = 0.5\n")
     root = project(tmp_path / "p", 1, config="[timeouts]\nresearch = 1\n")
     daemon = start_daemon(root)

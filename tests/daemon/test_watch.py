@@ -24,6 +24,7 @@ import pytest
 
 from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
 from helpers.documents import SESSION, final_text
+from helpers.needs import unavailable
 from helpers.project import META, error_records, meta_path, project, user_config, write_artifact
 from helpers.waiting import wait_until
 from postflightd.daemon.root import BATCH_MAX
@@ -216,10 +217,10 @@ def test_an_event_queue_overflow_triggers_a_rescan(
 ) -> None:
     limit_file = Path("/proc/sys/fs/inotify/max_queued_events")
     if not limit_file.exists():
-        pytest.skip("no inotify on this system: no kernel event queue to overflow")
+        unavailable("no inotify on this system: no kernel event queue to overflow")
     limit = int(limit_file.read_text())
     if limit > 200_000:
-        pytest.skip(f"max_queued_events is {limit}: too large to overflow quickly")
+        unavailable(f"max_queued_events is {limit}: too large to overflow quickly")
     root = project(tmp_path / "proj", 1)
     user_config("[watch]\nrescan_interval_s = 3600\n")
     daemon = start_daemon(root)

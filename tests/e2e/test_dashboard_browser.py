@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from helpers.needs import unavailable
 from helpers.paths import REPO
 from helpers.serve_process import served
 from helpers.waiting import wait_until
@@ -47,10 +48,10 @@ SCREENSHOT_ROOT = Path("/tmp/project")
 def _need_browser() -> None:
     if CHROMIUM.exists() and CHROMEDRIVER.exists():
         return
-    reason = f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER})"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason}: .ci/run installs them; they are missing")
-    pytest.skip(f"{reason}: apt-get install chromium chromium-driver")
+    unavailable(
+        f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}):"
+        " apt-get install chromium chromium-driver"
+    )
 
 
 @pytest.fixture

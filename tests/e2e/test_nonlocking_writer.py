@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from functools import partial
@@ -22,6 +21,7 @@ import pytest
 
 from helpers.daemon_process import daemons
 from helpers.documents import researched_doc
+from helpers.needs import require_tool
 from helpers.project import meta_path, project
 from helpers.waiting import wait_until
 
@@ -64,8 +64,7 @@ def _round_present(root: Path, round_: int) -> bool:
 def test_a_tight_non_locking_writer_and_thousands_of_postflights_lose_nothing(
     tmp_path: Path,
 ) -> None:
-    if shutil.which("jq") is None:
-        pytest.skip("needs jq (.ci/run installs it)")
+    require_tool("jq", "it is the writer that ignores the lock")
     root = project(tmp_path / "p", TASKS, todo=False)
     specs = root / "specs"
     stop = tmp_path / "stop-writer"

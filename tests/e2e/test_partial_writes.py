@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc, task_entry
+from helpers.needs import unavailable
 from helpers.project import project, user_config, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
@@ -220,7 +221,7 @@ def test_daemon_retries_a_half_written_outcome_until_it_completes(tmp_path: Path
 def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs mounted in tmp_path (needs root: skipped otherwise)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root (the fault-point tests cover the logic)")
+        unavailable("mounting a small tmpfs needs root (the fault-point tests cover the logic)")
     mount = tmp_path / "tmpfs"
     mount.mkdir()
     done = subprocess.run(
@@ -230,7 +231,7 @@ def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
         check=False,
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        unavailable(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
         yield mount
     finally:

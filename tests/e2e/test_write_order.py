@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc
+from helpers.needs import unavailable
 from helpers.project import meta_path, project, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import default_journal_path
@@ -57,7 +58,7 @@ def _strace_works(tmp_path: Path) -> bool:
 @pytest.fixture
 def strace(tmp_path: Path) -> list[str]:
     if not _strace_works(tmp_path):
-        pytest.skip("strace is not installed here, or cannot trace (ptrace not permitted)")
+        unavailable("strace is not installed here, or cannot trace (ptrace not permitted)")
     return ["strace", "-ff", "-y", "-s", "0", "-e", f"trace={CALLS}", "-o", str(tmp_path / "tr")]
 
 

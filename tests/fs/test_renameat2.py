@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.needs import unavailable
 from helpers.waiting import wait_until
 from postflightd.fs import renameat2
 from postflightd.fs.atomic import Snapshot, replace_if_unchanged
@@ -42,7 +43,7 @@ def _exchange_works(directory: Path) -> bool:
 @pytest.fixture
 def exchangeable(tmp_path: Path) -> Path:
     if not _exchange_works(tmp_path):
-        pytest.skip("this kernel or filesystem cannot exchange two names")
+        unavailable("this kernel or filesystem cannot exchange two names")
     return tmp_path
 
 

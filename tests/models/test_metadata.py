@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from typing import Any
 
@@ -10,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from helpers.documents import researched_doc
+from helpers.needs import require_module
 from helpers.paths import FIXTURES
 from postflightd.cli import main
 from postflightd.models.metadata import MetadataFile, json_schema
@@ -122,12 +122,8 @@ def test_status_helpers() -> None:
     assert all(s.is_final for s in Status if s is not Status.IN_PROGRESS)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("jsonschema") is None,
-    reason="the jsonschema package is not installed (not a project dependency)",
-)
 def test_the_metadata_examples_validate_against_the_generated_schema() -> None:
-    import jsonschema  # type: ignore[import-untyped]
+    jsonschema = require_module("jsonschema", "the independent validator (a dev extra)")
 
     validator = jsonschema.Draft202012Validator(json_schema())
     examples = sorted(METADATA_EXAMPLES.glob("*.json"))
@@ -161,13 +157,9 @@ def test_plain_string_artifacts_are_read_with_their_folder_type() -> None:
             MetadataFile.model_validate(doc)
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("jsonschema") is None,
-    reason="the jsonschema package is not installed (not a project dependency)",
-)
 def test_schema_accepts_plain_string_artifacts_and_nothing_else() -> None:
     """The schema accepts what the model accepts: objects or path strings, not numbers."""
-    import jsonschema
+    jsonschema = require_module("jsonschema", "the independent validator (a dev extra)")
 
     validator = jsonschema.Draft202012Validator(json_schema())
     doc = researched_doc()

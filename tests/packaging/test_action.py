@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
+from helpers.needs import require_module, require_tool
 from helpers.paths import REPO
 from helpers.project import project, write_meta
 
@@ -17,10 +15,8 @@ ACTION = REPO / "action.yml"
 
 
 def test_action_installs_postflightd_and_scans_with_github_annotations(tmp_path: Path) -> None:
-    yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit (dev extra)")
-    bash = shutil.which("bash")
-    if bash is None:
-        pytest.skip("bash is not installed")
+    yaml = require_module("yaml", "PyYAML comes with pre-commit (dev extra)")
+    bash = require_tool("bash", "the action's steps are bash")
     action = yaml.safe_load(ACTION.read_text(encoding="utf-8"))
     assert action["runs"]["using"] == "composite"
     steps = action["runs"]["steps"]

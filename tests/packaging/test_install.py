@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from helpers.needs import require_module
 from helpers.paths import REPO
 
 
 @pytest.mark.slow
 def test_built_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
-    pytest.importorskip("build", reason="the `build` frontend is a dev extra")
+    require_module("build", "the `build` frontend is a dev extra")
     out = tmp_path / "dist"
     built = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],

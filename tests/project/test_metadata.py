@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.needs import unavailable
 from helpers.project import project, write_artifact, write_meta
 from postflightd.fs.directory import Directory, open_specs
 from postflightd.models.files import META_NAME, parse_json
@@ -865,7 +866,7 @@ def run_unprivileged(argv: list[str], home: Path) -> subprocess.CompletedProcess
             preexec_fn=_drop_file_capabilities,
         )
     except subprocess.SubprocessError as exc:
-        pytest.skip(f"cannot run a process that file permissions apply to: {exc}")
+        unavailable(f"cannot run a process that file permissions apply to: {exc}")
 
 
 def test_unreadable_metadata_file_is_pf105(shared_dir: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import researched_doc
+from helpers.needs import require_tool
 from helpers.project import project, task_status, write_meta
 from postflightd.project.hook_files import packaged_plugin
 
@@ -26,10 +27,12 @@ ESBUILD = shutil.which("esbuild")
 DRIVER = Path(__file__).parents[1] / "fixtures" / "opencode" / "driver.mjs"
 SESSION = "ses_4f1c2a"
 
-pytestmark = pytest.mark.skipif(
-    NODE is None or ESBUILD is None,
-    reason="needs node and esbuild (.ci/run installs both)",
-)
+
+@pytest.fixture(autouse=True)
+def _node_and_esbuild() -> None:
+    require_tool("node", "it runs the plugin (.ci/run installs nodejs)")
+    require_tool("esbuild", "it strips the plugin's TypeScript types (.ci/run installs it)")
+
 
 STAND_IN = """\
 #!{python}
@@ -286,24 +289,24 @@ def test_no_postflightd_on_the_path_and_a_failing_client_throw_nothing(
     assert len(record["prompts"]) == 1
 
 
-def _real_hook_opencode() -> bool:
-    """Whether the installed CLI has `hook opencode` (the adapter the plugin calls)."""
+def _real_hook_opencode() -> subprocess.CompletedProcess[str]:
+    """`postflightd hook opencode --help` from the installed CLI (the adapter the plugin calls)."""
     script = Path(sys.executable).with_name("postflightd")
-    run = subprocess.run(
+    return subprocess.run(
         [str(script), "hook", "opencode", "--help"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
-    return run.returncode == 0
 
 
 def test_end_to_end_through_the_real_cli(tmp_path: Path) -> None:
     """The plugin, the real `postflightd hook opencode`, a real project: the session's invalid
     file is a prompt; rewritten valid, it is applied and nothing more is sent."""
-    if not _real_hook_opencode():
-        pytest.skip("this postflightd has no `hook opencode` yet")
+    # The command exists: a CLI that cannot run it is a failure, never a reason to skip.
+    usage = _real_hook_opencode()
+    assert usage.returncode == 0, usage.stdout + usage.stderr
     root = project(tmp_path / "proj", 1)
     bad = write_meta(root, "1_task1", {**researched_doc("1_task1"), "status": "nonsense"})
     bin_dir = Path(sys.executable).parent

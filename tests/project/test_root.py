@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc, task_entry
+from helpers.needs import require
 from helpers.project import project, write_artifact, write_meta
 from postflightd.commands.process import run_process
 from postflightd.commands.scan import ScanOutput, run_scan
@@ -29,7 +30,10 @@ from postflightd.project.root import Project
 
 ROUNDS = 20
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+
+@pytest.fixture(autouse=True)
+def _linux_proc() -> None:
+    require(Path("/proc/self/fd").is_dir(), "needs /proc (the open descriptors are counted there)")
 
 
 def open_fds() -> int:

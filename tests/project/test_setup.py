@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.needs import require_module, require_tool
 from postflightd.cli import main
 from postflightd.config import USER_ONLY_KEYS, Config, load_config
 from postflightd.project.hook_files import CLAUDE, SettingsShapeError, settings_with_hook
@@ -157,7 +158,7 @@ def test_without_a_terminal_or_yes_it_shows_the_diff_and_writes_nothing(tmp_path
 
 def test_on_a_terminal_it_asks_and_a_no_writes_nothing(tmp_path: Path) -> None:
     """A real pseudo-terminal on stdin: the prompt is shown; 'n' leaves every file as it was."""
-    pty = pytest.importorskip("pty")
+    pty = require_module("pty", "the test needs a pseudo-terminal")
     root = _project(tmp_path)
     before = _snapshot(root)
     leader, follower = pty.openpty()
@@ -181,7 +182,7 @@ def test_on_a_terminal_it_asks_and_a_no_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_on_a_terminal_a_yes_writes(tmp_path: Path) -> None:
-    pty = pytest.importorskip("pty")
+    pty = require_module("pty", "the test needs a pseudo-terminal")
     root = _project(tmp_path)
     leader, follower = pty.openpty()
     try:
@@ -294,15 +295,8 @@ def test_settings_keep_their_indentation() -> None:
 
 @pytest.mark.parametrize("path", ["/home/me/my-proj", "/a/.b", "/.a", "/tmp/a b/ü", "/"])
 def test_systemd_escape_matches_systemd_escape(path: str) -> None:
-    tool = (
-        subprocess.run(
-            ["systemd-escape", "--path", path], capture_output=True, text=True, check=False
-        )
-        if os.path.exists("/usr/bin/systemd-escape")
-        else None
-    )
-    if tool is None or tool.returncode != 0:
-        pytest.skip("systemd-escape is not installed")
+    escape = require_tool("systemd-escape", "the reference for the escaping (systemd)")
+    tool = subprocess.run([escape, "--path", path], capture_output=True, text=True, check=True)
     assert systemd_escape_path(path) == tool.stdout.strip()
 
 

@@ -24,6 +24,7 @@ from watchdog.events import (
     FileSystemEvent,
 )
 
+from helpers.needs import require
 from postflightd.daemon.watch import inotify
 from postflightd.daemon.watch.dirty import DirtySet, Pending
 from postflightd.daemon.watch.inotify_tree import EVENT_READER, SpecsTree
@@ -181,8 +182,7 @@ def test_move_pairing_is_short_only_while_an_observer_starts() -> None:
 def test_an_observer_started_with_short_move_pairing_keeps_it(tmp_path: Path) -> None:
     """The delay is read when the emitter starts: the running observer holds 20 ms, while
     watchdog's class is back to its default (watchdog 7's internals, pinned in pyproject)."""
-    if not inotify.available():
-        pytest.skip("watchdog's native observer is inotify only on Linux")
+    require(inotify.available(), "watchdog's native observer is inotify only on Linux")
     from watchdog.events import FileSystemEventHandler
     from watchdog.observers.inotify import InotifyEmitter
     from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
@@ -205,8 +205,7 @@ def test_an_observer_started_with_short_move_pairing_keeps_it(tmp_path: Path) ->
 
 
 def test_filesystem_type_of_a_local_directory(tmp_path: Path) -> None:
-    if not Path("/proc/self/mountinfo").exists():
-        pytest.skip("no /proc/self/mountinfo on this system")
+    require(Path("/proc/self/mountinfo").exists(), "no /proc/self/mountinfo on this system")
     assert filesystem_type(tmp_path)
 
 
@@ -287,8 +286,7 @@ def _collect(sink: DirtySet, want: Callable[[Pending], bool], timeout: float = 5
 
 @pytest.fixture
 def inotify_watch(specs: Path) -> Iterator[tuple[RootWatch, DirtySet]]:
-    if not inotify.available():
-        pytest.skip("no inotify on this system")
+    require(inotify.available(), "no inotify on this system")
     (specs / "259_x").mkdir()
     sink = DirtySet()
     watch = RootWatch(specs.parent, specs, "state.json", "auto", sink)
@@ -303,8 +301,7 @@ def inotify_watch(specs: Path) -> Iterator[tuple[RootWatch, DirtySet]]:
 
 def test_the_shared_reader_thread_stops_only_when_no_watch_uses_it(specs: Path) -> None:
     """The inotify reader is one thread per process; tests stop it between them."""
-    if not inotify.available():
-        pytest.skip("no inotify on this system")
+    require(inotify.available(), "no inotify on this system")
     watch = RootWatch(specs.parent, specs, "state.json", "auto", DirtySet())
     try:
         assert watch.start()

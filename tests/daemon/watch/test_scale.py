@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -24,6 +23,7 @@ import pytest
 
 from helpers.daemon_process import DaemonFactory, applied, in_progress_doc
 from helpers.documents import final_text, researched_doc
+from helpers.needs import require, require_tool, unavailable
 from helpers.project import meta_path, project, user_config
 from helpers.waiting import wait_until
 from postflightd.cli import main
@@ -31,12 +31,12 @@ from postflightd.daemon.notes import daemon_note, remove_daemon_notes, write_dae
 from postflightd.fs.locks import InstanceLock
 from postflightd.journal.database import default_journal_path
 
-pytestmark = [
-    pytest.mark.skipif(
-        not Path("/proc/self/fdinfo").is_dir(), reason="needs Linux /proc (inotify fdinfo)"
-    ),
-    pytest.mark.slow,
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _linux_proc() -> None:
+    require(Path("/proc/self/fdinfo").is_dir(), "needs Linux /proc (inotify fdinfo)")
 
 
 def inotify_watches(pid: int) -> int:
@@ -104,7 +104,7 @@ def test_an_overflow_storm_settles_after_one_rescan(
     """
     limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
     if limit > 100_000:
-        pytest.skip(f"max_queued_events is {limit}: too large to overflow quickly")
+        unavailable(f"max_queued_events is {limit}: too large to overflow quickly")
     root = project(tmp_path / "proj", 3)
     user_config("[watch]\nrescan_interval_s = 3600\n")
     make_tree(root / "specs" / "1_task1" / "node_modules", 3000)
@@ -257,15 +257,14 @@ def _userns_limit_prefix(watches: int) -> list[str]:
         ["unshare", "-U", "-r", "sh", "-c", script, "true"], capture_output=True, check=False
     )
     if probe.returncode != 0:
-        pytest.skip(f"no per-user-namespace inotify limit here: {probe.stderr.decode()[:200]}")
+        unavailable(f"no per-user-namespace inotify limit here: {probe.stderr.decode()[:200]}")
     return ["unshare", "-U", "-r", "sh", "-c", script, sys.executable, "-m", "postflightd"]
 
 
 def test_the_watch_limit_reached_falls_back_to_polling_with_a_note(
     tmp_path: Path, start_daemon: DaemonFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    if shutil.which("unshare") is None:
-        pytest.skip("unshare(1) is not installed")
+    require_tool("unshare", "the daemon runs in a user namespace of its own (util-linux)")
     root = project(tmp_path / "proj", 6)
     for n in (4, 5, 6):  # come later, past the limit
         (root / "specs" / f"{n}_task{n}").rename(tmp_path / f"{n}_task{n}")

@@ -1,0 +1,87 @@
+"""helpers.needs: something the machine lacks is a skip on a developer's machine and a failure
+under CI, unless the skip names an allowance that says why CI cannot avoid it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+INNER = textwrap.dedent(
+    """
+    from helpers import needs
+
+    needs.ALLOWED_UNDER_CI["no-such-machine"] = "no CI machine has one"
+
+
+    def test_a_missing_tool() -> None:
+        needs.require_tool("postflightd-no-such-tool", "the test drives it")
+
+
+    def test_a_missing_module() -> None:
+        needs.require_module("postflightd_no_such_module", "the test imports it")
+
+
+    def test_a_missing_feature() -> None:
+        needs.require(False, "no such kernel feature")
+
+
+    def test_a_present_tool() -> None:
+        assert needs.require_tool("sh", "the test runs it").endswith("/sh")
+
+
+    def test_an_allowed_skip() -> None:
+        needs.unavailable("no such machine", allowance="no-such-machine")
+
+
+    def test_an_allowance_nobody_granted() -> None:
+        needs.unavailable("no such machine", allowance="granted-by-nobody")
+    """
+)
+
+
+def _inner(tmp_path: Path, ci: str | None) -> str:
+    (tmp_path / "test_inner.py").write_text(INNER, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    if ci is not None:
+        env["CI"] = ci
+    env["PYTHONPATH"] = str(Path(__file__).parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", "test_inner.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("ci", [None, ""])
+def test_away_from_ci_a_missing_tool_is_a_skip(tmp_path: Path, ci: str | None) -> None:
+    out = _inner(tmp_path, ci)
+    assert "1 failed, 1 passed, 4 skipped" in out, out
+    assert "postflightd-no-such-tool is not installed: the test drives it" in out, out
+    assert "cannot import postflightd_no_such_module" in out, out
+    assert "no such machine (allowed under CI: no CI machine has one)" in out, out
+    # Each skip is reported at the line of the test that needed something, not in the helper.
+    assert "test_inner.py:8: postflightd-no-such-tool is not installed" in out, out
+    assert "FAILED test_inner.py::test_an_allowance_nobody_granted - KeyError" in out, out
+
+
+@pytest.mark.parametrize("ci", ["true", "1"])
+def test_under_ci_a_missing_tool_fails_and_only_a_named_allowance_skips(
+    tmp_path: Path, ci: str
+) -> None:
+    out = _inner(tmp_path, ci)
+    assert "4 failed, 1 passed, 1 skipped" in out, out
+    assert "no such machine (allowed under CI: no CI machine has one)" in out, out
+    failure = "under CI this is a failure (.ci/run must provide it)"
+    assert f"postflightd-no-such-tool is not installed: the test drives it: {failure}" in out
+    assert f"no such kernel feature: {failure}" in out, out
