@@ -46,7 +46,8 @@ INNER = textwrap.dedent(
 
 def _inner(tmp_path: Path, ci: str | None) -> str:
     (tmp_path / "test_inner.py").write_text(INNER, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    # Without CI's own PYTEST_ADDOPTS (.ci/run's report file is the outer run's).
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
     if ci is not None:
         env["CI"] = ci
     env["PYTHONPATH"] = str(Path(__file__).parent)
