@@ -384,6 +384,7 @@ def test_positions_survive_the_forked_half_of_a_large_scan(
     for n in range(1, count + 1):
         write_meta(root, f"{n}_x", text)
     monkeypatch.chdir(root)
+    monkeypatch.setenv("POSTFLIGHTD_SCAN_WORKERS", "2")  # forks on a machine of one core too
     assert main(["scan", "--format", "github", "--select", "PF201"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == count
