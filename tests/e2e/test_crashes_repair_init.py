@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.crash_points import unknown
 from helpers.documents import researched_doc, task_entry
 from helpers.project import project, write_meta
-
-pytestmark = pytest.mark.slow
 
 TODO = "# TODO\n\n### 259. Prove completeness\n- **Status**: [RESEARCHING]\n"
 
@@ -91,6 +90,12 @@ def reverted(tmp_path: Path) -> tuple[Path, dict[str, bytes], dict[str, bytes]]:
     return root, before, after
 
 
+def test_every_crash_point_in_the_tables_is_one_the_source_passes() -> None:
+    """A label renamed in src/ would leave its run unkilled: said here, without running one."""
+    assert unknown([*REPAIR_POINTS, *INIT_POINTS]) == []
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("point", REPAIR_POINTS)
 def test_repair_killed_at_every_step_then_run_again_repairs_once(
     reverted: tuple[Path, dict[str, bytes], dict[str, bytes]], point: str
@@ -130,6 +135,7 @@ def _init_project(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", INIT_POINTS)
 def test_init_killed_at_every_step_then_run_again_sets_up_the_same(
     tmp_path: Path, point: str

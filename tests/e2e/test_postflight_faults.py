@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
+from helpers.crash_points import unknown
 from helpers.documents import researched_doc, task_entry
 from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
 
-#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
-pytestmark = pytest.mark.slow
+#: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out (all
+#: but the check of the crash-point table, which reads the source).
+slow = pytest.mark.slow
 
 CRASH_POINTS = [
     "before-state-write",
@@ -37,6 +39,17 @@ CRASH_POINTS = [
     "errors:after-replace",
     "before-delete",
     "after-delete",
+]
+KINDS = ["researched", "partial"]
+#: (kind, point) pairs whose run never passes the point, each with the reason: killed there,
+#: it would finish normally, so these are held to finishing instead of to dying.
+NEVER_REACHED = {
+    ("researched", "errors:after-replace"): (
+        "a researched outcome reports no errors, so errors.json is never written"
+    ),
+}
+CRASHES = [
+    (kind, point) for kind in KINDS for point in CRASH_POINTS if (kind, point) not in NEVER_REACHED
 ]
 
 TODO = "# TODO\n\n### 259. Prove completeness\n- **Status**: [RESEARCHING]\n"
@@ -79,26 +92,55 @@ def partial_doc() -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-@pytest.mark.parametrize("kind", ["researched", "partial"])
-def test_crash_at_every_step_then_rerun_applies_exactly_once(
-    tmp_path: Path, point: str, kind: str
-) -> None:
-    """SIGKILL at a step, run again: state.json parses, applied once, content never lost."""
+def test_every_crash_point_in_the_table_is_one_the_source_passes() -> None:
+    """A label renamed in src/ would turn its crash cases into normal runs: say it here."""
+    assert unknown(CRASH_POINTS) == []
+    assert {point for _, point in NEVER_REACHED} <= set(CRASH_POINTS)
+
+
+def _sample(kind: str, tmp_path: Path) -> tuple[Path, Path, dict[str, Any]]:
     root = project(
         tmp_path / "p", [task_entry(259, "prove_completeness")], todo=TODO, artifacts=True
     )
     doc = researched_doc() if kind == "researched" else partial_doc()
-    meta = write_meta(root, "259_prove_completeness", doc)
+    return root, write_meta(root, "259_prove_completeness", doc), doc
+
+
+@slow
+@pytest.mark.parametrize(("kind", "point"), CRASHES)
+def test_crash_at_every_step_then_rerun_applies_exactly_once(
+    tmp_path: Path, point: str, kind: str
+) -> None:
+    """SIGKILL at a step, run again: state.json parses, applied once, content never lost."""
+    root, meta, doc = _sample(kind, tmp_path)
 
     crashed = process(meta, POSTFLIGHTD_CRASH_AT=point)
-    assert crashed.returncode in (-signal.SIGKILL, 0), crashed.stderr
-    state = json.loads((root / "specs" / "state.json").read_text("utf-8"))  # never torn
+    assert crashed.returncode == -signal.SIGKILL, crashed.stdout + crashed.stderr
+    json.loads((root / "specs" / "state.json").read_text("utf-8"))  # never torn
     assert meta.exists() or any(json.loads(c) == doc for _, c in journal_rows("postflighted"))
 
     if meta.exists():
         again = process(meta)
         assert again.returncode == 0, again.stdout + again.stderr
+    _assert_applied_once(root, meta, kind)
+
+
+@slow
+@pytest.mark.parametrize(
+    ("kind", "point", "reason"), [(*pair, reason) for pair, reason in NEVER_REACHED.items()]
+)
+def test_a_run_that_never_reaches_the_crash_point_finishes(
+    tmp_path: Path, kind: str, point: str, reason: str
+) -> None:
+    """The point names a write this outcome never makes: the run applies it in full."""
+    root, meta, _doc = _sample(kind, tmp_path)
+    finished = process(meta, POSTFLIGHTD_CRASH_AT=point)
+    assert finished.returncode == 0, f"{reason}; yet: {finished.stdout + finished.stderr}"
+    assert not (root / "specs" / "errors.json").exists(), reason
+    _assert_applied_once(root, meta, kind)
+
+
+def _assert_applied_once(root: Path, meta: Path, kind: str) -> None:
     assert not meta.exists()
     state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
     entry = state["active_projects"][0]
@@ -114,6 +156,7 @@ def test_crash_at_every_step_then_rerun_applies_exactly_once(
     assert all(not name.startswith(("state.json", "TODO.md")) for name in leftovers)
 
 
+@slow
 def test_two_process_runs_on_the_same_file_apply_it_once(tmp_path: Path) -> None:
     """Concurrent runs serialise on the lock: one applies, the other finds it gone."""
     root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
@@ -131,6 +174,7 @@ def test_two_process_runs_on_the_same_file_apply_it_once(tmp_path: Path) -> None
     assert not meta.exists()
 
 
+@slow
 def test_file_rewritten_during_postflight_is_processed_again(tmp_path: Path) -> None:
     """The agent rewrites the file while postflight waits for the lock: the new content wins."""
     if shutil.which("flock") is None:
@@ -173,6 +217,7 @@ def test_file_rewritten_during_postflight_is_processed_again(tmp_path: Path) -> 
     assert not meta.exists()
 
 
+@slow
 def test_locking_jq_writer_and_500_postflights_lose_no_update(tmp_path: Path) -> None:
     """A jq loop that joins the lock protocol and scan --apply never lose each other's writes."""
     if shutil.which("flock") is None or shutil.which("jq") is None:
@@ -292,6 +337,7 @@ needs_root = pytest.mark.skipif(
 )
 
 
+@slow
 @needs_root
 def test_permission_denied_on_state_json_is_a_clear_error(shared_tmp: Path) -> None:
     """state.json and its directory not writable: exit 4, one clear line, nothing changed."""
@@ -310,6 +356,7 @@ def test_permission_denied_on_state_json_is_a_clear_error(shared_tmp: Path) -> N
     assert meta.exists()
 
 
+@slow
 @needs_root
 def test_permission_denied_on_the_task_dir_applies_but_keeps_the_file(shared_tmp: Path) -> None:
     """The metadata file cannot be deleted: applied, kept, said; a second run is harmless."""
