@@ -3,8 +3,12 @@ with a golden file, so that work on the scan's speed cannot change a character o
 prints. A large tree checked by forked workers prints what one process prints.
 
 The golden files are the output of the scan before that work. After a change to what scan
-prints on purpose, write them again with ``python tests/commands/test_scan_golden.py`` and
-read the diff (``PYTHONPATH=tests`` so that ``helpers`` is found).
+prints on purpose, write them again, read the diff and commit it::
+
+    POSTFLIGHTD_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/commands/test_scan_golden.py
+
+Each test whose file that rewrote fails, so the run that rewrote is never green; run again
+without the switch (``helpers.update_mode`` says what the switch accepts).
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.update_mode import update, updating
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
 GOLDEN = Path(__file__).with_name("golden")
+UPDATE_ENV = "POSTFLIGHTD_UPDATE_GOLDEN"
 #: format name -> the scan options that print it
 FORMATS = {
     "text": ["--format", "text"],
@@ -235,9 +241,11 @@ def large_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("name", list(FORMATS))
 def test_scan_output_is_golden(tree: Path, name: str) -> None:
     """Each format prints exactly what it printed before, on a tree of ~50 kinds of file."""
-    root = tree
-    expected = (GOLDEN / f"scan.{name}").read_text(encoding="utf-8")
-    assert scan_output(root, FORMATS[name]) == expected
+    path = GOLDEN / f"scan.{name}"
+    printed = scan_output(tree, FORMATS[name])
+    if updating(UPDATE_ENV):
+        update(path, printed, UPDATE_ENV)  # fails the test when it rewrote the file
+    assert printed == path.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
@@ -252,17 +260,3 @@ def test_forked_scan_prints_what_one_process_prints(large_tree: Path, name: str)
     forked = scan_output(root, FORMATS[name], workers=3)
     assert forked == scan_output(root, FORMATS[name], workers=1)
     assert forked.count("PF502") > PARALLEL_MIN_FILES // 20
-
-
-def _write_golden() -> None:  # pragma: no cover - run by hand
-    import tempfile
-
-    GOLDEN.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = build_tree(Path(tmp) / "project")
-        for name, options in FORMATS.items():
-            (GOLDEN / f"scan.{name}").write_text(scan_output(root, options), encoding="utf-8")
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _write_golden()

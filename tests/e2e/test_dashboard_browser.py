@@ -4,7 +4,9 @@ reload, from in flight to its applied outcome.
 
 ``POSTFLIGHTD_SCREENSHOT=PATH`` saves a screenshot of the page there at the end (the one in
 docs/images/ is taken so). The page shows the project's path, so for a screenshot the example
-is copied to /tmp/project, a path like a reader's own, not pytest's temporary directory.
+is copied to /tmp/project, a path like a reader's own, not pytest's temporary directory. As
+every switch that writes a file (``helpers.update_mode``), it is refused under CI, and the
+test that wrote the screenshot fails, so that such a run is never green.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pytest
 from helpers.needs import unavailable
 from helpers.paths import REPO
 from helpers.serve_process import served
+from helpers.update_mode import refuse_under_ci, rewritten
 from helpers.waiting import wait_until
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -43,6 +46,7 @@ pytestmark = pytest.mark.slow
 
 #: Where the example project is copied when a screenshot is taken (the page shows the root).
 SCREENSHOT_ROOT = Path("/tmp/project")
+SCREENSHOT_ENV = "POSTFLIGHTD_SCREENSHOT"
 
 
 def _need_browser() -> None:
@@ -74,7 +78,9 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 @pytest.fixture
 def example(tmp_path: Path) -> Iterator[Path]:
     """A copy of examples/project, with the daemon watching it (it applies what agents finish)."""
-    screenshot = bool(os.environ.get("POSTFLIGHTD_SCREENSHOT"))
+    screenshot = bool(os.environ.get(SCREENSHOT_ENV))
+    if screenshot:
+        refuse_under_ci(SCREENSHOT_ENV)
     root = SCREENSHOT_ROOT if screenshot else tmp_path / "project"
     if screenshot and root.exists():
         pytest.fail(f"{root} exists: the screenshot's copy of the example goes there; move it")
@@ -143,7 +149,7 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"], (
             "the page logged errors (a refused resource, a script error)"
         )
-        shot = os.environ.get("POSTFLIGHTD_SCREENSHOT")
+        shot = os.environ.get(SCREENSHOT_ENV)
         if shot:
             time.sleep(1.6)  # the new outcome's highlight fades first
             browser.save_screenshot(shot)
@@ -158,3 +164,5 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         gone = _seen(browser, '#runs tr[data-task="262"]')
         wait_until("the removed run leaves the page", lambda: not gone(), 30)
         assert browser.execute_script("return window.postflightdMarker") == "same page"
+    if shot:
+        rewritten(Path(shot), SCREENSHOT_ENV)  # a run that wrote a file is never green

@@ -12,6 +12,9 @@ A wording changed on purpose: regenerate the transcripts, read the diff, commit 
 
     POSTFLIGHTD_UPDATE_MESSAGES=1 .venv/bin/python -m pytest tests/e2e/test_messages.py
 
+Each test whose transcript that rewrote fails, so the run that rewrote is never green; run
+again without the switch (``helpers.update_mode`` says what the switch accepts).
+
 Every text gathered is also checked for what reads wrong whatever the wording: a ``(s)``
 plural (``1 file(s)``: counts say ``1 file``, ``2 files``) and a doubled word (``return
 return``, ``the the``).
@@ -43,6 +46,7 @@ from helpers.documents import final_text
 from helpers.paths import REPO
 from helpers.project import project, user_config, write_meta
 from helpers.serve_process import answers
+from helpers.update_mode import update, updating
 from helpers.waiting import wait_until
 from postflightd.project.setup import systemd_escape_path
 from postflightd.timestamps import iso_timestamp
@@ -139,9 +143,8 @@ def compare(t: Transcript, name: str) -> None:
     text = "\n\n".join(t.blocks) + "\n"
     _check_words([text])
     path = MESSAGES / f"{name}.txt"
-    if os.environ.get(UPDATE_ENV):
-        MESSAGES.mkdir(exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+    if updating(UPDATE_ENV):
+        update(path, text, UPDATE_ENV)  # fails the test when it rewrote the transcript
         return
     assert path.exists(), f"no transcript {path.name}: run with {UPDATE_ENV}=1 to write it"
     expected = path.read_text(encoding="utf-8")

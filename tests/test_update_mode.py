@@ -1,0 +1,136 @@
+"""The switches that rewrite files kept in the repository (``helpers.update_mode``): a file is
+written only when its switch is 1, never under CI, and a run that rewrote one is not green.
+
+Each is driven through the real test that compares with its file, in a pytest run of its own
+on a copy of the repository's sources and tests, so that nothing here writes into the real one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+#: a file kept in the repository -> (its switch, the test that compares with it)
+KEPT = {
+    "tests/e2e/messages/hook.txt": (
+        "POSTFLIGHTD_UPDATE_MESSAGES",
+        "tests/e2e/test_messages.py::test_hook_claude",
+    ),
+    "tests/commands/golden/scan.text": (
+        "POSTFLIGHTD_UPDATE_GOLDEN",
+        "tests/commands/test_scan_golden.py::test_scan_output_is_golden[text]",
+    ),
+    "src/postflightd/models/metadata_core.py": (
+        "POSTFLIGHTD_UPDATE_CORE_SCHEMA",
+        "tests/models/test_metadata_core.py::test_the_stored_schema_is_what_the_models_give",
+    ),
+}
+SWITCHES = sorted({switch for switch, _ in KEPT.values()})
+COPIED = (
+    "pyproject.toml",
+    "src",
+    "examples",
+    "tests/conftest.py",
+    "tests/helpers",
+    "tests/e2e/test_messages.py",
+    "tests/e2e/messages",
+    "tests/commands/test_scan_golden.py",
+    "tests/commands/golden",
+    "tests/models/test_metadata_core.py",
+)
+
+
+def _copy(root: Path) -> Path:
+    for rel in COPIED:
+        source, target = REPO / rel, root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    return root
+
+
+def _stale(root: Path) -> None:
+    """Every kept file of the copy made different from what its test expects."""
+    for rel in KEPT:
+        path = root / rel
+        text = path.read_text(encoding="utf-8")
+        if rel.endswith("metadata_core.py"):
+            mark = "#: Generated from ``models.metadata``"
+            text = text[: text.index(mark)] + f"{mark}.\nSCHEMA: Final[dict[str, Any]] = {{}}\n"
+        else:
+            text += "a line the output does not have\n"
+        path.write_text(text, encoding="utf-8")
+
+
+def _kept(root: Path) -> dict[str, str]:
+    return {rel: (root / rel).read_text(encoding="utf-8") for rel in KEPT}
+
+
+def _pytest(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in {"CI", *SWITCHES}}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider"]
+        + [test for _, test in KEPT.values()],
+        cwd=root,
+        # The copy's sources, not the ones the virtualenv's editable install points at.
+        env={**base, "PYTHONPATH": str(root / "src"), **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    return _copy(tmp_path / "repo")
+
+
+def test_a_switch_that_is_not_1_rewrites_nothing_and_the_comparison_fails(copy: Path) -> None:
+    _stale(copy)
+    stale = _kept(copy)
+    done = _pytest(copy, **dict.fromkeys(SWITCHES, "0"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "3 failed" in done.stdout, done.stdout
+    assert _kept(copy) == stale
+    typo = _pytest(copy, **dict.fromkeys(SWITCHES, "yes"))
+    assert "3 failed" in typo.stdout, typo.stdout
+    assert "set it to 1 to rewrite the files, or leave it unset" in typo.stdout
+    assert _kept(copy) == stale
+
+
+def test_under_ci_a_switch_set_to_1_fails_before_it_writes(copy: Path) -> None:
+    _stale(copy)
+    stale = _kept(copy)
+    done = _pytest(copy, CI="true", **dict.fromkeys(SWITCHES, "1"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "3 failed" in done.stdout, done.stdout
+    for switch in SWITCHES:
+        assert f"{switch} is set under CI" in done.stdout, done.stdout
+    assert _kept(copy) == stale
+
+
+def test_a_switch_set_to_1_rewrites_each_file_and_the_run_that_did_fails(copy: Path) -> None:
+    """What it writes is the committed file again, byte for byte; the next run passes."""
+    committed = _kept(copy)
+    _stale(copy)
+    done = _pytest(copy, **dict.fromkeys(SWITCHES, "1"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "3 failed" in done.stdout, done.stdout
+    for rel, (switch, _) in KEPT.items():
+        assert f"rewrote {rel}: check the change, then run again without {switch}" in done.stdout
+    assert _kept(copy) == committed
+    again = _pytest(copy, **dict.fromkeys(SWITCHES, "1"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _kept(copy) == committed
