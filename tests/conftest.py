@@ -59,11 +59,6 @@ def _no_leaked_threads_or_processes() -> Iterator[None]:
     descriptors = set(open_descriptors().items())
     yield
     EVENT_READER.stop_if_unused()
-    import gc
-    import os
-
-    if os.environ.get("PF_GC"):
-        gc.collect()
     leaked: list[str] = []
 
     def settled() -> bool:
