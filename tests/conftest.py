@@ -1,11 +1,14 @@
 """Fixtures for every test: isolated config/state directories, a fresh state cache, and the
-check that a test leaves no thread, child process or open file descriptor behind.
+check that a test leaves no thread, child process or open file descriptor behind; and, for the
+whole session, hypothesis's files kept in a temp dir.
 
 Plain helper functions are in tests/helpers/ (imported as ``helpers.<module>``), not here.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 
@@ -37,6 +40,24 @@ def _isolated_dirs(
     monkeypatch.delenv("POSTFLIGHTD_CONFIG", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
     yield
+
+
+_HYPOTHESIS_HOME: list[str] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Hypothesis keeps its files (a cache of the constants it reads from the code under test,
+    written as it collects) in a temp dir, not in a .hypothesis/ of whatever directory pytest
+    runs from. The property tests keep no example database at all (``database=None``)."""
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    _HYPOTHESIS_HOME.append(tempfile.mkdtemp(prefix="pytest-hypothesis-"))
+    set_hypothesis_home_dir(_HYPOTHESIS_HOME[-1])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    while _HYPOTHESIS_HOME:
+        shutil.rmtree(_HYPOTHESIS_HOME.pop(), ignore_errors=True)
 
 
 #: How long a thread or child process a test stopped may take to be gone: the machines running

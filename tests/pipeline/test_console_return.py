@@ -667,7 +667,7 @@ def test_input_of_exactly_the_limit_is_read(
     assert "status" in at(report, "PF200")
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(
     st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),

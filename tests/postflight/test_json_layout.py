@@ -37,7 +37,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(
     value=_json,
     indent=st.sampled_from([None, "", " ", "  ", "    ", "\t", "\t\t"]),

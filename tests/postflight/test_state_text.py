@@ -159,7 +159,7 @@ _state_docs = st.builds(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(doc=_state_docs, indent=st.sampled_from([2, 4, "\t"]), ascii_only=st.booleans())
 def test_render_unchanged_doc_is_byte_identical(
     doc: dict[str, Any], indent: int | str, ascii_only: bool
@@ -169,7 +169,7 @@ def test_render_unchanged_doc_is_byte_identical(
     assert render_state(text, doc, doc) == text
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(doc=_state_docs, indent=st.sampled_from([2, 4, "\t", None]), value=_json)
 def test_render_round_trips_any_change(
     doc: dict[str, Any], indent: int | str | None, value: Any
@@ -246,7 +246,7 @@ def _hostile_files(draw: st.DrawFn) -> tuple[str, dict[str, Any], dict[str, Any]
     return text, doc, new
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(case=_hostile_files())
 def test_render_output_stays_in_proportion_to_input(
     case: tuple[str, dict[str, Any], dict[str, Any]],

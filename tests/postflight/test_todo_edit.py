@@ -225,7 +225,7 @@ _line = st.text(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(
     before=st.lists(_line, max_size=6),
     after=st.lists(_line, max_size=6),
@@ -403,7 +403,7 @@ _EDIT = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None)
 @given(text=todo_files(), edits=st.lists(_EDIT, max_size=8))
 def test_batch_equals_one_edit_after_the_other(text: str, edits: list[TodoEdit]) -> None:
     """Byte for byte what the edits give one by one, with the same tasks reported missing;

@@ -620,7 +620,7 @@ _existing_artifacts = st.lists(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(doc=metadata_docs(), existing=_existing_artifacts, language=st.sampled_from(["a", "meta"]))
 def test_random_metadata_applies_idempotently(
     doc: dict[str, Any], existing: list[dict[str, Any]], language: str

@@ -349,7 +349,9 @@ def scratch() -> Iterator[Path]:
         yield Path(tmp) / "state.json"
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(raw=documents(plain=True))
 def test_a_plain_document_goes_through_msgspec(scratch: Path, raw: bytes) -> None:
     """Kept fields strings or null, integer numbers: msgspec's path reads it, as json does."""
@@ -357,7 +359,9 @@ def test_a_plain_document_goes_through_msgspec(scratch: Path, raw: bytes) -> Non
     assert decode_tasks(raw) is not None
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(raw=documents())
 def test_any_document_reads_as_the_full_reader_reads_it(scratch: Path, raw: bytes) -> None:
     """Any value anywhere (a kept field a number, a list; a number a bool, a float, big
@@ -365,7 +369,9 @@ def test_any_document_reads_as_the_full_reader_reads_it(scratch: Path, raw: byte
     check_agrees(scratch, raw)
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=500, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(raw=edited())
 def test_any_edited_document_reads_as_the_full_reader_reads_it(scratch: Path, raw: bytes) -> None:
     """Bytes that are not UTF-8, control characters, cut escapes, stray brackets, a BOM, long

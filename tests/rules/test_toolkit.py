@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -191,6 +191,7 @@ def test_guess_status_prefers_the_status_then_a_synonym_then_a_spelling_then_a_s
     assert guess_status("xpletx", STATUSES, synonyms) is None
 
 
+@settings(database=None)
 @given(st.text(max_size=20))
 def test_guess_status_never_raises_and_names_only_a_known_status(raw: str) -> None:
     stems = (("fail", "error"),)
