@@ -22,12 +22,15 @@ from helpers.daemon_process import daemons
 from helpers.documents import researched_doc
 from helpers.hooks import IDS, MINUTE_AGO, OWN, RUNTIMES, TASKS, Runtime, hook_process, payload
 from helpers.hooks import written as written_ago
+from helpers.needs import require
 from helpers.project import META, project, write_meta
 from helpers.waiting import wait_until
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0, reason="giving a project to another user takes root"
-)
+
+@pytest.fixture(autouse=True)
+def _as_root() -> None:
+    require(os.geteuid() == 0, "giving a project to another user takes root")
+
 
 #: The other user: nobody.
 OTHER_UID = 65534

@@ -18,6 +18,7 @@ import pytest
 
 from helpers.crash_points import unknown
 from helpers.documents import researched_doc, task_entry
+from helpers.needs import require, require_tool, unavailable
 from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import Journal, default_journal_path
@@ -177,8 +178,7 @@ def test_two_process_runs_on_the_same_file_apply_it_once(tmp_path: Path) -> None
 @slow
 def test_file_rewritten_during_postflight_is_processed_again(tmp_path: Path) -> None:
     """The agent rewrites the file while postflight waits for the lock: the new content wins."""
-    if shutil.which("flock") is None:
-        pytest.skip("util-linux flock is not installed")
+    require_tool("flock", "the lock is held from outside by util-linux flock")
     root = project(tmp_path / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     write_artifact(root, "specs/259_prove_completeness/reports/research-002.md")
@@ -220,8 +220,8 @@ def test_file_rewritten_during_postflight_is_processed_again(tmp_path: Path) -> 
 @slow
 def test_locking_jq_writer_and_500_postflights_lose_no_update(tmp_path: Path) -> None:
     """A jq loop that joins the lock protocol and scan --apply never lose each other's writes."""
-    if shutil.which("flock") is None or shutil.which("jq") is None:
-        pytest.skip("needs util-linux flock and jq")
+    require_tool("flock", "the jq writer joins the lock through util-linux flock")
+    require_tool("jq", "the writer that joins the lock protocol is a jq loop")
     n = 500
     tasks = [task_entry(i, f"t{i}") for i in range(1, n + 1)] + [task_entry(9999, "counter")]
     root = project(tmp_path / "p", tasks)
@@ -306,7 +306,7 @@ def _nobody_python() -> list[str] | None:
 def as_nobody(argv: list[str], state_home: Path) -> subprocess.CompletedProcess[str]:
     python = _nobody_python()
     if python is None:
-        pytest.skip("no Python interpreter with postflightd is runnable by user nobody here")
+        unavailable("no Python interpreter with postflightd is runnable by user nobody here")
     import postflightd
 
     paths = os.pathsep.join(
@@ -332,18 +332,32 @@ def as_nobody(argv: list[str], state_home: Path) -> subprocess.CompletedProcess[
     )
 
 
-needs_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="switching to an unprivileged user needs root"
-)
+def give_to_nobody(root: Path) -> None:
+    """The project's root and specs directory, and what is in specs/, owned by nobody."""
+    for path in (root, *root.glob("specs"), *root.glob("specs/**/*")):
+        os.chown(path, NOBODY, NOBODY)
+
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def needs_root() -> None:
+    require(os.geteuid() == 0, "switching to an unprivileged user needs root")
 
 
 @slow
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_permission_denied_on_state_json_is_a_clear_error(shared_tmp: Path) -> None:
     """state.json and its directory not writable: exit 4, one clear line, nothing changed."""
     root = project(shared_tmp / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
+    # The project is nobody's (another user's project is left alone), but neither specs/ nor
+    # state.json can be written by it.
+    give_to_nobody(root)
+    (root / "specs").chmod(0o555)
+    os.chown(root / "specs" / "state.json", 0, 0)
     state_home = shared_tmp / "home"
     state_home.mkdir(mode=0o777)
     state_home.chmod(0o777)
@@ -357,13 +371,15 @@ def test_permission_denied_on_state_json_is_a_clear_error(shared_tmp: Path) -> N
 
 
 @slow
-@needs_root
+@pytest.mark.usefixtures("needs_root")
 def test_permission_denied_on_the_task_dir_applies_but_keeps_the_file(shared_tmp: Path) -> None:
     """The metadata file cannot be deleted: applied, kept, said; a second run is harmless."""
     root = project(shared_tmp / "p", [task_entry(259, "prove_completeness")])
     write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
     meta = write_meta(root, "259_prove_completeness", researched_doc())
     specs = root / "specs"
+    give_to_nobody(root)  # but its task directory stays root's: the file cannot be deleted
+    os.chown(meta.parent, 0, 0)
     specs.chmod(0o777)
     (specs / "state.json").chmod(0o666)
     state_home = shared_tmp / "home"

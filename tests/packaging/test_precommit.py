@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc
+from helpers.needs import require, require_module, require_tool
 from helpers.paths import REPO
 from helpers.wheelhouse import project_requirements, wheelhouse
 
@@ -21,7 +22,7 @@ PRE_COMMIT = Path(sys.executable).with_name("pre-commit")
 def test_hook_manifest_matches_metadata_files_and_passes_file_names() -> None:
     import re
 
-    yaml = pytest.importorskip("yaml", reason="PyYAML comes with pre-commit (dev extra)")
+    yaml = require_module("yaml", "PyYAML comes with pre-commit (dev extra)")
     (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
     assert hook["id"] == "postflightd"
     assert hook["pass_filenames"] is True
@@ -39,10 +40,8 @@ def _git(cwd: Path, *args: str) -> None:
 
 @pytest.mark.slow
 def test_pre_commit_try_repo_fails_an_invalid_file_and_passes_a_stuck_one(tmp_path: Path) -> None:
-    if not PRE_COMMIT.exists():
-        pytest.skip("pre-commit is not installed in this environment (pip install pre-commit)")
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
+    require(PRE_COMMIT.exists(), "pre-commit is not installed in this environment (dev extra)")
+    require_tool("git", "try-repo reads a git repository")
     # try-repo reads committed files: a snapshot of this tree as its own repository.
     hook_repo = tmp_path / "hook-repo"
     hook_repo.mkdir()
