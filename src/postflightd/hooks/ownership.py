@@ -5,9 +5,9 @@ Decided, in order of what is known:
 1. The agent's transcript (a subagent's own, or a session's and its subagents'): a file whose
    task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own
    (Claude Code), or an ``apply_patch`` header or a shell command of it (Codex's rollout,
-   ``hooks.rollout``). The runtime writes the transcript asynchronously, so it can lag the
-   last tool call: a file last written in the last LAG_S seconds, after the transcript began,
-   is its own too.
+   ``hooks.rollout``). The transcript alone decides: Claude Code writes a tool call's line
+   before the call's result, so the agent's last write is in it when the hook runs (measured
+   by tests/runtimes/), and a file no line names is another process's, however recent.
 2. A transcript path given but unreadable: files last written after it began (its birth time,
    where the file system keeps one), else within the operation's timeout.
 3. No transcript path at all: files last written within the operation's timeout.
@@ -33,7 +33,8 @@ from postflightd.hooks.transcript import (
     task_dirs_named,
 )
 
-#: How far the runtime's transcript may lag the agent's last write, in seconds.
+#: How far a runtime's own list of the files a session wrote may lag its last write, in
+#: seconds (``files_ownership``); a transcript that can be read has no such lag.
 LAG_S: Final = 10.0
 
 
@@ -44,8 +45,13 @@ class Ownership:
     transcript: Transcript | None
     #: without a transcript: files last written at or after this Unix time are the agent's
     since: float
-    #: how the rule was chosen, for the log: "transcript", "transcript unreadable", "window"
+    #: how the rule was chosen, for the log: "transcript", "transcript unreadable", "window",
+    #: "files"
     basis: str
+    #: with a record of the agent's writes: files it does not name, last written within this
+    #: many seconds (and after the record began), are the agent's too; 0 when the record is
+    #: known to be complete when the hook runs
+    lag_s: float = 0.0
 
     def owns(self, task_dir: str, mtime: float | None, now: float) -> bool:
         if mtime is None:
@@ -54,8 +60,10 @@ class Ownership:
             return mtime >= self.since
         if task_dir in self.transcript.task_dirs:
             return True
+        if self.lag_s <= 0:
+            return False
         began = self.transcript.began
-        return (began is None or mtime >= began) and now - mtime <= LAG_S
+        return (began is None or mtime >= began) and now - mtime <= self.lag_s
 
 
 def transcripts_of(
@@ -100,7 +108,7 @@ def files_ownership(files: list[str], timeout_s: float, now: float) -> Ownership
     dirs: set[str] = set()
     for path in files:
         dirs |= task_dirs_named(path)
-    return Ownership(Transcript(frozenset(dirs), None), now - timeout_s, "files")
+    return Ownership(Transcript(frozenset(dirs), None), now - timeout_s, "files", LAG_S)
 
 
 def window_ownership(transcript: Path | None, timeout_s: float, now: float) -> Ownership:

@@ -1,0 +1,15 @@
+"""Fixtures of the real-runtime tests: each runtime's pinned release, installed once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers.runtimes import installed
+
+
+@pytest.fixture(scope="session")
+def claude_code() -> Path:
+    """Claude Code's ``claude``, the release pinned in tests/runtimes/pinned.txt."""
+    return installed("claude", "claude")

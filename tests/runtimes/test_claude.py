@@ -1,0 +1,313 @@
+"""`postflightd hook claude` inside the real Claude Code (the release pinned in
+tests/runtimes/pinned.txt), its model a scripted server on 127.0.0.1.
+
+Each test sets a project up with `postflightd init --runtime claude` as a user would, runs
+`claude -p` in it against the script (the agent's tool calls, then its final text), and reads
+what happened: state.json, the metadata files, every request that reached the model (the hook's
+reason must be in the next one), and every call of the hook (its stdin, its answer), recorded by
+a `postflightd` first on Claude Code's PATH that runs the real CLI.
+
+With PF_RECORD_FIXTURES=1 (never under CI) the runs also write the hook inputs and transcripts
+they produced over the Claude fixtures: tests/hooks/fixtures/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.model_server import ModelServer, ToolCall, Turn, model_server, say, write
+from helpers.project import META, project, task_status, write_meta
+from helpers.runtimes import (
+    HookCall,
+    hook_calls,
+    offline_env,
+    pinned,
+    placeheld,
+    recorder,
+    recording,
+)
+
+pytestmark = pytest.mark.slow
+
+OWN, OTHER = "259_prove_completeness", "260_plan_it"
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
+#: Not JSON: PF102, whoever wrote it.
+BROKEN = '{"status": "researched",\n'
+VALID = json.dumps(researched_doc(OWN), indent=2)
+IN_PROGRESS = json.dumps(
+    {
+        "status": "in_progress",
+        "started_at": "2026-01-08T14:00:00Z",
+        "artifacts": [],
+        "metadata": {"session_id": SESSION},
+    },
+    indent=2,
+)
+#: The tools `claude -p` may use without asking (it runs as root here, where it refuses
+#: --dangerously-skip-permissions); `Agent` is its subagent tool.
+TOOLS = "Write,Edit,Bash,Read,Agent"
+HOUR_AGO = 3600.0
+REPO = Path(__file__).resolve().parents[2]
+HOOK_FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "claude"
+TRANSCRIPT_FIXTURES = REPO / "tests" / "fixtures" / "transcripts"
+
+
+@dataclass(frozen=True)
+class Run:
+    root: Path
+    home: Path
+    server: ModelServer
+    calls: list[HookCall]
+    stdout: str
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    cli = Path(sys.executable).parent / "postflightd"
+    out = subprocess.run(
+        [str(cli), "init", "--yes", "--runtime", "claude", str(root)],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (root / ".claude" / "settings.json").is_file()
+    return root
+
+
+def run_claude(claude: Path, root: Path, script: list[Turn], prompt: str) -> Run:
+    """`claude -p prompt` in ``root`` against the scripted model, to its end."""
+    tmp = root.parent
+    home = tmp / "claude-home"
+    home.mkdir()
+    calls = tmp / "hook-calls"
+    calls.mkdir()
+    path = os.pathsep.join(
+        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
+    )
+    with model_server(script) as server:
+        env = offline_env(
+            home,
+            PATH=path,
+            PF_HOOK_CALLS=str(calls),
+            ANTHROPIC_BASE_URL=server.url,
+            ANTHROPIC_API_KEY="dummy",
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+            DISABLE_AUTOUPDATER="1",
+        )
+        argv = [str(claude), "-p", prompt, "--allowedTools", TOOLS]
+        out = subprocess.run(
+            [*argv, "--permission-mode", "acceptEdits"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=90,
+        )
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    answers = [(c.event, c.answer) for c in hook_calls(calls)]
+    # A turn asked for past the script's end: the hook sent the agent on when it should not.
+    assert server.errors == [], answers
+    assert server.script == [], ("the agent stopped before the end of its script", answers)
+    return Run(root, home, server, hook_calls(calls), out.stdout.decode("utf-8", "replace"))
+
+
+def meta(root: Path, task_dir: str) -> Path:
+    return root / "specs" / task_dir / META
+
+
+def edit(path: Path, old: str, new: str) -> Turn:
+    return Turn(
+        calls=[ToolCall("Edit", {"file_path": str(path), "old_string": old, "new_string": new})]
+    )
+
+
+def read(path: Path) -> Turn:
+    return Turn(calls=[ToolCall("Read", {"file_path": str(path)})])
+
+
+def bash(command: str) -> Turn:
+    return Turn(calls=[ToolCall("Bash", {"command": command, "description": "Write metadata"})])
+
+
+def only(calls: list[HookCall], event: str) -> list[HookCall]:
+    found = [c for c in calls if c.event == event]
+    for call in found:
+        assert call.code == 0, call
+    return found
+
+
+def feedback(request_text: str, reason: str) -> bool:
+    """Whether the model was shown ``reason`` as the stop hook's feedback."""
+    return f"Stop hook feedback:\n{reason}" in request_text
+
+
+def test_a_valid_file_of_its_own_is_applied_and_the_agent_stops(
+    claude_code: Path, root: Path
+) -> None:
+    own = meta(root, OWN)
+    run = run_claude(
+        claude_code, root, [write(str(own), VALID), say("Done.")], "Research task 259."
+    )
+    (stop,) = only(run.calls, "Stop")
+    assert stop.answer == {}, stop
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert len(run.server.agent_requests()) == 2
+    record(run, stop, "stop.json", "write.jsonl")
+
+
+def test_an_invalid_file_of_its_own_blocks_the_agent_until_it_is_fixed(
+    claude_code: Path, root: Path
+) -> None:
+    own = meta(root, OWN)
+    script = [write(str(own), BROKEN), say("Done."), write(str(own), VALID), say("Fixed.")]
+    run = run_claude(claude_code, root, script, "Research task 259.")
+    first, second = only(run.calls, "Stop")
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    requests = run.server.agent_requests()
+    assert len(requests) == 4
+    assert feedback(requests[2].last_user_text(), reason)
+    assert second.answer == {}
+    assert second.stdin["stop_hook_active"] is True
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+
+
+def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
+    claude_code: Path, root: Path
+) -> None:
+    """Written an hour before this run, in its own task directory: said to the person, never
+    put on this agent, whose own file (written by a shell command) is applied."""
+    theirs = write_meta(root, OTHER, BROKEN)
+    when = time.time() - HOUR_AGO
+    os.utime(theirs, (when, when))
+    own = meta(root, OWN)
+    command = f"cat > specs/{OWN}/{META} <<'EOF'\n{VALID}\nEOF"
+    run = run_claude(claude_code, root, [bash(command), say("Done.")], "Research task 259.")
+    (stop,) = only(run.calls, "Stop")
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert len(run.server.agent_requests()) == 2
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, None, "bash_cat.jsonl")
+
+
+def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks_the_agent(
+    claude_code: Path, root: Path
+) -> None:
+    """While the agent works on its own file (read, then edited from in_progress to its
+    outcome), another process writes a broken file in another task directory about a second
+    before the agent stops: the transcript names only the agent's own file, so the other one
+    is said to the person, not put on the agent, however recent."""
+    own = write_meta(root, OWN, IN_PROGRESS)
+    theirs = meta(root, OTHER)
+
+    def other_process(_: dict[str, Any]) -> None:
+        write_meta(root, OTHER, BROKEN)
+        time.sleep(1.0)  # past the hook's settle window: the file is whole when it stops
+
+    script = [read(own), edit(own, IN_PROGRESS, VALID), say("Done.", before=other_process)]
+    run = run_claude(claude_code, root, script, "Research task 259.")
+    (stop,) = only(run.calls, "Stop")
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert len(run.server.agent_requests()) == 3
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, None, "edit.jsonl")
+
+
+def test_a_subagents_invalid_file_blocks_the_subagent_until_it_is_fixed(
+    claude_code: Path, root: Path
+) -> None:
+    """The session delegates to a subagent (the `Agent` tool); the subagent's broken file
+    blocks the subagent at its SubagentStop, the reason reaches its next request, its fix is
+    applied, and the session then stops."""
+    own = meta(root, OWN)
+    delegate = ToolCall(
+        "Agent",
+        {
+            "description": "Research task 259",
+            "prompt": "Research task 259 and write its metadata.",
+            "subagent_type": "general-purpose",
+            "run_in_background": False,
+        },
+    )
+    script = [
+        Turn(calls=[delegate]),
+        write(str(own), BROKEN),
+        say("Subagent done."),
+        write(str(own), VALID),
+        say("Subagent fixed it."),
+        say("Done."),
+    ]
+    run = run_claude(claude_code, root, script, "Research task 259 with a subagent.")
+    first, second = only(run.calls, "SubagentStop")
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    requests = run.server.agent_requests()
+    assert len(requests) == 6
+    assert feedback(requests[3].last_user_text(), reason)
+    assert second.answer == {}
+    (stop,) = only(run.calls, "Stop")
+    assert stop.answer == {}
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    record(run, first, "subagent_stop.json", "subagent_write.jsonl")
+    if recording():
+        # The session's own transcript: it delegated, and wrote nothing itself.
+        session = Path(stop.stdin["transcript_path"])
+        capture_transcript(run, session, "nothing.jsonl")
+
+
+# --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
+
+
+def record(run: Run, call: HookCall, hook_fixture: str | None, transcript: str) -> None:
+    """With the switch on, this run's hook input and the stopping agent's transcript become
+    the fixtures (tests/hooks/fixtures/README.md), their paths replaced by placeholders."""
+    if not recording():
+        return
+    own = call.stdin.get("agent_transcript_path") or call.stdin["transcript_path"]
+    places = {str(own): "$TRANSCRIPT", str(run.root): "$ROOT", str(run.home): "$HOME"}
+    if call.event == "SubagentStop":
+        # The parent session's transcript, which the hook must not read for a subagent.
+        places[call.stdin["transcript_path"]] = "$ROOT/parent-session.jsonl"
+    if hook_fixture is not None:
+        text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
+        (HOOK_FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+    capture_transcript(run, Path(own), transcript)
+
+
+def capture_transcript(run: Run, path: Path, name: str) -> None:
+    places = {str(run.root): "$ROOT", str(run.home): "$HOME"}
+    text = placeheld(path.read_text(encoding="utf-8"), places)
+    (TRANSCRIPT_FIXTURES / name).write_text(text, encoding="utf-8")
+
+
+def test_the_pinned_release_is_the_one_that_runs(claude_code: Path) -> None:
+    out = subprocess.run(
+        [str(claude_code), "--version"], capture_output=True, check=False, timeout=60
+    )
+    assert out.returncode == 0
+    assert out.stdout.decode().split()[0] == pinned("claude").version
