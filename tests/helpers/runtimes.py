@@ -74,12 +74,12 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def installed(name: str, binary: str) -> Path:
-    """The executable ``binary`` of runtime ``name``'s pinned release, installed first if it is
-    not yet in the cache."""
+def installed(name: str) -> Path:
+    """The executable of runtime ``name``'s pinned release (named as the runtime), installed
+    first if it is not yet in the cache."""
     pin = pinned(name)
     target = runtimes_dir() / f"{pin.name}-{pin.version}"
-    exe = target / "node_modules" / ".bin" / binary
+    exe = target / "node_modules" / ".bin" / name
     if not exe.exists():
         _install(pin, target)
     if not exe.exists():

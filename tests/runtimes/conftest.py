@@ -12,4 +12,4 @@ from helpers.runtimes import installed
 @pytest.fixture(scope="session")
 def claude_code() -> Path:
     """Claude Code's ``claude``, the release pinned in tests/runtimes/pinned.txt."""
-    return installed("claude", "claude")
+    return installed("claude")
