@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -167,6 +168,8 @@ def test_a_valid_file_of_its_own_is_applied_and_the_agent_stops(
     assert task_status(root, 259) == "researched"
     assert not own.exists()
     assert len(run.server.agent_requests()) == 2
+    # Offline: nothing but the Messages API was asked (docs/hooks/claude.md).
+    assert {r.path.split("?")[0] for r in run.server.requests} == {"/v1/messages"}
     record(run, stop, "stop.json", "write.jsonl")
 
 
@@ -301,6 +304,8 @@ def record(run: Run, call: HookCall, hook_fixture: str | None, transcript: str) 
 
 def capture_transcript(run: Run, path: Path, name: str) -> None:
     places = {str(run.root): "$ROOT", str(run.home): "$HOME"}
+    # Claude Code's name for the project's folder under ~/.claude/projects/.
+    places[re.sub(r"[^A-Za-z0-9]", "-", str(run.root))] = "$PROJECT"
     text = placeheld(path.read_text(encoding="utf-8"), places)
     (TRANSCRIPT_FIXTURES / name).write_text(text, encoding="utf-8")
 
