@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.hooks import copilot, cursor
-from postflightd.hooks.decision import Runtime, StopRequest, decision_answer
+from postflightd.hooks.decision import Runtime, StopRequest, decision_answer, project_starts
 from postflightd.hooks.ownership import Ownership, ownership, transcripts_of
 from postflightd.hooks.stdin import directory, flag, text
 
@@ -59,11 +59,9 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     def whose(timeout_s: float, now: float) -> Ownership:
         return ownership(paths, timeout_s, now)
 
-    starts = [cwd]
     project_dir = env.get("CLAUDE_PROJECT_DIR")
-    if project_dir:
-        starts.append(Path(project_dir))
-    return StopRequest(tuple(starts), not active, whose, text(doc, "agent_type"))
+    starts = project_starts(cwd, [Path(project_dir)] if project_dir else [])
+    return StopRequest(starts, not active, whose, text(doc, "agent_type"))
 
 
 RUNTIME: Final = Runtime("claude", parse, decision_answer)

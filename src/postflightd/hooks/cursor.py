@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.hooks.decision import Runtime, StopRequest, Verdict
+from postflightd.hooks.decision import Runtime, StopRequest, Verdict, project_starts
 from postflightd.hooks.ownership import Ownership, window_ownership
 from postflightd.hooks.stdin import HookInputError, count, text
 
@@ -58,19 +58,18 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
 
 
 def _starts(doc: Mapping[str, Any]) -> tuple[Path, ...]:
-    """The workspace's folders (and a ``cwd``, when a version sends one, first)."""
-    starts: list[Path] = []
+    """The workspace's folders (and a ``cwd``, when a version sends one, within them)."""
     cwd = text(doc, "cwd")
-    if cwd:
-        starts.append(Path(cwd))
     roots = doc.get("workspace_roots")
+    folders = []
     if isinstance(roots, list):
-        starts += [Path(r) for r in roots if isinstance(r, str) and r and "\0" not in r]
+        folders = [Path(r) for r in roots if isinstance(r, str) and r and "\0" not in r]
+    starts = project_starts(Path(cwd) if cwd and "\0" not in cwd else None, folders)
     if not starts:
         raise HookInputError(
             'hook input has no "workspace_roots" list of folders: cannot tell which project stopped'
         )
-    return tuple(starts)
+    return starts
 
 
 def render(verdict: Verdict) -> dict[str, Any]:

@@ -59,8 +59,8 @@ class StopRequest(NamedTuple):
     """One stop, whatever the runtime: what ``answer`` needs. (These three are named tuples:
     the hook runs at every stop, and a frozen dataclass compiles its methods at import.)"""
 
-    #: where to look for the project, in order (the agent's cwd, then the runtime's project
-    #: directory or workspace roots: an agent that ran ``cd /tmp`` still belongs to its project)
+    #: where to look for the project, in order (``project_starts``: the runtime's project
+    #: directory or workspace roots, the agent's cwd only within them)
     starts: tuple[Path, ...]
     #: False when the runtime's loop guard says the agent was already sent back
     may_block: bool
@@ -68,6 +68,22 @@ class StopRequest(NamedTuple):
     whose: Whose
     #: the subagent's type, whose words choose the operation's timeout
     agent_type: str | None = None
+
+
+def project_starts(cwd: Path | None, project_dirs: Sequence[Path]) -> tuple[Path, ...]:
+    """Where to look for the project that stopped (``StopRequest.starts``): the runtime's own
+    project directories, and the agent's ``cwd`` first when it is inside one of them (a project
+    within the runtime's). Where the runtime names none, the ``cwd``. An agent that ran ``cd``
+    into another project never makes that project's files this run's."""
+    if not project_dirs:
+        return (cwd,) if cwd is not None else ()
+    if cwd is not None and any(_inside(cwd, d) for d in project_dirs):
+        return (cwd, *project_dirs)
+    return tuple(project_dirs)
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory))
 
 
 class Verdict(NamedTuple):

@@ -31,7 +31,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.hooks.decision import Runtime, StopRequest, Verdict, decision_answer
+from postflightd.hooks.decision import (
+    Runtime,
+    StopRequest,
+    Verdict,
+    decision_answer,
+    project_starts,
+)
 from postflightd.hooks.ownership import Ownership, window_ownership
 from postflightd.hooks.stdin import directory, flag, text
 
@@ -45,11 +51,9 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     def whose(timeout_s: float, now: float) -> Ownership:
         return window_ownership(transcript, timeout_s, now)
 
-    starts = [cwd]
     project_dir = env.get("GEMINI_PROJECT_DIR")
-    if project_dir:
-        starts.append(Path(project_dir))
-    return StopRequest(tuple(starts), not active, whose)
+    starts = project_starts(cwd, [Path(project_dir)] if project_dir else [])
+    return StopRequest(starts, not active, whose)
 
 
 def render(verdict: Verdict) -> dict[str, Any]:
