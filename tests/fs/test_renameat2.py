@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers.documents import researched_doc
 from helpers.needs import unavailable
+from helpers.project import project, task_status, write_meta
 from helpers.waiting import wait_until
 from postflightd.fs import renameat2
 from postflightd.fs.atomic import Snapshot, replace_if_unchanged
@@ -191,3 +193,33 @@ def test_an_exchange_fault_that_is_not_unsupported_is_an_error_leaving_the_file(
         replace_if_unchanged(d, "state.json", lambda s: b"new", crash_label="state")
     assert target.read_bytes() == b"a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.json"]
+
+
+def test_where_ctypes_cannot_be_imported_process_applies_with_a_plain_rename(
+    tmp_path: Path,
+) -> None:
+    """An interpreter built without ctypes (or with it blocked): the exchange is unavailable,
+    as on a kernel without renameat2, and ``process`` writes with the plain rename."""
+    root = project(tmp_path / "p", 1)
+    meta = write_meta(root, "1_task1", researched_doc("1_task1"))
+    prelude = (
+        "import sys; sys.modules['ctypes'] = None; "
+        "from postflightd.cli import main; raise SystemExit(main(sys.argv[1:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", prelude, "process", str(meta)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=DEADLINE_S * 4,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "applied to task 1 as researched" in done.stdout
+    assert done.stderr == ""
+    assert task_status(root, 1) == "researched"
+    assert not meta.exists()
+    # Nothing left behind: no temporary state.json beside the real one.
+    assert sorted(p.name for p in (root / "specs").iterdir() if "state" in p.name) == [
+        ".state.lock",
+        "state.json",
+    ]

@@ -3,9 +3,9 @@
 Python's ``os`` module offers neither flag. glibc has had a ``renameat2`` wrapper since 2.28;
 an older C library (or one without it, as some musl builds) is reached through
 ``syscall(SYS_renameat2)`` with the number of the machine's architecture. Where neither exists
-(not Linux, an unknown architecture) ``exchange`` and ``rename_noreplace`` raise ``OSError``
-with ENOSYS, as the kernel itself does when it predates the call (3.15): callers fall back to
-a plain rename.
+(not Linux, an unknown architecture, an interpreter without ctypes) ``exchange`` and
+``rename_noreplace`` raise ``OSError`` with ENOSYS, as the kernel itself does when it predates
+the call (3.15): callers fall back to a plain rename.
 
 ctypes is imported on first use only: a command that never replaces state.json never loads it.
 """
@@ -51,8 +51,12 @@ _Call = Callable[[int, bytes, int, bytes, int], int]
 def _call() -> _Call | None:
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes  # on first use only: see the module docstring
-
+    try:
+        import ctypes  # on first use only: see the module docstring
+    except ImportError:
+        # An interpreter built without ctypes (its _ctypes extension left out, as in some
+        # minimal images), or one that blocks it: no way to make the call, as without it.
+        return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:
