@@ -388,3 +388,32 @@ def test_processing_the_same_bytes_again_changes_nothing(
     write_meta(root, "259_prove_completeness", doc)  # the same bytes, back again
     assert main(["process", str(path)]) == 0, capsys.readouterr()
     assert (root / "specs" / "state.json").read_bytes() == written
+
+
+@pytest.mark.parametrize("file", ["state.json", "errors.json", ".postflight-pending"])
+def test_a_number_too_long_to_read_is_named_plainly_in_every_project_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], file: str
+) -> None:
+    """json refuses an integer of more than 4,300 digits with Python's own advice (a call to
+    raise the limit); the reader says what is wrong with the file instead."""
+    root = project(tmp_path / "p", 1)
+    doc = researched_doc("1_task1")
+    if file == "errors.json":  # read only when a run's errors are logged
+        doc.update(status="failed", artifacts=[])
+        doc["errors"] = [{"type": "x", "message": "m", "recoverable": True, "recommendation": "r"}]
+    meta = write_meta(root, "1_task1", doc)
+    path = root / "specs" / (f"1_task1/{file}" if file.startswith(".") else file)
+    big = '{"session_id": "s", "x": ' + "9" * 4301 + "}"
+    if file == "state.json":
+        big = path.read_text("utf-8").replace(
+            '"next_project_number"', '"x": ' + "9" * 4301 + ', "next_project_number"'
+        )
+    elif file == "errors.json":
+        big = "[" + big + "]"
+    path.write_text(big, "utf-8")
+    code = main(["process", str(meta)])
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
+    assert code != 70, out
+    assert "holds a number too long to read (over 4,300 digits)" in out, out
+    assert "set_int_max_str_digits" not in out

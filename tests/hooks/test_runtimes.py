@@ -122,7 +122,14 @@ def test_a_bad_configuration_is_told_to_the_person_never_blocks(
     assert meta.exists()
 
 
-@pytest.mark.parametrize("stdin", [b"", b"{truncated", b"[1, 2]", b"\xff\xfe"])
+#: JSON whose integer has more digits than Python converts (4,300): json.loads raises a
+#: ValueError that is neither a JSONDecodeError nor a UnicodeDecodeError.
+TOO_LONG_NUMBER = b'{"cwd": "/", "x": ' + b"9" * 4301 + b"}"
+
+
+@pytest.mark.parametrize(
+    "stdin", [b"", b"{truncated", b"[1, 2]", b"\xff\xfe", TOO_LONG_NUMBER, b"[" * 100_000]
+)
 def test_malformed_stdin_is_a_non_blocking_error(
     runtime: Runtime, hook: Hook, stdin: bytes
 ) -> None:
@@ -147,6 +154,18 @@ def test_the_real_cli_sends_the_agent_back_in_the_runtimes_protocol(
     malformed = hook_process(runtime, b"{truncated")
     assert malformed.doc == {}
     assert malformed.code == runtime.malformed_exit
+
+
+def test_a_number_too_long_to_read_is_malformed_input_for_the_real_cli(runtime: Runtime) -> None:
+    """As the runtime starts it: OpenCode's plugin is answered with exit 0, the others with
+    their unreadable-input exit, one line on stderr and no crash log."""
+    answer = hook_process(runtime, TOO_LONG_NUMBER)
+    assert answer.code == runtime.malformed_exit
+    assert answer.doc == {}
+    assert answer.stderr == (
+        "postflightd: hook input on stdin holds a number too long to read (over 4,300 "
+        "digits); expected the hook's JSON object\n"
+    )
 
 
 def test_a_stop_hook_active_that_is_not_a_boolean_is_malformed(hook: Hook, tmp_path: Path) -> None:

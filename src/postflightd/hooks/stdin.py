@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.errors import MalformedInputError
-from postflightd.models.files import json_problem
+from postflightd.models.files import json_problem, number_too_long
 
 MAX_HOOK_INPUT: Final = 1024 * 1024
 #: How long stdin may stay silent before a complete JSON object has arrived.
@@ -134,6 +134,10 @@ def load_object(raw: bytes) -> dict[str, Any]:
     except RecursionError:
         raise HookInputError(
             "hook input on stdin is JSON nested too deeply to read; expected the hook's JSON object"
+        ) from None
+    except ValueError:  # what is left once the two above are caught
+        raise HookInputError(
+            f"hook input on stdin {number_too_long()}; expected the hook's JSON object"
         ) from None
     if not isinstance(doc, dict):
         raise HookInputError('hook input on stdin must be a JSON object with at least "cwd"')

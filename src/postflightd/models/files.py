@@ -8,6 +8,7 @@ finding can carry (a metadata file's PF102, state.json's PF604, a marker's probl
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Final
 
 #: The metadata file an agent writes at the end of (and during) a run.
@@ -18,8 +19,19 @@ MARKER_NAME: Final = ".postflight-pending"
 LOOP_GUARD_NAME: Final = ".postflight-loop-guard"
 
 
+class _ConstantError(ValueError):
+    """NaN, Infinity or -Infinity: Python's json reads them, JSON does not have them."""
+
+
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+    raise _ConstantError(f"{name} is not valid JSON")
+
+
+def number_too_long() -> str:
+    """Why JSON text holding an integer longer than Python converts cannot be read (json
+    converts each integer as it reads it, and Python refuses one of more digits than
+    ``sys.get_int_max_str_digits()``)."""
+    return f"holds a number too long to read (over {sys.get_int_max_str_digits():,} digits)"
 
 
 #: One decoder for every file: ``json.loads`` with an argument builds a new one per call.
@@ -43,8 +55,10 @@ def parse_json(raw: bytes, what: str = "the file") -> tuple[Any, str | None]:
         if not text.strip():
             return None, f"{what} is empty"
         return None, json_problem(exc, what)
-    except ValueError as exc:
+    except _ConstantError as exc:
         return None, str(exc)
+    except ValueError:  # what is left once the two above are caught
+        return None, number_too_long()
     except RecursionError:
         return None, "JSON nested too deeply to read"
 
