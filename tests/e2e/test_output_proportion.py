@@ -26,6 +26,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,10 @@ import pytest
 
 from helpers.daemon_process import daemons
 from helpers.documents import final_text, task_entry
-from helpers.project import meta_path, project, task_status
+from helpers.hooks import MINUTE_AGO, Hook, by_name, written
+from helpers.project import meta_path, project, task_status, write_artifact
 from helpers.waiting import wait_until
+from postflightd.cli import main
 from postflightd.postflight.json_layout import LAYOUT_FACTOR, LAYOUT_SLACK
 from postflightd.project.hook_files import MAX_SETTINGS_DEPTH
 
@@ -274,3 +277,75 @@ def test_init_refuses_settings_nested_too_deeply(
         assert message in run.stderr
         assert "Traceback" not in run.stderr
         assert settings_of(root) == before
+
+
+# --- nested just short of what a reader reads --------------------------------------------------
+
+
+def deep_entry_project(root: Path, depth: int) -> Path:
+    """Task 1's entry holds a value ``depth`` deep; a valid final metadata file for it."""
+    project(root, [task_entry(1, "task1", notes=[])], todo=True)
+    state = root / "specs" / "state.json"
+    state.write_text(
+        state.read_text(encoding="utf-8").replace('"notes": []', '"notes": ' + nested(depth)),
+        encoding="utf-8",
+    )
+    write_artifact(root, "specs/1_task1/reports/research-001.md")
+    meta_path(root, 1).parent.mkdir(parents=True, exist_ok=True)
+    meta_path(root, 1).write_text(final_text(1), encoding="utf-8")
+    return root
+
+
+def verdicts_down_from_what_cannot_be_read(
+    tmp_path: Path, run: Callable[[Path], str]
+) -> dict[int, str]:
+    """``run``'s verdict on the project of each depth from 1,000 down, to ten depths past
+    the deepest applied: the depths where reading starts to work, whatever this stack."""
+    verdicts: dict[int, str] = {}
+    for depth in range(1000, 0, -1):
+        verdicts[depth] = run(deep_entry_project(tmp_path / str(depth), depth))
+        applied = [d for d, v in verdicts.items() if v == "applied"]
+        if applied and max(applied) - depth >= 10:
+            return verdicts
+    raise AssertionError(verdicts)
+
+
+def verdict_of(root: Path, told: str) -> str:
+    """PF106 (the metadata file blamed), PF604 (state.json's problem), or applied."""
+    if "PF106" in told:
+        return "PF106"
+    if "PF604" in told or "state.json: JSON nested too deeply" in told:
+        return "PF604"
+    return "applied" if task_status(root, 1) == "researched" else told
+
+
+def test_a_state_json_too_deep_to_write_back_is_pf604_for_process_never_pf106(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nested just short of what json reads: read, but it could not be written back. It is
+    state.json's problem (PF604, the file kept), never the valid metadata file's (PF106)."""
+
+    def process(root: Path) -> str:
+        code = main(["process", str(meta_path(root, 1))])
+        out = capsys.readouterr().out
+        assert code in (0, 4), out
+        return verdict_of(root, out)
+
+    verdicts = verdicts_down_from_what_cannot_be_read(tmp_path, process)
+    assert set(verdicts.values()) == {"PF604", "applied"}, verdicts
+
+
+def test_a_state_json_too_deep_to_write_back_is_pf604_for_the_hook_never_pf106(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hook = Hook(capsys, tmp_path)
+    runtime = by_name("claude", "stop.json")
+
+    def stop(root: Path) -> str:
+        written(meta_path(root, 1), MINUTE_AGO)  # settled: the hook does not wait for it
+        answer = hook(runtime, {"cwd": str(root), "stop_hook_active": False})
+        assert answer.code == 0, answer
+        return verdict_of(root, json.dumps(answer.doc) + answer.stderr)
+
+    verdicts = verdicts_down_from_what_cannot_be_read(tmp_path, stop)
+    assert set(verdicts.values()) == {"PF604", "applied"}, verdicts

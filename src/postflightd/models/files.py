@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Final
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Final, TypeVar
 
 #: The metadata file an agent writes at the end of (and during) a run.
 META_NAME: Final = ".return-meta.json"
@@ -38,14 +40,33 @@ def number_too_long() -> str:
 _DECODER: Final = json.JSONDecoder(parse_constant=_reject_constant)
 
 
-def parse_json(raw: bytes, what: str = "the file") -> tuple[Any, str | None]:
+_T = TypeVar("_T")
+
+
+def deeper(calls: int, read: Callable[[], _T]) -> _T:
+    """``read()`` called ``calls`` calls deeper, each through C (``functools.partial``), so
+    that each is counted against the recursion limit both where the interpreter counts Python
+    calls (3.11) and where it counts calls from C (3.12 on): json's decoder then gives up
+    ``calls`` levels of nesting sooner than where it is called."""
+    if calls <= 0:
+        return read()
+    return partial(deeper, calls - 1, read)()
+
+
+def parse_json(raw: bytes, what: str = "the file", *, margin: int = 0) -> tuple[Any, str | None]:
     """(value, None) or (None, why it is not JSON) for a file's bytes (``what`` names them in
-    that reason: the file, the block)."""
+    that reason: the file, the block).
+
+    ``margin``: decoded that many calls deeper (``deeper``), so that a value read here leaves
+    that much of the stack to whatever handles it later, from deeper down.
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})"
     try:
+        if margin > 0:
+            return deeper(margin, partial(_DECODER.decode, text)), None
         return _DECODER.decode(text), None
     except json.JSONDecodeError as exc:
         # A byte-order mark and an empty text never decode: they are named only here, so

@@ -14,7 +14,6 @@ from pathlib import Path
 from postflightd.config import Config
 from postflightd.fs.atomic import read_snapshot
 from postflightd.inert import inert_diff
-from postflightd.models.files import parse_json
 from postflightd.pipeline.group_commit import advanced, outcome_of
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE, unrecordable
@@ -22,7 +21,7 @@ from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import TaskNotFound, TodoEdit, task_index
 from postflightd.project.root import Project
-from postflightd.project.state import state_shape_problem
+from postflightd.project.state import parse_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +53,8 @@ def preview(
     snapshot = read_snapshot(specs, config.postflight.state_file)
     if snapshot.raw is None:
         return []
-    doc, problem = parse_json(snapshot.raw)
-    if problem is not None or state_shape_problem(doc) is not None:
+    doc, problem = parse_state(snapshot.raw)
+    if problem is not None:
         return []
     text = snapshot.raw.decode("utf-8")
     new = doc

@@ -22,7 +22,7 @@ from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace
 from postflightd.fs.directory import FileIdentity, StoreError
 from postflightd.fs.faults import crash_point
 from postflightd.journal.database import Journal, TaskChange, content_text
-from postflightd.models.files import META_NAME, json_problem, parse_json
+from postflightd.models.files import META_NAME, json_problem
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
@@ -40,7 +40,7 @@ from postflightd.postflight.transform import (
     task_position,
 )
 from postflightd.project.root import Project, os_problem
-from postflightd.project.state import STATE_CACHE, state_shape_problem
+from postflightd.project.state import STATE_CACHE, parse_state
 from postflightd.rules.findings import Finding, finding, state_unusable, state_unusable_text
 
 
@@ -179,10 +179,8 @@ def fold_state(
     if cached is not None and cached.doc is not None:
         doc = cached.doc
     else:
-        # parse_json, not json.loads: a document nested too deeply is unusable, not a crash.
-        doc, problem = parse_json(snapshot.raw)
-        if problem is None:
-            problem = state_shape_problem(doc)
+        # parse_state, not json.loads: a document nested too deeply is unusable, not a crash.
+        doc, problem = parse_state(snapshot.raw)
         if problem is not None:
             raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     # Built once from the document read under the lock: outcomes never add or move tasks.

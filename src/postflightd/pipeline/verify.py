@@ -36,11 +36,10 @@ from postflightd.fs.litter import remove_stale_temps
 from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal, RecordedChange, TaskChange
 from postflightd.logs import get_logger
-from postflightd.models.files import parse_json
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import TodoEdit, find_task, task_index
-from postflightd.project.state import STATE_CACHE, StateView, load_state, state_shape_problem
+from postflightd.project.state import STATE_CACHE, StateView, load_state, parse_state
 from postflightd.rules.findings import state_unusable_text
 
 log = get_logger()
@@ -326,10 +325,8 @@ def _parse_state(snapshot: Snapshot) -> tuple[str, dict[str, Any]]:
     cached = STATE_CACHE.get(snapshot.path, snapshot.raw)
     if cached is not None and cached.doc is not None:
         return text, cached.doc
-    # parse_json, not json.loads: a document nested too deeply is unusable, not a crash.
-    doc, problem = parse_json(snapshot.raw)
-    if problem is None:
-        problem = state_shape_problem(doc)
+    # parse_state, not json.loads: a document nested too deeply is unusable, not a crash.
+    doc, problem = parse_state(snapshot.raw)
     if problem is not None:
         raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     return text, doc

@@ -48,10 +48,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache, partial
 from pathlib import Path
 from types import GenericAlias
-from typing import Any, BinaryIO, Final, TypeVar
+from typing import Any, BinaryIO, Final
 
-from postflightd.models.files import parse_json
-from postflightd.project.state import StateView, open_state, read_state_bytes, state_shape_problem
+from postflightd.models.files import deeper
+from postflightd.project.state import (
+    WRITE_BACK_MARGIN,
+    StateView,
+    open_state,
+    parse_state,
+    read_state_bytes,
+)
 
 #: The task fields the rules read (TaskContext.task), by their state.json names.
 SCAN_FIELDS: Final = ("project_number", "project_name", "language", "session_id", "status")
@@ -72,11 +78,11 @@ WHOLE_MAX_BYTES: Final = 64 << 20
 
 _WHITESPACE: Final = re.compile(r"[ \t\n\r]*")  # json's own definition
 
-_T = TypeVar("_T")
 
 #: How many calls deeper than the full reader's decoder this module's readers decode (above):
-#: the full reader's path from ``load_state_for_scan`` down to json's scanner is 4 calls.
-_STACK_MARGIN: Final = 32
+#: the full reader's path from ``load_state_for_scan`` down to json's scanner is 4 calls, and
+#: it decodes ``WRITE_BACK_MARGIN`` calls deeper still.
+_STACK_MARGIN: Final = WRITE_BACK_MARGIN + 32
 
 #: How much of a file that is not ASCII is checked for UTF-8 at a time (memory stays flat).
 _UTF8_CHUNK: Final = 1 << 16
@@ -112,7 +118,7 @@ def load_state_for_scan(
                 tasks.keep(decoded)
             else:
                 opened.seek(0)
-                tasks = _deeper(_STACK_MARGIN, _LeanReader(opened, chunk_bytes).tasks)
+                tasks = deeper(_STACK_MARGIN, _LeanReader(opened, chunk_bytes).tasks)
     except (_UnusualError, ValueError, RecursionError, OSError):
         # Rare: the full reader says why, in the words every other command uses (or reads
         # what this one is too strict for); its cost does not matter then.
@@ -137,7 +143,7 @@ def _decode(raw: bytes) -> Iterator[tuple[Any, ...]] | None:
         return None
     decode, astuple = _msgspec()
     try:
-        state = _deeper(_STACK_MARGIN, partial(decode, raw))
+        state = deeper(_STACK_MARGIN, partial(decode, raw))
     except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError too
         return None
     return map(astuple, state.active_projects)
@@ -210,22 +216,11 @@ def _long_integer(raw: bytes) -> bool:
     return False
 
 
-def _deeper(calls: int, read: Callable[[], _T]) -> _T:
-    """``read()`` called ``calls`` calls deeper, each through C (``functools.partial``), so
-    that each is counted against the recursion limit both where the interpreter counts Python
-    calls (3.11) and where it counts calls from C (3.12 on)."""
-    if calls <= 0:
-        return read()
-    return partial(_deeper, calls - 1, read)()
-
-
 def _full_read(path: Path) -> StateView:
     raw = read_state_bytes(path)
     if isinstance(raw, StateView):
         return raw
-    doc, problem = parse_json(raw)
-    if problem is None:
-        problem = state_shape_problem(doc)
+    doc, problem = parse_state(raw)
     if problem is not None:
         return StateView(path, exists=True, problem=f"{path.name}: {problem}")
     tasks = LeanTasks()

@@ -53,6 +53,24 @@ def state_shape_problem(doc: object) -> str | None:
     return None
 
 
+#: How many calls deeper than where it is read state.json is decoded (``parse_state``). What
+#: is read is written back from deeper in the stack: the postflight encodes a task's entry
+#: about six calls below the read in ``process``, the hook and the daemon, and json's encoder
+#: counts each level of nesting as json's decoder does. Without the margin, a state.json
+#: nested just below what the reader could read (about 980 levels) was read, then could not
+#: be written, and the valid metadata file was blamed for it (PF106).
+WRITE_BACK_MARGIN: Final = 32
+
+
+def parse_state(raw: bytes) -> tuple[Any, str | None]:
+    """(document, None) or (None, why it is unusable: PF604) for state.json's bytes: JSON, of
+    the shape postflight reads, and nested no deeper than it can be written back."""
+    doc, problem = parse_json(raw, margin=WRITE_BACK_MARGIN)
+    if problem is None:
+        problem = state_shape_problem(doc)
+    return (None, problem) if problem is not None else (doc, None)
+
+
 def tasks_by_number(doc: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:
     return {t["project_number"]: t for t in doc["active_projects"]}
 
@@ -190,9 +208,7 @@ def load_state(specs: Directory, name: str, others: tuple[str, ...] = ()) -> Sta
     cached = STATE_CACHE.get(path, raw)
     if cached is not None:
         return cached
-    doc, problem = parse_json(raw)
-    if problem is None:
-        problem = state_shape_problem(doc)
+    doc, problem = parse_state(raw)
     if problem is not None:
         return StateView(path, exists=True, problem=f"{name}: {problem}")
     return STATE_CACHE.remember(path, raw, doc)
