@@ -186,3 +186,57 @@ def test_daemon_applies_the_batch_around_the_bad_file(tmp_path: Path, kind: str)
             daemon.kill()
             daemon.wait()
     assert daemon.returncode == 0, log_path.read_text()
+
+
+# --- an artifact path the system cannot be asked about -----------------------------------------
+
+
+def unnameable_artifact(root: Path) -> tuple[Path, Path]:
+    """Task 1's file names an artifact with a lone surrogate (the JSON escape ``\\ud800``):
+    no file name can hold it. Task 2's file is valid. (bad, good)"""
+    project(root, 2)
+    text = json.dumps(researched_doc("1_task1")).replace("research-001.md", "\\ud800x.md")
+    bad = write_meta(root, "1_task1", text)
+    return bad, write_meta(root, "2_task2", researched_doc("2_task2"))
+
+
+def assert_pf501_for_that_file_alone(done: subprocess.CompletedProcess[bytes]) -> str:
+    out = text(done.stdout) + text(done.stderr)
+    assert "internal error" not in out and "Traceback" not in out, out
+    assert "PF501" in out and "lone surrogate" in out, out
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
+def test_scan_reports_an_unnameable_artifact_path_as_pf501_in_every_format(
+    tmp_path: Path, fmt: str
+) -> None:
+    unnameable_artifact(tmp_path / "p")
+    done = run("scan", "--format", fmt, str(tmp_path / "p"))
+    assert done.returncode == 1, text(done.stdout) + text(done.stderr)
+    assert_pf501_for_that_file_alone(done)
+
+
+def test_status_shows_the_file_with_an_unnameable_artifact_path_invalid(tmp_path: Path) -> None:
+    unnameable_artifact(tmp_path / "p")
+    done = run("status", str(tmp_path / "p"))
+    assert done.returncode != 70, text(done.stderr)
+    assert "1 invalid" in text(done.stdout)
+    assert "internal error" not in text(done.stderr)
+
+
+def test_process_and_the_hook_refuse_only_the_file_with_an_unnameable_artifact_path(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    bad, good = unnameable_artifact(root)
+    refused = run("process", str(bad))
+    assert refused.returncode == 1
+    assert_pf501_for_that_file_alone(refused)
+    done = run("hook", "claude", stdin=json.dumps({"cwd": str(root), "stop_hook_active": False}))
+    assert done.returncode == 0, text(done.stderr)
+    answer = json.loads(text(done.stdout))
+    assert answer["decision"] == "block" and "PF501" in answer["reason"]
+    assert bad.exists() and not good.exists()  # the valid file was applied beside it
+    state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
+    assert [t["status"] for t in state["active_projects"]] == ["researching", "researched"]

@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 from helpers.daemon_process import in_progress_doc
 from helpers.documents import researched_doc
 from helpers.project import project, write_meta
+from helpers.waiting import wait_until
 from postflightd.cli import main
 from postflightd.commands.serve import build_app
 from postflightd.journal.database import default_journal_path
@@ -266,3 +267,40 @@ def test_the_example_grafana_board_uses_only_metrics_served(client: TestClient) 
     for name in named:
         base = re.sub(r"_(total|bucket|count|sum)$", "", name)
         assert base in served, name
+
+
+def unnameable_artifact_text(task_dir: str) -> str:
+    """A valid file but for its artifact path: a lone surrogate (the JSON escape ``\\ud800``),
+    which no file name can hold."""
+    return json.dumps(researched_doc(task_dir)).replace("research-001.md", "\\ud800x.md")
+
+
+def invalid_codes(client: TestClient) -> dict[int, list[str]]:
+    state = client.get("/api/state").json()
+    return {f["task"]: [x["code"] for x in f["findings"]] for f in state["invalid"]}
+
+
+def test_serve_starts_beside_an_unnameable_artifact_path_and_shows_it_invalid(
+    tmp_path: Path,
+) -> None:
+    root = project(tmp_path / "project", 2)
+    write_meta(root, "1_task1", unnameable_artifact_text("1_task1"))
+    with client_for(root) as client:
+        assert invalid_codes(client) == {1: ["PF501"]}
+
+
+def test_an_unnameable_artifact_path_written_while_serving_leaves_the_view_live(
+    tmp_path: Path,
+) -> None:
+    """The file appears while serve runs: it is shown as PF501, and the view goes on
+    following the tree (a later invalid file is shown too)."""
+    root = project(tmp_path / "project", 2)
+    with client_for(root, poll_s=0.05) as client:
+        assert invalid_codes(client) == {}
+        write_meta(root, "1_task1", unnameable_artifact_text("1_task1"))
+        wait_until("the file shown", lambda: 1 in invalid_codes(client))
+        bad = researched_doc("2_task2")
+        bad["status"] = "completed"
+        write_meta(root, "2_task2", bad)
+        wait_until("the view to go on", lambda: 2 in invalid_codes(client))
+        assert invalid_codes(client) == {1: ["PF501"], 2: ["PF203"]}

@@ -1,7 +1,8 @@
 """The artifact probe: what an artifact path named in a metadata file is on disk.
 
 The rules ask it for each artifact path (relative to the project root); it answers with an
-``ArtifactState`` (ok, missing, empty, not a file, outside the root), resolving symbolic links
+``ArtifactState`` (ok, missing, empty, not a file, outside the root, or no name the OS can
+take), resolving symbolic links
 on the way. It is the scan's hot loop at 10,000 files, hence ``os.path`` on plain strings
 rather than ``pathlib``.
 """
@@ -170,6 +171,17 @@ class DiskProbe:
         return real
 
     def __call__(self, rel: str) -> ArtifactState:
+        try:
+            return self._state(rel)
+        except ValueError:
+            # What the OS cannot be handed as a file name: a lone surrogate (other than those
+            # standing for a byte of a name that is not UTF-8) fails to encode
+            # (UnicodeEncodeError), a NUL is refused (ValueError). Caught here, where paths
+            # become OS calls, it is one artifact's finding, not every command's crash. No
+            # cache holds a part of it: each is filled only after its call returned.
+            return ArtifactState.UNNAMEABLE
+
+    def _state(self, rel: str) -> ArtifactState:
         if self._anchored:
             fd = self._anchor
             if fd < 0:

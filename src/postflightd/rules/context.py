@@ -21,6 +21,8 @@ class ArtifactState(Enum):
     EMPTY = "empty"
     NOT_A_FILE = "not_a_file"
     OUTSIDE = "outside"
+    #: a path the system cannot be asked about: the OS cannot encode it (a lone surrogate).
+    UNNAMEABLE = "unnameable"
 
 
 #: Answers what an artifact path (relative to the project root) is on disk.

@@ -294,7 +294,9 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     ),
     "PF501": Explanation(
         what="An artifact path is absolute, leaves the project root (.., a symlink), holds a "
-        "control character or a URI scheme, or is over-long.",
+        "control character or a URI scheme, is over-long, or holds a character the system "
+        "cannot encode in a file name (a lone surrogate, such as the JSON escape \\ud800 "
+        "alone).",
         why="Paths are linked from TODO.md and checked on disk: one that escapes the root or "
         "carries markup is unsafe to follow or to render.",
         bad='"path": "/home/me/notes/research.md"',

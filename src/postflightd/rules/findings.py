@@ -80,7 +80,8 @@ RULES: dict[str, Rule] = {
         Rule(
             "PF501",
             E,
-            "artifact path absolute, outside the root, a URI, too long or with control characters",
+            "artifact path absolute, outside the root, a URI, too long, with control characters "
+            "or not a name the system can encode",
         ),
         Rule("PF502", E, "artifact file does not exist (warning for non-success statuses)"),
         Rule("PF503", E, "artifact file is empty (warning for non-success statuses)"),

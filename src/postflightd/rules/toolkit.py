@@ -485,3 +485,11 @@ def artifact_rules(
             yield finding(
                 "PF503", loc, f"artifact {clip(path)!r} is empty: write its content", disk_severity
             )
+        elif state is ArtifactState.UNNAMEABLE:
+            yield finding(
+                "PF501",
+                loc,
+                f"artifact path {clip(path)!r} cannot name a file: it holds a character the "
+                "system cannot encode (a lone surrogate); write the character itself (both "
+                "halves of a pair), or name the file plainly",
+            )
