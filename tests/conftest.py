@@ -7,10 +7,13 @@ Plain helper functions are in tests/helpers/ (imported as ``helpers.<module>``),
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +42,10 @@ def _isolated_dirs(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("POSTFLIGHTD_CONFIG", raising=False)
     monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    # postflightd on PATH, as an installed one is (init writes the hook's command by name
+    # then): the virtualenv's bin directory first, whether or not it was activated.
+    bin_dir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", os.pathsep.join([bin_dir, os.environ.get("PATH", "")]))
     yield
 
 

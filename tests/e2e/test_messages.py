@@ -272,6 +272,23 @@ def test_init(tmp_path: Path) -> None:
     run(t, "init", "fresh")
     run(t, "init", "--yes", "fresh")
     run(t, "init", "fresh")
+    run(t, "init", "--systemd", "fresh")  # the unit shown, nothing written: no terminal
+    # A workflow that post-flights by hand: validator mode, and what to remove.
+    adopted = tmp_path / "adopted"
+    shutil.copytree(EXAMPLE, adopted)
+    skill = adopted / ".claude" / "skills" / "research" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(
+        "## Stage 6: read the metadata file\n\n"
+        'meta="specs/${task}_${slug}/.return-meta.json"\n'
+        "status=$(jq -r '.status' \"$meta\")\n\n"
+        "## Stage 10: clean up\n\n"
+        "rm -f specs/${task}_${slug}/.return-meta.json\n",
+        encoding="utf-8",
+    )
+    (adopted / "specs" / "errors.json").write_text('{"errors": []}\n', encoding="utf-8")
+    run(t, "init", "--yes", "adopted")
+    run(t, "init", "adopted")
     broken = tmp_path / "broken"
     (broken / ".claude").mkdir(parents=True)
     (broken / ".claude" / "settings.json").write_text('{"hooks": {\n', encoding="utf-8")
@@ -280,7 +297,7 @@ def test_init(tmp_path: Path) -> None:
     # checked here, then left out of the transcript.
     warned = [b for b in t.blocks if _PRIVATE_TMP in b]
     if str(tmp_path).startswith(("/tmp/", "/var/tmp/")):
-        assert len(warned) == 3, t.blocks
+        assert len(warned) == 1, t.blocks  # only with --systemd
     t.blocks = [_without_private_tmp(b) for b in t.blocks]
     compare(t, "init")
 

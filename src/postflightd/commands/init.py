@@ -2,20 +2,27 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Final, TextIO
 
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.fs.atomic import write_file
-from postflightd.fs.directory import StoreError
-from postflightd.inert import inert_diff
+from postflightd.fs.directory import Directory, StoreError
+from postflightd.inert import inert, inert_diff
+from postflightd.models.files import META_NAME
+from postflightd.project.adoption import WORKFLOW_DIRS, Survey, survey
 from postflightd.project.hook_files import (
     BY_NAME,
     CLAUDE,
+    PROGRAM,
     RUNTIMES,
     Runtime,
     SettingsShapeError,
@@ -26,6 +33,7 @@ from postflightd.project.setup import (
     CONFIG_NAME,
     GITIGNORE_NAME,
     MAX_INIT_FILE_BYTES,
+    labelled_hunks,
     plan_init,
     read_project_text,
     systemd_escape_path,
@@ -63,34 +71,46 @@ def run_init(
     chosen, why = _choose_runtimes(root, runtimes)
     names = (GITIGNORE_NAME, CONFIG_NAME, *(r.path for r in chosen))
     current = {name: read_project_text(root, name) for name in names}
+    found = _survey(root, config.specs_dir, config.postflight.errors_file)
+    has_config = current[CONFIG_NAME] is not None
+    # A new configuration chooses validator mode where the workflow post-flights by hand:
+    # the hook would delete each file before the workflow's own step reads it.
+    apply = config.hook.apply and (has_config or not found.hand_postflights)
+    program, program_note = _hook_program(chosen)
     try:
-        changes = plan_init(current, config.specs_dir, chosen)
+        changes = plan_init(current, config.specs_dir, chosen, apply=apply, program=program)
     except SettingsShapeError as exc:
         raise UsageError(f"{root / exc.path}: {exc}") from None
+    unit = f"postflightd@{systemd_escape_path(str(root))}.service"
+    unit_path = user_unit_dir() / TEMPLATE_UNIT
+    installed = _read_installed_unit(unit_path)
+    new_unit = packaged_unit(TEMPLATE_UNIT) if systemd and installed is None else None
+    if systemd or installed is not None:
+        _warn_if_hidden_by_private_tmp(root, unit, installed)
+    conflict = bool(found.hand_postflights) and apply
+    if not changes and new_unit is None and not conflict and not program_note.cannot_run:
+        out.write(f"{inert(str(root))}: already set up for postflightd; nothing to change\n")
+        return int(ExitCode.OK)
     out.write(f"Stop hook for: {', '.join(r.title for r in chosen)} ({why})\n")
+    _print_summary(found, apply=apply, has_config=has_config, out=out)
+    if program_note.text:
+        out.write(f"{program_note.text}\n")
     for runtime in chosen:
         if not runtime.events and current[runtime.path] not in (None, packaged_plugin()):
             out.write(
                 f"{runtime.path}: not the plugin this postflightd ships: left as it is "
                 "(remove it and run init again to get the current one)\n"
             )
-    unit = f"postflightd@{systemd_escape_path(str(root))}.service"
-    unit_path = user_unit_dir() / TEMPLATE_UNIT
-    installed = _read_installed_unit(unit_path)
-    new_unit = packaged_unit(TEMPLATE_UNIT) if systemd and installed is None else None
-    _warn_if_hidden_by_private_tmp(root, unit, installed)
     if systemd and installed is not None and installed != packaged_unit(TEMPLATE_UNIT):
         out.write(f"{unit_path}: yours, and not the packaged unit: left as it is\n")
-    if not changes and new_unit is None:
-        out.write(f"{root}: already set up for postflightd; nothing to change\n")
-        _print_systemd_line(root, unit, unit_path, installed is not None, out)
-        _print_hook_line(config.hook.apply, chosen, out)
-        _print_dashboard_line(root, out)
-        return int(ExitCode.OK)
     for change in changes:
         out.write(change.diff())
     if new_unit is not None:
-        out.write(inert_diff("", new_unit, "/dev/null", str(unit_path)))
+        unit_diff = inert_diff("", new_unit, "/dev/null", str(unit_path))
+        out.write(labelled_hunks(unit_diff, lambda _: "the systemd user unit"))
+    _print_hand_postflights(found, out)
+    if not changes and new_unit is None:
+        return int(ExitCode.OK)
     count = len(changes) + (new_unit is not None)
     if not yes:
         # Exit 1, as for findings: the project still lacks what the diff shows.
@@ -117,10 +137,131 @@ def run_init(
     if new_unit is not None:
         _install_unit(unit_path, new_unit)
         out.write(f"created {unit_path}\n")
-    _print_systemd_line(root, unit, unit_path, installed is not None or new_unit is not None, out)
-    _print_hook_line(config.hook.apply, chosen, out)
+    if systemd:
+        _print_systemd_line(unit, unit_path, out)
+    for runtime in chosen:
+        if runtime.needs:
+            out.write(f"{runtime.needs}\n")
     _print_dashboard_line(root, out)
     return int(ExitCode.OK)
+
+
+def _survey(root: Path, specs_dir: str, errors_file: str) -> Survey:
+    """What the project's workflow does already; nothing when the root cannot be opened (the
+    writes that follow say why)."""
+    try:
+        with Directory.anchor(root) as directory:
+            return survey(directory, specs_dir, errors_file)
+    except OSError:
+        return Survey()
+
+
+#: How many hand postflights are listed by path; a workflow of hundreds is counted beyond.
+MAX_LISTED: Final = 40
+
+
+def _print_summary(found: Survey, *, apply: bool, has_config: bool, out: TextIO) -> None:
+    """What init found and the mode it chose, in a few lines, before the diff."""
+    hands = found.hand_postflights
+    if hands:
+        tops = Counter(_workflow_dir(h.path) for h in hands)
+        where = joined([f"{n} under {top}/" for top, n in tops.items()])
+        verbs = "reads or deletes" if len(hands) == 1 else "read or delete"
+        out.write(
+            f"A workflow here post-flights by hand: {counted(len(hands), 'file')} {verbs} "
+            f"{META_NAME} ({where}; listed below).\n"
+        )
+        if apply:
+            out.write(
+                f"But {CONFIG_NAME} lets the hook apply: set `[hook] apply = false` there "
+                "(init does not rewrite it) until those steps are removed, or the hook deletes "
+                "each file before they read it and they report a successful run as failed.\n"
+            )
+        else:
+            out.write(
+                "So the stop hook only validates ([hook] apply = false"
+                f"{' in ' + CONFIG_NAME if has_config else ''}): it blocks an agent until its "
+                "own metadata file is right and leaves the file to those steps (or to "
+                "`postflightd process FILE`). Applying, it would delete each file before they "
+                "read it.\n"
+            )
+    elif apply:
+        out.write(
+            f"No skill, command or hook script here reads or deletes {META_NAME}, so the stop "
+            "hook applies ([hook] apply = true): it applies and deletes each valid metadata "
+            f"file when its agent stops (set `[hook] apply = false` in {CONFIG_NAME} if a "
+            "later stage of your workflow reads the file).\n"
+        )
+    else:
+        out.write(
+            "The stop hook only validates ([hook] apply = false): it blocks an agent until its "
+            "own metadata file is right and leaves the file for your workflow's "
+            "`postflightd process FILE`.\n"
+        )
+    if found.cut_short:
+        out.write(f"The look at the workflow {found.cut_short}: the rest was not read.\n")
+    if found.errors_form is not None:
+        form = {
+            "array": "a bare array of error records",
+            "envelope": "an envelope object, its records in an `errors` array",
+        }.get(found.errors_form, f"neither form postflight knows ({found.errors_note})")
+        out.write(f"{inert(found.errors_path)}: {form}.\n")
+    if found.leftovers:
+        shown = inert(found.leftovers[0]) + (", ..." if len(found.leftovers) > 1 else "")
+        then = (
+            "the hook, applying, post-flights each at the next stop"
+            if apply
+            else "`postflightd process FILE` applies one"
+        )
+        out.write(
+            f"{counted(len(found.leftovers), 'metadata file')} with a final status never "
+            f"applied ({shown}): `postflightd scan` checks them; {then}.\n"
+        )
+
+
+def _workflow_dir(path: str) -> str:
+    return next((d for d in WORKFLOW_DIRS if path.startswith(d + "/")), path.rpartition("/")[0])
+
+
+def _print_hand_postflights(found: Survey, out: TextIO) -> None:
+    """The files to remove the hand postflight from before the hook may apply, by path."""
+    hands = found.hand_postflights
+    if not hands:
+        return
+    out.write(
+        "Before setting `[hook] apply = true`, remove the steps that read or delete "
+        f"{META_NAME} (docs/adopting.md) from:\n"
+    )
+    for hand in hands[:MAX_LISTED]:
+        out.write(f"  {inert(hand.path)}:{hand.line} ({hand.does})\n")
+    if len(hands) > MAX_LISTED:
+        out.write(f"  and {counted(len(hands) - MAX_LISTED, 'file')} more\n")
+
+
+@dataclass(frozen=True, slots=True)
+class _ProgramNote:
+    text: str = ""
+    cannot_run: bool = False
+
+
+def _hook_program(runtimes: Sequence[Runtime]) -> tuple[str, _ProgramNote]:
+    """The program the hook's command names: ``postflightd`` when it is on PATH, else this
+    console script by its absolute path (a runtime runs the hook with the PATH it has, and a
+    bare name not on it is a hook that never runs); and what to say of it."""
+    if shutil.which(PROGRAM):
+        return PROGRAM, _ProgramNote()
+    script = Path(sys.argv[0]).resolve() if sys.argv and sys.argv[0] else None
+    if script is not None and script.name == PROGRAM and os.access(script, os.X_OK):
+        text = f"postflightd is not on PATH: the hook runs it by its path, {inert(str(script))}."
+        if any(not r.events for r in runtimes):
+            text += " OpenCode's plugin runs `postflightd` from PATH: put it there first."
+        return str(script), _ProgramNote(text)
+    return PROGRAM, _ProgramNote(
+        "postflightd is not on PATH, and this run is not its console script: the runtime "
+        "cannot run `postflightd hook ...`; put postflightd on PATH (`pipx ensurepath`, or "
+        "its virtualenv's bin directory), then run init again.",
+        cannot_run=True,
+    )
 
 
 def _print_dashboard_line(root: Path, out: TextIO) -> None:
@@ -145,26 +286,6 @@ def _choose_runtimes(root: Path, names: Sequence[str] | None) -> tuple[list[Runt
             chosen = [CLAUDE]
             why = "no runtime's directory found; `--runtime NAME` chooses another"
     return chosen, why
-
-
-def _print_hook_line(applies: bool, runtimes: Sequence[Runtime], out: TextIO) -> None:
-    """The one choice a workflow must make about the stop hook, said once."""
-    if applies:
-        out.write(
-            "The stop hook applies and deletes each valid metadata file when its agent stops; "
-            f"if a later stage of your workflow reads the file, set `[hook] apply = false` in "
-            f"{CONFIG_NAME}: the hook then only validates, and the workflow runs "
-            "`postflightd process FILE` itself.\n"
-        )
-    else:
-        out.write(
-            "The stop hook only validates ([hook] apply = false): it blocks an agent until its "
-            "own metadata file is right and leaves the file for your workflow's "
-            "`postflightd process FILE`.\n"
-        )
-    for runtime in runtimes:
-        if runtime.needs:
-            out.write(f"{runtime.needs}\n")
 
 
 def _read_installed_unit(path: Path) -> str | None:
@@ -206,20 +327,9 @@ def _warn_if_hidden_by_private_tmp(root: Path, unit: str, installed: str | None)
     )
 
 
-def _print_systemd_line(
-    root: Path, unit: str, unit_path: Path, installed: bool, out: TextIO
-) -> None:
-    if installed:
-        out.write(
-            f"To watch this root with a systemd user service (unit: {unit_path}):\n"
-            "  systemctl --user daemon-reload\n"
-            f"  systemctl --user enable --now '{unit}'\n"
-        )
-    else:
-        out.write(
-            "To watch this root with a systemd user service, install the unit "
-            f"({unit_path}) and start it:\n"
-            f"  postflightd init --systemd {shlex.quote(str(root))}\n"
-            "  systemctl --user daemon-reload\n"
-            f"  systemctl --user enable --now '{unit}'\n"
-        )
+def _print_systemd_line(unit: str, unit_path: Path, out: TextIO) -> None:
+    out.write(
+        f"To watch this root with a systemd user service (unit: {unit_path}):\n"
+        "  systemctl --user daemon-reload\n"
+        f"  systemctl --user enable --now '{unit}'\n"
+    )

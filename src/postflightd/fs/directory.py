@@ -20,6 +20,7 @@ them too; its message says what was found and that it was not followed.
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import stat
 from pathlib import Path
@@ -223,10 +224,14 @@ class Directory:
     def fsync(self) -> None:
         os.fsync(self.fd)
 
-    def names(self) -> list[os.DirEntry[str]]:
-        """The entries of this directory (``scandir`` on the descriptor: no path lookup)."""
+    def names(self, limit: int | None = None) -> list[os.DirEntry[str]]:
+        """The entries of this directory (``scandir`` on the descriptor: no path lookup); with
+        ``limit``, at most that many, as listed (a directory of a million names is not read
+        whole by a look that wants its first few)."""
         with os.scandir(self.fd) as it:
-            return list(it)
+            if limit is None:
+                return list(it)
+            return list(itertools.islice(it, limit))
 
     # --- files --------------------------------------------------------------------------------
 

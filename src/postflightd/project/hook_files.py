@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shlex
 from dataclasses import dataclass, field
 from importlib.resources import files
 from typing import Any, Final
@@ -150,23 +151,50 @@ class SettingsShapeError(ValueError):
         self.path = path
 
 
-def _is_ours(handler: Any, command: str) -> bool:
+#: The program a hook's command runs when postflightd is on the runtime's PATH.
+PROGRAM: Final = "postflightd"
+
+
+def handler_for(runtime: Runtime, program: str = PROGRAM) -> dict[str, Any]:
+    """The handler init adds for ``runtime``, its command running ``program`` (the bare name,
+    or the absolute path of postflightd where it is not on PATH)."""
+    handler = dict(runtime.handler)
+    command = f"{shlex.quote(program)} hook {runtime.name}"
+    for key in ("command", "bash"):
+        if key in handler:
+            handler[key] = command
+    return handler
+
+
+def _is_ours(handler: Any, runtime: Runtime) -> bool:
     if not isinstance(handler, dict):
         return False
-    # Exactly the command init writes: one that merely contains it (`curl ... | sh;
-    # postflightd hook claude`) runs something else too, and is not ours.
+    # Exactly the command init writes, postflightd by name or by its absolute path: one that
+    # merely contains it (`curl ... | sh; postflightd hook claude`) runs something else too,
+    # and is not ours.
     return any(
-        isinstance(handler.get(key), str) and handler[key].strip() == command
+        isinstance(handler.get(key), str) and _runs_our_hook(handler[key], runtime.name)
         for key in ("command", "bash")
     )
 
 
+def _runs_our_hook(command: str, name: str) -> bool:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if len(words) != 3 or words[1:] != ["hook", name]:
+        return False
+    program = words[0]
+    return program == PROGRAM or (program.startswith("/") and program.endswith(f"/{PROGRAM}"))
+
+
 def _has_our_hook(entries: list[Any], runtime: Runtime) -> bool:
     if not runtime.grouped:
-        return any(_is_ours(handler, runtime.command) for handler in entries)
+        return any(_is_ours(handler, runtime) for handler in entries)
     for group in entries:
         hooks = group.get("hooks") if isinstance(group, dict) else None
-        if any(_is_ours(h, runtime.command) for h in (hooks if isinstance(hooks, list) else [])):
+        if any(_is_ours(h, runtime) for h in (hooks if isinstance(hooks, list) else [])):
             return True
     return False
 
@@ -258,9 +286,9 @@ def _check_writable(doc: Any) -> None:
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-def hook_config_with(text: str | None, runtime: Runtime) -> str:
-    """The runtime's hook file with ``postflightd hook NAME`` on each of its events, every
-    other key and hook kept; ``text`` itself when nothing is missing."""
+def hook_config_with(text: str | None, runtime: Runtime, program: str = PROGRAM) -> str:
+    """The runtime's hook file with ``postflightd hook NAME`` (``program`` running it) on each
+    of its events, every other key and hook kept; ``text`` itself when nothing is missing."""
     if text is None or not text.strip():
         doc: dict[str, Any] = {}
         indent = PLAIN_INDENT
@@ -283,7 +311,7 @@ def hook_config_with(text: str | None, runtime: Runtime) -> str:
         if not isinstance(entries, list):
             raise SettingsShapeError(f'"hooks.{event}" is not a list')
         if not _has_our_hook(entries, runtime):
-            handler = dict(runtime.handler)
+            handler = handler_for(runtime, program)
             entries.append({"hooks": [handler]} if runtime.grouped else handler)
             changed = True
     if not changed and text is not None:

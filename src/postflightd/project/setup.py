@@ -8,7 +8,8 @@ What goes into each agent runtime's own files is ``hook_files``'.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Final
@@ -16,11 +17,13 @@ from typing import TYPE_CHECKING, Final
 from postflightd.inert import inert_diff
 from postflightd.project.hook_files import (
     CLAUDE,
+    PROGRAM,
     Runtime,
     SettingsShapeError,
     hook_config_with,
     packaged_plugin,
 )
+from postflightd.words import joined
 
 if TYPE_CHECKING:
     from postflightd.fs.directory import Directory
@@ -34,16 +37,93 @@ MAX_INIT_FILE_BYTES: Final = 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class FileChange:
-    """One file ``init`` creates or changes, relative to the project root."""
+    """One file ``init`` creates or changes, relative to the project root; ``what`` names
+    the change in each hunk of its diff, and a runtime's hook file names its events there."""
 
     path: str
     old: str | None
     new: str
+    what: str = ""
+    runtime: Runtime | None = None
 
     def diff(self) -> str:
-        """The change as a unified diff, every line inert (the texts are the project's)."""
+        """The change as a unified diff, every line inert (the texts are the project's), each
+        hunk's header naming what it adds."""
         before = "/dev/null" if self.old is None else f"a/{self.path}"
-        return inert_diff(self.old or "", self.new, before, f"b/{self.path}")
+        text = inert_diff(self.old or "", self.new, before, f"b/{self.path}")
+        return labelled_hunks(text, self._label)
+
+    def _label(self, added: Sequence[int]) -> str:
+        if self.runtime is None or not self.runtime.events:
+            return self.what
+        events = events_at(self.new, self.runtime.events, added)
+        on = f" on {joined(list(events))}" if events else ""
+        return f"{self.runtime.title}'s stop hook{on}"
+
+
+_HUNK: Final = re.compile(r"@@ -\d+(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def labelled_hunks(diff: str, label: Callable[[Sequence[int]], str]) -> str:
+    """``diff`` with each hunk header followed by ``label(lines it adds)``, the added lines
+    numbered from 0 in the new text, as git names a hunk's function after its ``@@``."""
+    lines = diff.splitlines(keepends=True)
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = _HUNK.match(lines[i])
+        if match is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        old_left = int(match.group(1) or 1)
+        new_left = int(match.group(3) or 1)
+        number = int(match.group(2)) - (1 if new_left else 0)
+        added: list[int] = []
+        j = i + 1
+        # The header's counts say where the hunk ends: a removed line reading "-- x" is a
+        # line of the hunk, not the next file's header.
+        while j < len(lines) and (old_left or new_left or lines[j].startswith("\\")):
+            line = lines[j]
+            if line.startswith("+"):
+                added.append(number)
+            if line.startswith(("+", " ")):
+                number += 1
+                new_left -= 1
+            if line.startswith(("-", " ")):
+                old_left -= 1
+            j += 1
+        name = label(added)
+        out.append(f"{lines[i].rstrip(chr(10))} {name}\n" if name else lines[i])
+        out.extend(lines[i + 1 : j])
+        i = j
+    return "".join(out)
+
+
+def events_at(text: str, events: Sequence[str], lines: Sequence[int]) -> list[str]:
+    """Which of ``events`` the given lines of a hook file (as ``dump_json`` lays it out) are
+    in: the event whose key line is the nearest above, the lines between indented deeper."""
+    rows = text.split("\n")
+    keys = tuple((f'"{e}":', e) for e in events)
+    found: set[str] = set()
+    for n in lines:
+        for k in range(min(n, len(rows) - 1), -1, -1):
+            stripped = rows[k].lstrip()
+            event = next((e for key, e in keys if stripped.startswith(key)), None)
+            if event is None:
+                continue
+            depth = len(rows[k]) - len(stripped)
+            between = rows[k + 1 : n]
+            if k == n or (
+                all(_indent(r) > depth for r in between if r.strip()) and _indent(rows[n]) >= depth
+            ):
+                found.add(event)
+            break
+    return [e for e in events if e in found]
+
+
+def _indent(row: str) -> int:
+    return len(row) - len(row.lstrip())
 
 
 def ignored_paths(specs_dir: str) -> tuple[str, ...]:
@@ -111,36 +191,68 @@ CONFIG_TEMPLATE: Final = """\
 [hook]
 # apply = true                   # false: `hook claude` only validates; your workflow applies
 """
+#: The last lines of the configuration init writes where the workflow post-flights its
+#: metadata files itself: the hook only validates until those steps are gone.
+VALIDATOR_HOOK: Final = """\
+[hook]
+apply = false                    # set by init: a skill, command or hook script here reads or
+                                 # deletes metadata files itself; remove those steps
+                                 # (docs/adopting.md), then set true to let the hook apply
+"""
+
+
+def config_template(*, apply: bool = True) -> str:
+    """The commented ``.postflightd.toml``; ``apply=False``: validator mode set."""
+    if apply:
+        return CONFIG_TEMPLATE
+    head, _, _ = CONFIG_TEMPLATE.rpartition("[hook]\n")
+    return head + VALIDATOR_HOOK
 
 
 def plan_init(
-    current: Mapping[str, str | None], specs_dir: str, runtimes: Sequence[Runtime] = (CLAUDE,)
+    current: Mapping[str, str | None],
+    specs_dir: str,
+    runtimes: Sequence[Runtime] = (CLAUDE,),
+    *,
+    apply: bool = True,
+    program: str = PROGRAM,
 ) -> list[FileChange]:
     """The changes ``init`` makes, given each file's current text (None: absent), with the
-    stop hook set up for ``runtimes``. A hook file init cannot rewrite is a
+    stop hook set up for ``runtimes`` (its command running ``program``) and, in a new
+    configuration, ``[hook] apply`` as given. A hook file init cannot rewrite is a
     SettingsShapeError naming the file."""
-    changes: list[FileChange] = []
-    wanted = {
-        GITIGNORE_NAME: gitignore_with(current.get(GITIGNORE_NAME), ignored_paths(specs_dir)),
+    wanted: dict[str, tuple[str, str, Runtime | None]] = {
+        GITIGNORE_NAME: (
+            gitignore_with(current.get(GITIGNORE_NAME), ignored_paths(specs_dir)),
+            "the .gitignore lines: postflightd's lock and pid files",
+            None,
+        ),
     }
     for runtime in runtimes:
         old = current.get(runtime.path)
         if not runtime.events:
             # A plugin file: written when absent; one that differs is the user's, left alone.
             if old is None:
-                wanted[runtime.path] = packaged_plugin()
+                what = f"the {runtime.title} plugin: the stop hook"
+                wanted[runtime.path] = (packaged_plugin(), what, runtime)
             continue
         try:
-            wanted[runtime.path] = hook_config_with(old, runtime)
+            wanted[runtime.path] = (hook_config_with(old, runtime, program), "", runtime)
         except SettingsShapeError as exc:
             raise SettingsShapeError(str(exc), runtime.path) from None
     # An existing configuration is the user's: init never rewrites it.
     if current.get(CONFIG_NAME) is None:
-        wanted[CONFIG_NAME] = CONFIG_TEMPLATE
-    for path, new in wanted.items():
+        what = (
+            "the configuration, every key commented out"
+            if apply
+            else "the configuration: [hook] apply = false, every other key commented out"
+        )
+        wanted[CONFIG_NAME] = (config_template(apply=apply), what, None)
+    changes: list[FileChange] = []
+    for path, (new, what, owner) in wanted.items():
         old = current.get(path)
         if new != old:
-            changes.append(FileChange(path, old, new))
+            changes.append(FileChange(path, old, new, what, owner))
     return changes
 
 
