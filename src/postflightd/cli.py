@@ -160,9 +160,18 @@ def _parser(*, only: str | None = None) -> argparse.ArgumentParser:
     verify.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
 
     # --- project set-up and shell completion ---
-    init = sub.add_parser("init", help="set a project up: .gitignore, stop hook, config file")
+    init = sub.add_parser(
+        "init",
+        help="set a project up: .gitignore, stop hook, config file (the hook only validates "
+        "where a skill or hook script already reads or deletes metadata files)",
+    )
     init.add_argument("root", nargs="?", default=".", metavar="ROOT", help="default: .")
-    init.add_argument("-y", "--yes", action="store_true", help="write without asking")
+    init.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="write without asking (without it and without a terminal, nothing is written)",
+    )
     init.add_argument(
         "--systemd",
         action="store_true",
