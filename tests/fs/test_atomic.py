@@ -18,6 +18,7 @@ from helpers.waiting import wait_until
 from postflightd.errors import PostflightError
 from postflightd.fs.atomic import (
     Snapshot,
+    TooLargeError,
     atomic_write,
     delete_if_unchanged,
     read_snapshot,
@@ -146,6 +147,23 @@ def test_read_snapshot_and_replace_if_unchanged_refuse_a_symlink(tmp_path: Path)
             *at(tmp_path / "state.json"), lambda _s: pytest.fail("read through a link")
         )
     assert real.read_bytes() == b"secret"
+
+
+def test_a_file_over_the_limit_is_refused_without_being_read_and_never_transformed(
+    tmp_path: Path,
+) -> None:
+    """With a limit, a larger file is a TooLargeError, sparse or not; one of exactly the limit
+    is read; the transform never sees the larger one."""
+    path = tmp_path / "errors.json"
+    with path.open("wb") as fh:
+        fh.truncate(64 * 1024 * 1024)  # sparse: reading it whole would cost 64 MiB
+    with pytest.raises(TooLargeError, match="larger than 1024 bytes"):
+        read_snapshot(*at(path), limit=1024)
+    with pytest.raises(TooLargeError):
+        replace_if_unchanged(*at(path), lambda _s: pytest.fail("transformed"), limit=1024)
+    assert path.stat().st_size == 64 * 1024 * 1024
+    path.write_bytes(b"x" * 1024)
+    assert read_snapshot(*at(path), limit=1024).raw == b"x" * 1024
 
 
 def test_atomic_write_error_when_parent_is_a_file(tmp_path: Path) -> None:

@@ -6,8 +6,18 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from helpers.documents import SESSION
-from postflightd.postflight.errors_json import error_record, errors_text, merge_errors
+from helpers.paths import FIXTURES
+from postflightd.postflight.errors_json import (
+    document_text,
+    error_list,
+    error_record,
+    errors_text,
+    mark_fixed,
+    merge_errors,
+)
 
 NOW = datetime(2026, 1, 8, 14, 30, 5, 123456, tzinfo=UTC)
 
@@ -84,3 +94,103 @@ def test_errors_text_escapes_a_lone_surrogate() -> None:
     assert "\\ud800" in text
     text.encode("utf-8")
     assert json.loads(text)[0]["message"] == "half \ud800 pair"
+
+
+ENVELOPE = (FIXTURES / "errors_json" / "envelope.json").read_text("utf-8")
+
+
+@pytest.mark.parametrize(
+    ("doc", "why"),
+    [
+        ({"_schema_version": "2.0.0"}, 'an object without an "errors" key'),
+        ({"errors": {}}, 'an object whose "errors" is an object, not an array'),
+        ({"errors": None}, 'an object whose "errors" is null, not an array'),
+        ("errors", "a string"),
+        (3, "a number"),
+        (True, "true"),
+        (None, "null"),
+    ],
+)
+def test_error_list_says_what_a_file_of_neither_form_is(doc: Any, why: str) -> None:
+    assert error_list(doc) == why
+
+
+def test_error_list_reads_both_forms() -> None:
+    records = [{"id": "a"}]
+    assert error_list(records) is records
+    assert error_list({"_comment": "x", "errors": records}) is records
+
+
+def test_an_envelope_keeps_every_byte_but_its_errors_and_last_updated() -> None:
+    """The new record is appended in the file's layout; nothing else of the text moves."""
+    doc = json.loads(ENVELOPE)
+    record = _record("s9", "build_error", "lake build failed", n=0)
+    text = document_text(ENVELOPE, doc, [*doc["errors"], record], NOW)
+    new = json.loads(text)
+    assert list(new) == list(doc)
+    assert new["_last_updated"] == "2026-01-08T14:30:05Z"
+    assert new["errors"] == [*doc["errors"], record]
+    assert {k: v for k, v in new.items() if k not in ("errors", "_last_updated")} == {
+        k: v for k, v in doc.items() if k not in ("errors", "_last_updated")
+    }
+    # Byte for byte: the text up to the last old record's end, and from aggregations on.
+    last_old = ENVELOPE.index('      "fix_status": "resolved"\n    }') + len(
+        '      "fix_status": "resolved"\n    }'
+    )
+    old_head = ENVELOPE[:last_old].replace(
+        '"_last_updated": "2026-01-15T18:35:00Z"', '"_last_updated": "2026-01-08T14:30:05Z"'
+    )
+    assert text.startswith(old_head)
+    assert text.endswith(ENVELOPE[ENVELOPE.index('\n  ],\n  "aggregations"') :])
+    appended = text[len(old_head) : text.index('\n  ],\n  "aggregations"')]
+    assert appended.startswith(',\n    {\n      "id": "err_')  # the records' own indentation
+
+
+def test_an_envelope_without_last_updated_does_not_get_one() -> None:
+    text = '{"errors": []}\n'
+    new = document_text(text, json.loads(text), [_record("s", "t", "m")], NOW)
+    assert list(json.loads(new)) == ["errors"]
+    assert new.endswith("\n")
+
+
+def test_an_envelope_escapes_a_lone_surrogate_as_the_bare_array_does() -> None:
+    doc = json.loads(ENVELOPE)
+    text = document_text(ENVELOPE, doc, [_record("s", "t", "half \ud800 pair")], NOW)
+    text.encode("utf-8")
+    assert json.loads(text)["errors"][0]["message"] == "half \ud800 pair"
+
+
+def _invalid(task: Any, *, file: str = "specs/7_x/.return-meta.json", **extra: Any) -> Any:
+    record: dict[str, Any] = {
+        "id": "err_1_0",
+        "type": "validation_failed",
+        "context": {"task": task, "file": file},
+        "fix_status": "unfixed",
+        "after": 1,
+    }
+    record.update(extra)
+    return record
+
+
+def test_mark_fixed_sets_only_unfixed_metadata_file_records_of_the_tasks() -> None:
+    """The record's key keeps its place; others of the task, of other tasks, of other
+    statuses or not about a metadata file are the very same objects as before."""
+    records = [
+        _invalid(7),
+        _invalid(8),
+        _invalid(7, fix_status="investigating"),
+        _invalid(7, fix_status="resolved"),
+        _invalid(7, type="timeout"),
+        _invalid(7, file="specs/7_x/plans/plan-001.md"),
+        {"type": "validation_failed", "context": {"task": 7}, "fix_status": "unfixed"},
+        _invalid(True),
+        "junk",
+    ]
+    new, fixed = mark_fixed(records, {7}, ".return-meta.json")
+    assert fixed == {7}
+    assert new[0] == {**records[0], "fix_status": "fixed"}
+    assert list(new[0]) == list(records[0])
+    assert records[0]["fix_status"] == "unfixed"  # the input is not changed
+    assert all(a is b for a, b in zip(new[1:], records[1:], strict=True))
+    again, fixed_again = mark_fixed(new, {7}, ".return-meta.json")
+    assert (again, fixed_again) == (new, frozenset())

@@ -95,20 +95,32 @@ class Snapshot(NamedTuple):
     name: str
 
 
-def read_snapshot(directory: Directory, name: str) -> Snapshot:
+class TooLargeError(StoreError):
+    """A file larger than its reader's limit: refused unread (``limit`` is that limit)."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        super().__init__(f"{path}: larger than {limit} bytes")
+        self.limit = limit
+
+
+def read_snapshot(directory: Directory, name: str, limit: int | None = None) -> Snapshot:
     """Read ``name`` and the identity of the very inode read (fstat, not a second stat).
 
-    A link, a directory or a FIFO at ``name`` is refused (a StoreError), never followed.
+    A link, a directory or a FIFO at ``name`` is refused (a StoreError), never followed. With
+    ``limit``, a file of more bytes is a ``TooLargeError``, and at most ``limit + 1`` of them
+    are read to find out (none when its size already says so).
     """
     path = directory.child(name)
     try:
-        raw, st = directory.read(name)
+        raw, st = directory.read(name, limit)
     except FileNotFoundError:
         return Snapshot(path, None, None, directory, name)
     except RefusedError as exc:
         raise StoreError(f"{path}: {exc.strerror}; move it away and retry") from None
     except OSError as exc:
         raise StoreError(f"{path}: cannot read: {exc.strerror}") from None
+    if limit is not None and (st.st_size > limit or len(raw) > limit):
+        raise TooLargeError(path, limit)
     return Snapshot(path, raw, FileIdentity.of(st), directory, name)
 
 
@@ -155,6 +167,7 @@ def replace_if_unchanged(
     *,
     attempts: int = 10,
     crash_label: str | None = None,
+    limit: int | None = None,
 ) -> Snapshot | None:
     """Read-modify-write ``name`` without losing an update made by a writer that does not lock.
 
@@ -164,13 +177,14 @@ def replace_if_unchanged(
     ``attempts`` times (each costs a read, the transform and an fsync: against a `jq` loop
     rewriting the file a dozen times a second, five in a row sometimes all lost the race on
     a loaded machine). Returns the snapshot that was written over, or None when ``transform``
-    wrote nothing. The module docstring says how, and what remains where the kernel or the
-    filesystem cannot swap two names.
+    wrote nothing. ``limit``: as ``read_snapshot``'s, at every read (a file over it is never
+    given to ``transform``). The module docstring says how, and what remains where the kernel
+    or the filesystem cannot swap two names.
     """
     if attempts < 1:
         raise ValueError("attempts must be at least 1")
     for _ in range(attempts):
-        snapshot = read_snapshot(directory, name)
+        snapshot = read_snapshot(directory, name, limit)
         data = transform(snapshot)
         if data is None:
             return None

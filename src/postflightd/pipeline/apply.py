@@ -276,14 +276,26 @@ def _commit(
         if r.outcome is Outcome.INVALID
     ]
     # Records of invalid files: a failure to write them is a note (the files are kept
-    # anyway). Records of applied files are part of their outcome.
+    # anyway). Records of applied files are part of their outcome, and so is setting the
+    # task's earlier validation_failed records to fixed, once errors.json shows one.
     present: set[tuple[str, str, str]] = set()
-    problem = write_errors(project, config, records + applied.errors, present)
+    flipped: set[int] = set()
+    live = [item for item in applied.applied if item.report.outcome is Outcome.APPLIED]
+    problem = write_errors(
+        project,
+        config,
+        records + applied.errors,
+        now,
+        present=present,
+        fixed=frozenset(item.task for item in live),
+        flipped=flipped,
+    )
     _mark_recorded_before(reports, records, present)
     if problem is not None:
         for report in reports:
             report.notes.append(problem)
         mark_incomplete(applied.erroring, problem)
+        mark_incomplete((item.report for item in live if item.task in flipped), problem)
     deleted = [
         item.report
         for item in ready

@@ -137,6 +137,8 @@ class Committed:
     errors: list[ErrorRecord] = field(default_factory=list)
     #: ...and the files they belong to: kept if errors.json cannot be written.
     erroring: list[FileReport] = field(default_factory=list)
+    #: every file whose outcome state.json now holds, with its task number
+    applied: list[Ready] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,7 +323,7 @@ def commit_outcomes(
         edits = [(r, e) for r, e in written.todo_edits if r.outcome is Outcome.APPLIED]
         _sync_todo(project, config, edits)
     crash_point("after-todo-write")
-    return Committed(list(written.errors), list(written.erroring))
+    return Committed(list(written.errors), list(written.erroring), list(written.applied))
 
 
 def _task_changes(folded: Folded, todo_edits: list[TodoEdit]) -> dict[int, TaskChange]:

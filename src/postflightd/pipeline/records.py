@@ -7,24 +7,29 @@ stuck one, added under the project lock, without duplicates (``postflight.errors
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from postflightd.config import Config
-from postflightd.fs.atomic import Snapshot, replace_if_unchanged
+from postflightd.fs.atomic import Snapshot, TooLargeError, replace_if_unchanged
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.inert import clip, utf8_safe
 from postflightd.journal.database import Journal, JournalKind, TaskChange, content_text
-from postflightd.models.files import parse_json
+from postflightd.models.files import META_NAME, parse_json
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
 from postflightd.postflight.errors_json import (
+    ACCEPTED_FORMS,
+    VALIDATION_FAILED,
     ErrorRecord,
+    document_text,
     error_key,
+    error_list,
     error_record,
     errors_text,
+    mark_fixed,
     merge_errors,
 )
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
@@ -154,20 +159,34 @@ def record_stuck(
         0,
     )
     with project_lock(project.require_specs(), lock_timeout_s):
-        added = _append_errors(project, config, [record], [report])
+        added = _append_errors(project, config, [record], [report], now)
     journal_row(journal, "stuck", report)
     return added > 0
+
+
+#: The largest errors.json postflightd reads: about 20,000 records. A larger one is refused
+#: unread (and never overwritten), so a runaway log costs one fstat, not its whole size in
+#: memory at every postflight.
+MAX_ERRORS_BYTES: Final = 16 * 1024 * 1024
 
 
 def write_errors(
     project: Project,
     config: Config,
     records: list[ErrorRecord],
+    now: datetime,
+    *,
     present: set[tuple[str, str, str]] | None = None,
+    fixed: Set[int] = frozenset(),
+    flipped: set[int] | None = None,
 ) -> str | None:
-    """Add records to errors.json, de-duplicated; None, or why they could not be written.
-    ``present`` gets the keys (``error_key``) of the records errors.json already held."""
-    added = _add_errors(project, config, records, present)
+    """Add records to errors.json, de-duplicated, and set the ``validation_failed`` records of
+    the tasks in ``fixed`` (applied since) to fixed; None, or why that could not be written.
+
+    ``present`` gets the keys (``error_key``) of the records errors.json already held;
+    ``flipped`` the tasks of ``fixed`` that had such a record, written or not.
+    """
+    added = _add_errors(project, config, records, now, present, fixed, flipped)
     return added if isinstance(added, str) else None
 
 
@@ -175,10 +194,13 @@ def _add_errors(
     project: Project,
     config: Config,
     records: list[ErrorRecord],
+    now: datetime,
     present: set[tuple[str, str, str]] | None = None,
+    fixed: Set[int] = frozenset(),
+    flipped: set[int] | None = None,
 ) -> int | str:
     """The number of records added to errors.json, or why none could be."""
-    if not records:
+    if not records and not fixed:
         return 0
     specs, name = project.require_specs(), config.postflight.errors_file
     path = specs.child(name)
@@ -186,12 +208,21 @@ def _add_errors(
 
     def transform(snapshot: Snapshot) -> bytes | None:
         nonlocal count
+        count = 0
+        if flipped is not None:
+            flipped.clear()
+        doc: Any = None
+        text = ""
         existing: list[Any] = []
         if snapshot.raw is not None:
+            if not records and _VALIDATION_FAILED not in snapshot.raw:
+                return None  # nothing to add, nothing that a fix could concern: not parsed
             doc, problem = parse_json(snapshot.raw)
-            if problem is not None or not isinstance(doc, list):
-                raise _ErrorsFileUnusableError(problem or "not a JSON array")
-            existing = doc
+            held = error_list(doc) if problem is None else problem
+            if isinstance(held, str):
+                raise _ErrorsFileUnusableError(held)
+            existing = held
+            text = snapshot.raw.decode("utf-8")
         writable = []
         for record in records:
             try:
@@ -200,24 +231,41 @@ def _add_errors(
                 continue  # the file it belongs to was dropped (PF106) before state.json
             writable.append(record)
         if present is not None:
-            held = {error_key(r) for r in existing if isinstance(r, Mapping)}
+            held_keys = {error_key(r) for r in existing if isinstance(r, Mapping)}
             present.clear()
-            present.update(error_key(r) for r in writable if error_key(r) in held)
+            present.update(error_key(r) for r in writable if error_key(r) in held_keys)
+        existing, fixes = mark_fixed(existing, fixed, META_NAME)
+        if flipped is not None:
+            flipped.update(fixes)
         merged, count = merge_errors(existing, writable)
-        if not count:
+        if not count and not fixes:
             return None
-        return errors_text(merged).encode("utf-8")
+        return document_text(text, doc, merged, now).encode("utf-8")
 
     try:
-        replace_if_unchanged(specs, name, transform, crash_label="errors")
+        replace_if_unchanged(specs, name, transform, crash_label="errors", limit=MAX_ERRORS_BYTES)
+    except TooLargeError:
+        if not records:
+            return 0  # a fix not recorded in a log too large to read: nothing reported is lost
+        return _unusable(path.name, f"larger than {MAX_ERRORS_BYTES // 1024 // 1024} MiB")
     except (OSError, StoreError) as exc:
         return os_problem(exc, f"{path.name} could not be written")
     except _ErrorsFileUnusableError as exc:
-        return (
-            f"{path.name} is not usable ({exc}); it was not overwritten and no error was "
-            "logged: fix or move it away"
-        )
+        if not records:
+            return 0  # as above: the file says so at the next record it cannot take
+        return _unusable(path.name, str(exc))
     return count
+
+
+def _unusable(name: str, why: str) -> str:
+    return (
+        f"{name} is not usable ({why}); postflightd keeps it as {ACCEPTED_FORMS}: it was not "
+        "overwritten and no error was logged: fix it, then run again"
+    )
+
+
+#: Every validation_failed record holds these bytes: a file without them has none to fix.
+_VALIDATION_FAILED: Final = VALIDATION_FAILED.encode()
 
 
 def _append_errors(
@@ -225,9 +273,10 @@ def _append_errors(
     config: Config,
     records: list[ErrorRecord],
     reports: list[FileReport],
+    now: datetime,
 ) -> int:
     """Add records to errors.json, de-duplicated; the number added (-1: file unusable)."""
-    added = _add_errors(project, config, records)
+    added = _add_errors(project, config, records, now)
     if isinstance(added, str):
         for report in reports:
             report.notes.append(added)
@@ -236,7 +285,7 @@ def _append_errors(
 
 
 class _ErrorsFileUnusableError(Exception):
-    """errors.json is not a JSON array: it is never overwritten."""
+    """errors.json is neither of the forms postflightd keeps: it is never overwritten."""
 
 
 NO_JOURNAL = "the journal is unavailable, so the file is kept (its content would be lost)"

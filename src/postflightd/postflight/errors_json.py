@@ -3,6 +3,12 @@
 Pure: the write path (``pipeline.records``) reads the file, merges and writes what this
 returns. ``ErrorRecord`` is the shape of a record postflightd writes; records another tool
 wrote are kept exactly as they were read, whatever their shape.
+
+errors.json is kept in the form the project keeps it (``error_list``): a bare JSON array of
+records, or the envelope agent systems write, an object whose ``"errors"`` key is that array
+beside keys of their own (``_schema_version``, ``_last_updated``, ``_schema``,
+``aggregations`` ...). An envelope is rewritten by ``state_text.render_state``, as state.json
+is: only ``errors`` and ``_last_updated`` change, every other byte stays.
 """
 
 from __future__ import annotations
@@ -10,10 +16,11 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any, Final, TypedDict
 
+from postflightd.postflight.state_text import render_state
 from postflightd.timestamps import iso_timestamp, utc
 
 
@@ -142,13 +149,120 @@ def merge_errors(
     return merged, added
 
 
+#: The forms of errors.json postflightd reads and writes, as its messages name them.
+ACCEPTED_FORMS: Final = 'a JSON array of records, or an object whose "errors" key is that array'
+
+#: The key of an envelope that holds its records, and the one that says when it last changed.
+ERRORS_KEY: Final = "errors"
+LAST_UPDATED_KEY: Final = "_last_updated"
+
+
+def error_list(doc: Any) -> list[Any] | str:
+    """The records of an errors.json document, or why it holds none postflightd can add to.
+
+    A bare array is the records; an object whose ``"errors"`` is an array (the envelope) holds
+    them there. Anything else is neither form: the reason names what the file is instead.
+    """
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        if ERRORS_KEY not in doc:
+            return f'an object without an "{ERRORS_KEY}" key'
+        records = doc[ERRORS_KEY]
+        if isinstance(records, list):
+            return records
+        return f'an object whose "{ERRORS_KEY}" is {_json_kind(records)}, not an array'
+    return _json_kind(doc)
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return "a number"
+
+
+#: The fix_status of a record nobody has dealt with yet, and of one that is dealt with.
+UNFIXED: Final = "unfixed"
+FIXED: Final = "fixed"
+VALIDATION_FAILED: Final = "validation_failed"
+
+
+def mark_fixed(
+    records: Sequence[Any], tasks: Set[int], meta_name: str
+) -> tuple[list[Any], frozenset[int]]:
+    """``records`` with each unfixed ``validation_failed`` record of a task in ``tasks`` set to
+    ``"fix_status": "fixed"``, and the tasks that had one.
+
+    Only a record about a metadata file (its ``context.file`` names ``meta_name``) is: a later
+    file of the task was applied, so the invalid one it records is superseded. A record of
+    another kind, of another status (``investigating``, a project's own ``resolved``) or about
+    something else than a metadata file is left exactly as it was.
+    """
+    result: list[Any] = []
+    fixed: set[int] = set()
+    for record in records:
+        if _fixed_by(record, tasks, meta_name):
+            fixed.add(record["context"]["task"])
+            result.append({**record, "fix_status": FIXED})  # the key keeps its place
+        else:
+            result.append(record)
+    return result, frozenset(fixed)
+
+
+def _fixed_by(record: Any, tasks: Set[int], meta_name: str) -> bool:
+    if not isinstance(record, Mapping) or record.get("type") != VALIDATION_FAILED:
+        return False
+    if record.get("fix_status") != UNFIXED:
+        return False
+    context = record.get("context")
+    if not isinstance(context, Mapping):
+        return False
+    task, file = context.get("task"), context.get("file")
+    return (
+        isinstance(task, int)
+        and not isinstance(task, bool)
+        and task in tasks
+        and isinstance(file, str)
+        and file.rsplit("/", 1)[-1] == meta_name
+    )
+
+
 def errors_text(records: list[Any]) -> str:
-    """errors.json as text; a lone surrogate in a record is written as its JSON escape.
+    """errors.json as a bare array; a lone surrogate in a record is written as its JSON escape.
 
     errors.json is our own log, so an odd value an agent sent (a ``\\ud800``) is kept, escaped,
     rather than failing every record of the batch with it.
     """
-    text = json.dumps(records, indent=2, ensure_ascii=False) + "\n"
+    return _escape_surrogates(json.dumps(records, indent=2, ensure_ascii=False) + "\n")
+
+
+def document_text(original_text: str, original: Any, records: list[Any], now: datetime) -> str:
+    """errors.json's new text: ``records`` in the form and the formatting of the file read.
+
+    A bare array is written as ``errors_text`` writes it. An envelope gets ``records`` as its
+    ``"errors"`` and, when it has the key, ``_last_updated`` set to ``now``; every other key
+    and the file's layout (key order, indentation, one-line arrays, non-ASCII text, the
+    trailing newline) stay as they were, spliced as state.json is (``render_state``).
+    """
+    if not isinstance(original, dict):
+        return errors_text(records)
+    new = dict(original)
+    new[ERRORS_KEY] = records
+    if LAST_UPDATED_KEY in new:
+        new[LAST_UPDATED_KEY] = iso_timestamp(now)
+    return _escape_surrogates(render_state(original_text, original, new))
+
+
+def _escape_surrogates(text: str) -> str:
+    # Text decoded from UTF-8 holds no surrogate, so one here is a value's, inside a string.
     return _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
