@@ -105,9 +105,12 @@ def task_status(root: Path, n: int) -> str | None:
 
 
 def error_records(root: Path, kind: str | None = None) -> list[dict[str, Any]]:
-    """The records of errors.json (of type ``kind`` if given); none while it does not exist."""
+    """The records of errors.json (of type ``kind`` if given); none while it does not exist.
+    A bare array or an envelope's ``errors``."""
     path = root / "specs" / "errors.json"
     if not path.exists():
         return []
     records = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(records, dict):
+        records = records["errors"]
     return [r for r in records if kind is None or r["type"] == kind]
