@@ -217,6 +217,26 @@ def test_a_later_file_of_the_task_sets_its_validation_failed_record_to_fixed(
         assert isinstance(json.loads(text), list), "a missing errors.json is made a bare array"
 
 
+def test_a_fix_that_cannot_be_written_keeps_the_file_and_the_rerun_writes_it(
+    tmp_path: Path,
+) -> None:
+    """errors.json cannot be written (a full disk) when a researched file would close the
+    task's record: kept (PF606, exit 4), as a record of its own would be; the rerun closes it."""
+    root = make_project(tmp_path)
+    meta = write_meta(root, TASK, invalid_doc())
+    assert run("process", str(meta)).returncode == 1
+    before = errors_text(root)
+    write_meta(root, TASK, researched_doc())
+    failed = run("process", str(meta), POSTFLIGHTD_FAULT_AT="errors:write=ENOSPC")
+    assert failed.returncode == 4, failed.stdout + failed.stderr
+    assert "PF606" in failed.stdout and "No space left on device" in failed.stdout
+    assert meta.exists() and errors_text(root) == before
+    again = run("process", str(meta))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not meta.exists()
+    assert [r["fix_status"] for r in invalid_records(root)] == ["fixed"]
+
+
 def test_a_file_of_another_task_leaves_the_record_unfixed(tmp_path: Path) -> None:
     root = make_project(tmp_path)
     meta = write_meta(root, TASK, invalid_doc())

@@ -373,7 +373,8 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     "PF606": Explanation(
         what="The outcome was written to state.json (and the journal), but TODO.md or "
         "errors.json could not be written: a full disk, an I/O error, permission denied, or "
-        "an errors.json that is not a JSON array.",
+        "an errors.json of neither form postflightd keeps (a JSON array of records, or an "
+        'object whose "errors" key is that array), or one too large to read.',
         why="Nothing an agent reported is deleted while part of its outcome is unwritten: the "
         "metadata file is kept, and running postflight again once the cause is fixed "
         "completes it (state.json, which already holds the outcome, is left as it is).",
