@@ -52,10 +52,16 @@ def gemini_transcript(root: Path) -> Path:
 
 
 def copilot_transcript(root: Path) -> Path:
+    """Copilot CLI's events.jsonl of a session whose agent created its own file (task 259)."""
     path = root / "events.jsonl"
-    began = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(time.time() - 3000))
-    line = {"type": "session.start", "data": {"sessionId": "01HW2X"}, "timestamp": began}
-    path.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    path.write_bytes((TRANSCRIPTS / "copilot_create.jsonl").read_bytes())
+    return path
+
+
+def copilot_subagent_transcript(root: Path) -> Path:
+    """Copilot CLI's events.jsonl of a session whose subagent created task 259's file."""
+    path = root / "events.jsonl"
+    path.write_bytes((TRANSCRIPTS / "copilot_subagent.jsonl").read_bytes())
     return path
 
 
@@ -112,15 +118,15 @@ RUNTIMES = [
         "copilot",
         "agent_stop.json",
         copilot_transcript,
-        {"stopHookActive": True},
+        {"stop_hook_active": True},
         decision("block"),
         person="both",
     ),
     Runtime(
         "copilot",
         "subagent_stop.json",
-        copilot_transcript,
-        {"stopHookActive": True},
+        copilot_subagent_transcript,
+        {"stop_hook_active": True},
         decision("block"),
         person="both",
     ),
@@ -154,7 +160,16 @@ RUNTIMES = [
         "copilot",
         "agent_stop.json",
         copilot_transcript,
-        {"stopHookActive": True},
+        {"stop_hook_active": True},
+        decision("block"),
+        person="both",
+        command="claude",
+    ),
+    Runtime(
+        "copilot",
+        "stop_snake_case.json",
+        copilot_transcript,
+        {"stop_hook_active": True},
         decision("block"),
         person="both",
         command="claude",

@@ -1,5 +1,5 @@
 """A scripted model server on 127.0.0.1 speaking Anthropic's Messages API, for driving a real
-agent runtime (Claude Code) offline.
+agent runtime offline (Claude Code; GitHub Copilot CLI with ``COPILOT_PROVIDER_TYPE=anthropic``).
 
 Each request that offers the agent's tools (``tools`` holds one of ``AGENT_TOOLS``) is answered
 by the next turn of the script, streamed as the API streams (``message_start``,
@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-#: A request offering one of these tools is the agent's (or a subagent's) turn.
-AGENT_TOOLS = frozenset({"Write", "Edit", "Bash"})
+#: A request offering one of these tools is the agent's (or a subagent's) turn: Claude Code's,
+#: and GitHub Copilot CLI's (its provider type "anthropic" speaks this API too).
+AGENT_TOOLS = frozenset({"Write", "Edit", "Bash", "create", "edit", "bash"})
 MODEL = "claude-sonnet-4-5-20250929"
 
 

@@ -29,12 +29,14 @@ PINNED = Path(__file__).resolve().parents[1] / "runtimes" / "pinned.txt"
 #: (``python -m postflightd``) on the same stdin and arguments, and keeps the call.
 RECORDER = """#!{python}
 import json, os, subprocess, sys, time
+started = time.time_ns()
 data = sys.stdin.buffer.read()
 out = subprocess.run([sys.executable, "-m", "postflightd", *sys.argv[1:]], input=data,
                      capture_output=True, check=False)
 call = {{"argv": sys.argv[1:], "stdin": data.decode("utf-8", "replace"),
         "stdout": out.stdout.decode("utf-8", "replace"),
-        "stderr": out.stderr.decode("utf-8", "replace"), "code": out.returncode}}
+        "stderr": out.stderr.decode("utf-8", "replace"), "code": out.returncode,
+        "started": started, "ended": time.time_ns()}}
 name = os.path.join(os.environ["PF_HOOK_CALLS"], "%020d.json" % time.time_ns())
 with open(name, "w", encoding="utf-8") as fh:
     json.dump(call, fh)
@@ -124,6 +126,11 @@ class HookCall:
     answer: dict[str, Any]
     stderr: str
     code: int
+    #: the arguments of ``postflightd`` (``hook copilot``)
+    argv: tuple[str, ...] = ()
+    #: when the call started and ended (``time.time_ns()``)
+    started: int = 0
+    ended: int = 0
 
     @property
     def event(self) -> str:
@@ -146,7 +153,13 @@ def hook_calls(calls_dir: Path) -> list[HookCall]:
         call = json.loads(path.read_text(encoding="utf-8"))
         out.append(
             HookCall(
-                json.loads(call["stdin"]), json.loads(call["stdout"]), call["stderr"], call["code"]
+                json.loads(call["stdin"]),
+                json.loads(call["stdout"]),
+                call["stderr"],
+                call["code"],
+                tuple(call["argv"]),
+                call["started"],
+                call["ended"],
             )
         )
     return out

@@ -13,3 +13,9 @@ from helpers.runtimes import installed
 def claude_code() -> Path:
     """Claude Code's ``claude``, the release pinned in tests/runtimes/pinned.txt."""
     return installed("claude")
+
+
+@pytest.fixture(scope="session")
+def copilot_cli() -> Path:
+    """GitHub Copilot CLI's ``copilot``, the release pinned in tests/runtimes/pinned.txt."""
+    return installed("copilot")

@@ -71,6 +71,12 @@ def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
         print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
         print("{}")
         return runtime.malformed_exit
+    if request.stop is not None:
+        from postflightd.hooks.once import first_run
+
+        if not first_run(request.stop):
+            print("{}")  # the same stop's first run answers it
+            return int(ExitCode.OK)
     try:
         verdict = answer(request, lambda start: load_config(config_path, [start]), open_journal)
     except PostflightError as exc:

@@ -23,8 +23,10 @@ for ``Stop``.
 The caller: GitHub Copilot CLI and Cursor also run the hooks of ``.claude/settings.json``,
 with their own input and answer. ``caller`` tells them from the input's shape: Cursor's
 (``conversation_id``, ``workspace_roots``, ``loop_count``) is answered in Cursor's protocol,
-Copilot's camelCase one (``sessionId``, ``transcriptPath``, ``stopReason``, or an
-``agentStop``/``subagentStop`` event) in Copilot's; any other shape in Claude Code's.
+Copilot's, camelCase (``sessionId``, ``transcriptPath``, ``stopReason``, or an
+``agentStop``/``subagentStop`` event) or snake_case as Copilot CLI sends it to the hooks of
+``.claude/settings.json`` (``stop_reason``, ``parent_agent_id``: Claude Code sends neither), in
+Copilot's; any other shape in Claude Code's.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ CURSOR_KEYS: Final = frozenset({"conversation_id", "workspace_roots", "loop_coun
 #: Keys only Copilot CLI's camelCase input has.
 COPILOT_KEYS: Final = frozenset({"sessionId", "transcriptPath", "stopReason", "agentId"})
 COPILOT_EVENTS: Final = frozenset({"agentStop", "subagentStop"})
+#: Keys only Copilot CLI's snake_case input (of ``.claude/settings.json``'s hooks) has.
+COPILOT_SNAKE_KEYS: Final = frozenset({"stop_reason", "parent_agent_id"})
 
 
 def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
@@ -72,6 +76,7 @@ def caller(doc: Mapping[str, Any]) -> Runtime:
     Code's (any other shape, as before)."""
     if CURSOR_KEYS & doc.keys():
         return cursor.RUNTIME
-    if COPILOT_KEYS & doc.keys() or doc.get("hook_event_name") in COPILOT_EVENTS:
+    copilot_shaped = (COPILOT_KEYS | COPILOT_SNAKE_KEYS) & doc.keys()
+    if copilot_shaped or doc.get("hook_event_name") in COPILOT_EVENTS:
         return copilot.RUNTIME
     return RUNTIME

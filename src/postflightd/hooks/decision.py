@@ -68,6 +68,9 @@ class StopRequest(NamedTuple):
     whose: Whose
     #: the subagent's type, whose words choose the operation's timeout
     agent_type: str | None = None
+    #: the stop's own name, where the runtime may run the hook twice for one stop
+    #: (``hooks.once``): the second run answers nothing
+    stop: str | None = None
 
 
 def project_starts(cwd: Path | None, project_dirs: Sequence[Path]) -> tuple[Path, ...]:

@@ -1,0 +1,355 @@
+"""`postflightd hook copilot` inside the real GitHub Copilot CLI (the release pinned in
+tests/runtimes/pinned.txt), its model a scripted server on 127.0.0.1.
+
+Copilot CLI runs offline against a custom provider: ``COPILOT_OFFLINE=true`` (no GitHub
+sign-in, telemetry or update check), ``COPILOT_PROVIDER_TYPE=anthropic`` and
+``COPILOT_PROVIDER_BASE_URL`` the scripted server, which speaks Anthropic's Messages API
+(helpers.model_server, shared with Claude Code's tests). ``COPILOT_ALLOW_ALL=true`` lets its
+tools run without asking and trusts the project, whose hooks it then loads.
+
+Each test sets a project up with `postflightd init --runtime copilot` as a user would, runs
+`copilot -p` in it against the script, and reads what happened: state.json, the metadata
+files, every request that reached the model, and every call of the hook (recorded by a
+`postflightd` first on Copilot CLI's PATH that runs the real CLI).
+
+With PF_RECORD_FIXTURES=1 (never under CI) the runs also write the hook inputs and the
+sessions' events.jsonl they produced over the Copilot fixtures: tests/hooks/fixtures/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.model_server import ModelServer, ToolCall, Turn, model_server, say
+from helpers.project import META, project, task_status, write_meta
+from helpers.runtimes import (
+    HookCall,
+    hook_calls,
+    offline_env,
+    pinned,
+    placeheld,
+    recorder,
+    recording,
+)
+
+pytestmark = pytest.mark.slow
+
+OWN, OTHER = "259_prove_completeness", "260_plan_it"
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
+#: Not JSON: PF102, whoever wrote it.
+BROKEN = '{"status": "researched",\n'
+VALID = json.dumps(researched_doc(OWN), indent=2)
+IN_PROGRESS = json.dumps(
+    {
+        "status": "in_progress",
+        "started_at": "2026-01-08T14:00:00Z",
+        "artifacts": [],
+        "metadata": {"session_id": SESSION},
+    },
+    indent=2,
+)
+HOUR_AGO = 3600.0
+REPO = Path(__file__).resolve().parents[2]
+HOOK_FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "copilot"
+TRANSCRIPT_FIXTURES = REPO / "tests" / "fixtures" / "transcripts"
+
+
+@dataclass(frozen=True)
+class Run:
+    root: Path
+    home: Path
+    server: ModelServer
+    calls: list[HookCall]
+    stdout: str
+
+
+def init(root: Path, runtime: str) -> None:
+    cli = Path(sys.executable).parent / "postflightd"
+    out = subprocess.run(
+        [str(cli), "init", "--yes", "--runtime", runtime, str(root)],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    init(root, "copilot")
+    assert (root / ".github" / "hooks" / "postflightd.json").is_file()
+    return root
+
+
+def run_copilot(copilot: Path, root: Path, script: list[Turn], prompt: str) -> Run:
+    """`copilot -p prompt` in ``root`` against the scripted model, to its end."""
+    tmp = root.parent
+    home = tmp / "copilot-home"
+    home.mkdir()
+    calls = tmp / "hook-calls"
+    calls.mkdir()
+    path = os.pathsep.join(
+        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
+    )
+    with model_server(script) as server:
+        env = offline_env(
+            home,
+            PATH=path,
+            PF_HOOK_CALLS=str(calls),
+            COPILOT_OFFLINE="true",
+            COPILOT_PROVIDER_TYPE="anthropic",
+            COPILOT_PROVIDER_BASE_URL=server.url,
+            COPILOT_PROVIDER_API_KEY="dummy",
+            COPILOT_MODEL="claude-sonnet-4.5",
+            COPILOT_AUTO_UPDATE="false",
+            COPILOT_ALLOW_ALL="true",
+            # Its JavaScript, unpacked on first start, kept beside the install for every run.
+            XDG_CACHE_HOME=str(copilot.parents[2] / "xdg-cache"),
+        )
+        out = subprocess.run(
+            [str(copilot), "-p", prompt, "--allow-all-tools"],
+            cwd=root,
+            env={k: v for k, v in env.items() if not k.startswith(("COPILOT_GITHUB", "GH_"))},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+    assert out.returncode == 0, (out.stdout, out.stderr)
+    answers = [(c.event, c.answer) for c in hook_calls(calls)]
+    # A turn asked for past the script's end: the hook sent the agent on when it should not.
+    assert server.errors == [], answers
+    assert server.script == [], ("the agent stopped before the end of its script", answers)
+    return Run(root, home, server, hook_calls(calls), out.stdout.decode("utf-8", "replace"))
+
+
+def meta(root: Path, task_dir: str) -> Path:
+    return root / "specs" / task_dir / META
+
+
+def create(path: Path, content: str) -> Turn:
+    return Turn(calls=[ToolCall("create", {"path": str(path), "file_text": content})])
+
+
+def edit(path: Path, old: str, new: str) -> Turn:
+    return Turn(calls=[ToolCall("edit", {"path": str(path), "old_str": old, "new_str": new})])
+
+
+def view(path: Path) -> Turn:
+    return Turn(calls=[ToolCall("view", {"path": str(path)})])
+
+
+def bash(command: str) -> Turn:
+    return Turn(calls=[ToolCall("bash", {"command": command, "description": "Write metadata"})])
+
+
+def is_agent_stop(call: HookCall) -> bool:
+    """A session's own stop in either shape (not a subagent's)."""
+    return "agentId" not in call.stdin and "agent_id" not in call.stdin
+
+
+def stops(calls: list[HookCall], command: str = "copilot") -> list[HookCall]:
+    """The calls of `hook <command>`, each answered with exit 0."""
+    found = [c for c in calls if c.argv[-1] == command]
+    for call in found:
+        assert call.code == 0, call
+    return found
+
+
+def test_a_valid_file_of_its_own_is_applied_and_the_agent_stops(
+    copilot_cli: Path, root: Path
+) -> None:
+    own = meta(root, OWN)
+    run = run_copilot(copilot_cli, root, [create(own, VALID), say("Done.")], "Research task 259.")
+    (stop,) = stops(run.calls)
+    assert stop.answer == {}, stop
+    assert stop.stdin["stop_hook_active"] is False
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert len(run.server.agent_requests()) == 2
+    # Offline: nothing but the Messages API was asked.
+    assert {r.path.split("?")[0] for r in run.server.requests} == {"/v1/messages"}
+    record(run, stop, "agent_stop.json", "copilot_create.jsonl")
+
+
+def test_an_invalid_file_of_its_own_blocks_the_agent_until_it_is_fixed(
+    copilot_cli: Path, root: Path
+) -> None:
+    own = meta(root, OWN)
+    script = [create(own, BROKEN), say("Done."), edit(own, BROKEN, VALID), say("Fixed.")]
+    run = run_copilot(copilot_cli, root, script, "Research task 259.")
+    first, second = stops(run.calls)
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    requests = run.server.agent_requests()
+    assert len(requests) == 4
+    assert reason in requests[2].last_user_text()
+    assert second.answer == {}
+    assert second.stdin["stop_hook_active"] is True
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+
+
+def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
+    copilot_cli: Path, root: Path
+) -> None:
+    """Written an hour before this run, in its own task directory: said to the person, never
+    put on this agent, whose own file (written by a shell command) is applied."""
+    theirs = write_meta(root, OTHER, BROKEN)
+    when = time.time() - HOUR_AGO
+    os.utime(theirs, (when, when))
+    own = meta(root, OWN)
+    command = f"cat > specs/{OWN}/{META} <<'EOF'\n{VALID}\nEOF"
+    run = run_copilot(copilot_cli, root, [bash(command), say("Done.")], "Research task 259.")
+    (stop,) = stops(run.calls)
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert stop.stderr == stop.answer["systemMessage"] + "\n"
+    assert len(run.server.agent_requests()) == 2
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, None, "copilot_bash_cat.jsonl")
+
+
+def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks_the_agent(
+    copilot_cli: Path, root: Path
+) -> None:
+    """While the agent works on its own file (viewed, then edited from in_progress to its
+    outcome), another process writes a broken file in another task directory about a second
+    before the agent stops: events.jsonl names only the agent's own file, so the other one is
+    said to the person, not put on the agent, however recent."""
+    own = write_meta(root, OWN, IN_PROGRESS)
+    theirs = meta(root, OTHER)
+
+    def other_process(_: dict[str, Any]) -> None:
+        write_meta(root, OTHER, BROKEN)
+        time.sleep(1.0)  # past the hook's settle window: the file is whole when it stops
+
+    script = [view(own), edit(own, IN_PROGRESS, VALID), say("Done.", before=other_process)]
+    run = run_copilot(copilot_cli, root, script, "Research task 259.")
+    (stop,) = stops(run.calls)
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert len(run.server.agent_requests()) == 3
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, None, "copilot_edit.jsonl")
+
+
+def test_a_subagents_invalid_file_blocks_the_subagent_until_it_is_fixed(
+    copilot_cli: Path, root: Path
+) -> None:
+    """The session delegates to a subagent (the `task` tool). A subagent's end runs both of
+    Copilot's events: `agentStop` with the subagent's id as sessionId, then `subagentStop`
+    with the parent's; the block of `subagentStop` is what sends the subagent back, with the
+    reason as its next request. Its fix is applied, and the session then stops."""
+    own = meta(root, OWN)
+    delegate = ToolCall(
+        "task",
+        {
+            "description": "Research task 259",
+            "prompt": "Research task 259 and write its metadata.",
+            "agent_type": "general-purpose",
+            "name": "researcher",
+        },
+    )
+    script = [
+        Turn(calls=[delegate]),
+        create(own, BROKEN),
+        say("Subagent done."),
+        edit(own, BROKEN, VALID),
+        say("Subagent fixed it."),
+        say("Done."),
+    ]
+    run = run_copilot(copilot_cli, root, script, "Research task 259 with a subagent.")
+    calls = stops(run.calls)
+    subagent = [c for c in calls if "response" in c.stdin]  # subagentStop's own field
+    first, second = subagent
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    assert first.stdin["agentType"] == "general-purpose"
+    requests = run.server.agent_requests()
+    assert len(requests) == 6
+    assert reason in requests[3].last_user_text()
+    assert second.answer == {}
+    (stop,) = [c for c in calls if is_agent_stop(c)]
+    assert stop.answer == {}
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    record(run, first, "subagent_stop.json", "copilot_subagent.jsonl")
+
+
+def test_with_claudes_hook_too_each_stop_is_post_flighted_once(
+    copilot_cli: Path, root: Path
+) -> None:
+    """A project set up for Copilot CLI and for Claude Code: Copilot CLI runs both hook files
+    for each stop, one after the other, `hook claude` with the same input in snake_case. The
+    first run of a stop decides (its block sends the agent back, with the reason); the second
+    finds the stop already answered and answers {} without post-flighting again."""
+    init(root, "claude")
+    own = meta(root, OWN)
+    script = [create(own, BROKEN), say("Done."), edit(own, BROKEN, VALID), say("Fixed.")]
+    run = run_copilot(copilot_cli, root, script, "Research task 259.")
+    ours, claudes = stops(run.calls), stops(run.calls, "claude")
+    assert len(ours) == len(claudes) == 2
+    for camel, snake in zip(ours, claudes, strict=True):
+        assert snake.stdin["session_id"] == camel.stdin["sessionId"]
+        assert snake.stdin["hook_event_name"] == "Stop"
+    firsts = sorted([ours[0], claudes[0]], key=lambda c: c.started)
+    reason = firsts[0].answer["reason"]
+    assert firsts[0].answer == {"decision": "block", "reason": reason}
+    assert (firsts[1].answer, firsts[1].stderr) == ({}, "")
+    assert reason in run.server.agent_requests()[2].last_user_text()
+    assert [c.answer for c in (ours[1], claudes[1])] == [{}, {}]
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    if recording():
+        call = claudes[0]
+        places = {call.stdin["transcript_path"]: "$TRANSCRIPT", str(run.root): "$ROOT"}
+        text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
+        (HOOK_FIXTURES / "stop_snake_case.json").write_text(text, encoding="utf-8")
+
+
+# --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
+
+
+def record(run: Run, call: HookCall, hook_fixture: str | None, transcript: str) -> None:
+    """With the switch on, this run's hook input and the session's events.jsonl become the
+    fixtures (tests/hooks/fixtures/README.md), their paths replaced by placeholders."""
+    if not recording():
+        return
+    events = call.stdin["transcriptPath"]
+    places = {events: "$TRANSCRIPT", str(run.root): "$ROOT", str(run.home): "$HOME"}
+    if hook_fixture is not None:
+        text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
+        (HOOK_FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+    text = placeheld(Path(events).read_text(encoding="utf-8"), places)
+    (TRANSCRIPT_FIXTURES / transcript).write_text(text, encoding="utf-8")
+
+
+def test_the_pinned_release_is_the_one_that_runs(copilot_cli: Path, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [str(copilot_cli), "--version"],
+        capture_output=True,
+        env=offline_env(tmp_path, XDG_CACHE_HOME=str(copilot_cli.parents[2] / "xdg-cache")),
+        check=False,
+        timeout=120,
+    )
+    assert out.returncode == 0
+    assert out.stdout.decode().split()[3] == pinned("copilot").version + "."
