@@ -5,17 +5,19 @@ Decided, in order of what is known:
 1. The agent's transcript (a subagent's own, or a session's and its subagents'): a file whose
    task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own
    (Claude Code), or an ``apply_patch`` header or a shell command of it (Codex's rollout,
-   ``hooks.rollout``). The transcript alone decides: Claude Code writes a tool call's line
-   before the call's result, so the agent's last write is in it when the hook runs (measured
-   by tests/runtimes/), and a file no line names is another process's, however recent.
+   ``hooks.rollout``), or a ``create``, ``edit`` or ``bash`` call of it (Copilot CLI's
+   ``events.jsonl``, ``hooks.copilot``). The transcript alone decides: Claude Code and Copilot
+   CLI write a tool call's line before the call's result, so the agent's last write is in it
+   when the hook runs (measured by tests/runtimes/), and a file no line names is another
+   process's, however recent.
 2. A transcript path given but unreadable: files last written after it began (its birth time,
    where the file system keeps one), else within the operation's timeout.
 3. No transcript path at all: files last written within the operation's timeout.
 4. The files the runtime itself says the session wrote (OpenCode's plugin): those, and the
    ones last written in the last LAG_S seconds (``files_ownership``).
-5. A runtime whose transcript does not say what the agent wrote (Gemini CLI, Copilot CLI,
-   Cursor): files last written within the operation's timeout, and after the transcript's
-   first line's time where it has one (``window_ownership``).
+5. A runtime whose transcript does not say what the agent wrote (Gemini CLI, Cursor): files
+   last written within the operation's timeout, and after the transcript's first line's time
+   where it has one (``window_ownership``).
 """
 
 from __future__ import annotations
