@@ -393,3 +393,38 @@ def test_hostile_workflow_trees_are_looked_at_within_bounds(
     ) in lines
     assert "zz-postflight.sh" not in captured.out  # past the cap
     assert load_config(None, [root]).hook.apply is False
+
+
+def test_copilots_file_is_not_written_where_claude_codes_hook_serves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GitHub Copilot CLI runs .claude/settings.json's Stop and SubagentStop hooks as well as
+    its own files: with Claude Code's hook chosen too, or already set up, a Copilot file would
+    run postflightd twice at every stop, so init leaves it out and says why."""
+    copilot = Path(".github/hooks/postflightd.json")
+    both = _root(tmp_path / "both")
+    assert main(["init", str(both), "--yes", "--runtime", "claude", "--runtime", "copilot"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Stop hook for: Claude Code, GitHub Copilot CLI (as --runtime asks)\n")
+    assert f"{copilot}: not written: GitHub Copilot CLI also runs the Stop and" in out
+    assert "which will hold postflightd's" in out
+    assert (both / ".claude" / "settings.json").is_file()
+    assert not (both / copilot).exists()
+
+    claude_first = _root(tmp_path / "claude-first")
+    assert main(["init", str(claude_first), "--yes", "--runtime", "claude"]) == 0
+    capsys.readouterr()
+    assert main(["init", str(claude_first), "--yes", "--runtime", "copilot"]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        f"{claude_first}: already set up for postflightd; nothing to change\n"
+        f"{copilot}: not written: GitHub Copilot CLI also runs the Stop and SubagentStop hooks "
+        "of .claude/settings.json, which holds postflightd's; a file of its own would run "
+        "postflightd twice at every stop\n"
+    )
+    assert not (claude_first / copilot).exists()
+
+    alone = _root(tmp_path / "alone")
+    assert main(["init", str(alone), "--yes", "--runtime", "copilot"]) == 0
+    assert "not written" not in capsys.readouterr().out
+    assert (alone / copilot).is_file()

@@ -26,6 +26,7 @@ from postflightd.project.hook_files import (
     RUNTIMES,
     Runtime,
     SettingsShapeError,
+    hook_config_with,
     packaged_plugin,
 )
 from postflightd.project.root import resolve_root, why_not_a_directory
@@ -69,6 +70,8 @@ def run_init(
     root = resolve_root(root_arg)
     config = load_config(config_path, [root])
     chosen, why = _choose_runtimes(root, runtimes)
+    titles = [r.title for r in chosen]
+    chosen, served = _served_by_claude(root, chosen)
     names = (GITIGNORE_NAME, CONFIG_NAME, *(r.path for r in chosen))
     current = {name: read_project_text(root, name) for name in names}
     found = _survey(root, config.specs_dir, config.postflight.errors_file)
@@ -90,8 +93,12 @@ def run_init(
     conflict = bool(found.hand_postflights) and apply
     if not changes and new_unit is None and not conflict and not program_note.cannot_run:
         out.write(f"{inert(str(root))}: already set up for postflightd; nothing to change\n")
+        if served:
+            out.write(f"{served}\n")
         return int(ExitCode.OK)
-    out.write(f"Stop hook for: {', '.join(r.title for r in chosen)} ({why})\n")
+    out.write(f"Stop hook for: {', '.join(titles)} ({why})\n")
+    if served:
+        out.write(f"{served}\n")
     _print_summary(found, apply=apply, has_config=has_config, out=out)
     if program_note.text:
         out.write(f"{program_note.text}\n")
@@ -268,6 +275,29 @@ def _print_dashboard_line(root: Path, out: TextIO) -> None:
     out.write(
         f"To watch its runs live in a browser: postflightd serve {shlex.quote(str(root))} "
         "(needs postflightd's web extra: `postflightd serve` says how to install it)\n"
+    )
+
+
+def _served_by_claude(root: Path, chosen: list[Runtime]) -> tuple[list[Runtime], str]:
+    """``chosen`` without GitHub Copilot CLI where Claude Code's hook serves it, and why.
+
+    Copilot CLI runs the Stop and SubagentStop hooks of .claude/settings.json as well as its
+    own files: where Claude Code's hook is chosen too, or already there, a Copilot file would
+    run postflightd a second time at every stop."""
+    copilot = BY_NAME["copilot"]
+    if copilot not in chosen:
+        return chosen, ""
+    if CLAUDE not in chosen:
+        text = read_project_text(root, CLAUDE.path)
+        try:
+            if text is None or hook_config_with(text, CLAUDE) != text:
+                return chosen, ""
+        except SettingsShapeError:
+            return chosen, ""
+    return [r for r in chosen if r is not copilot], (
+        f"{copilot.path}: not written: {copilot.title} also runs the Stop and SubagentStop "
+        f"hooks of {CLAUDE.path}, which {'will hold' if CLAUDE in chosen else 'holds'} "
+        "postflightd's; a file of its own would run postflightd twice at every stop"
     )
 
 
