@@ -19,3 +19,9 @@ def claude_code() -> Path:
 def copilot_cli() -> Path:
     """GitHub Copilot CLI's ``copilot``, the release pinned in tests/runtimes/pinned.txt."""
     return installed("copilot")
+
+
+@pytest.fixture(scope="session")
+def codex_cli() -> Path:
+    """Codex CLI's ``codex``, the release pinned in tests/runtimes/pinned.txt."""
+    return installed("codex")

@@ -13,13 +13,16 @@ and ``subagent-stop.command.input.schema.json``, built in ``codex-rs/hooks/src/e
 ``stop_hook_active``, ``last_assistant_message`` (a string or null); ``SubagentStop`` adds
 ``agent_id``, ``agent_type`` and ``agent_transcript_path`` (a string or null).
 
+Trust: Codex 0.171.0 skips an untrusted hook without a word; ``project.codex_trust`` says
+what trusts it (docs/hooks/codex.md).
+
 Answer on stdout (``stop.command.output.schema.json`` and ``parse_completed`` in
 ``events/stop.rs``): exit 0 with empty stdout or ``{}`` lets the agent stop; exit 0 with
 ``{"decision": "block", "reason": ...}`` (a reason that is not blank, else the hook counts
 as failed) sends the agent on with the reason as its next prompt; ``systemMessage`` is shown
-to the person as a warning; the schema allows no other field. Exit 2 blocks with stderr as
-the prompt, so the hook never exits 2; any other exit code is a failed hook and the agent
-stops: malformed stdin is exit 1, one line on stderr.
+to the person as a warning in Codex's interactive TUI only (below); the schema allows no other
+field. Exit 2 blocks with stderr as the prompt, so the hook never exits 2; any other exit
+code is a failed hook and the agent stops: malformed stdin is exit 1, one line on stderr.
 
 Loop guard: ``stop_hook_active`` true means the agent is already going on because of a stop
 hook: it is never blocked twice in a row (Codex has no cap of its own).
@@ -27,15 +30,23 @@ hook: it is never blocked twice in a row (Codex has no cap of its own).
 Whose files: the rollout at ``transcript_path`` (``Stop``) or ``agent_transcript_path``
 (``SubagentStop``; ``transcript_path`` is then the parent's), read by ``hooks.rollout``; a
 null or unreadable path falls back to the time window.
+
+The person under ``codex exec``: measured on Codex CLI 0.171.0, ``codex exec`` shows a hook's
+``systemMessage`` nowhere (not in its output, its ``--json`` events or the rollout), nor the
+hook's stderr, and runs the hook in a session of its own with no terminal. So the message
+also goes, appended, to the standard error of the ``codex exec`` process that runs the hook
+(found up the hook's parents through ``/proc``), where ``codex exec`` prints its own progress;
+under the TUI, which shows ``systemMessage``, and where there is no ``/proc``, nothing more.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.hooks.decision import Runtime, StopRequest, decision_answer
+from postflightd.hooks.decision import Runtime, StopRequest, Verdict, decision_answer
 from postflightd.hooks.ownership import Ownership, ownership
 from postflightd.hooks.rollout import rollout_written
 from postflightd.hooks.stdin import directory, flag, text
@@ -56,4 +67,66 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     return StopRequest((cwd,), not active, whose, text(doc, "agent_type"))
 
 
-RUNTIME: Final = Runtime("codex", parse, decision_answer)
+#: Parents looked at for ``codex exec``: the runtime's ``sh -c``, a wrapper script.
+MAX_PARENTS: Final = 4
+#: ``codex exec``'s subcommand and its alias.
+EXEC_WORDS: Final = frozenset({b"exec", b"e"})
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        return int(stat[stat.rindex(b")") + 2 :].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _is_codex_exec(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[0].rsplit(b"/", 1)[-1] == b"codex" and bool(EXEC_WORDS & set(argv[1:]))
+
+
+def codex_exec_pid(start: int | None = None) -> int | None:
+    """The ``codex exec`` process among this process's nearest parents, or None."""
+    pid: int | None = os.getppid() if start is None else start
+    for _ in range(MAX_PARENTS):
+        if pid is None or pid <= 1:
+            return None
+        if _is_codex_exec(pid):
+            return pid
+        pid = _parent_of(pid)
+    return None
+
+
+def tell_exec_person(message: str) -> bool:
+    """Append ``message`` to the standard error of the ``codex exec`` running this hook;
+    whether it was written."""
+    pid = codex_exec_pid()
+    if pid is None:
+        return False
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK
+    try:
+        fd = os.open(f"/proc/{pid}/fd/2", flags)
+    except OSError:
+        return False
+    try:
+        os.write(fd, (message + "\n").encode("utf-8", "replace"))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def render(verdict: Verdict) -> dict[str, Any]:
+    """Claude Code's shape; the person's message also where ``codex exec`` shows it."""
+    if verdict.message is not None:
+        tell_exec_person(verdict.message)
+    return decision_answer(verdict)
+
+
+RUNTIME: Final = Runtime("codex", parse, render)

@@ -1,0 +1,347 @@
+"""`postflightd hook codex` inside the real Codex CLI (the release pinned in
+tests/runtimes/pinned.txt), its model a scripted Responses API server on 127.0.0.1.
+
+Each test sets a project up with `postflightd init --runtime codex` as a user would, trusts
+the project and the hook in the throwaway home's ~/.codex/config.toml exactly as
+docs/hooks/codex.md says (or runs without that, to show what Codex then does), runs
+`codex exec` in it against the script (the agent's tool calls, then its final text), and reads
+what happened: state.json, the metadata files, every request that reached the model (the
+hook's reason must be in the next one), every call of the hook (its stdin, its answer), and
+what `codex exec` printed.
+
+With PF_RECORD_FIXTURES=1 (never under CI) the runs also write the hook inputs and rollouts
+they produced over the Codex fixtures: tests/hooks/fixtures/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.model_server import Turn, say
+from helpers.project import META, project, task_status, write_meta
+from helpers.responses_server import (
+    ResponsesServer,
+    exec_command,
+    patch,
+    patch_update,
+    responses_server,
+)
+from helpers.runtimes import (
+    HookCall,
+    hook_calls,
+    offline_env,
+    pinned,
+    placeheld,
+    recorder,
+    recording,
+)
+from postflightd.project.codex_trust import hook_trust, postflightd_hooks, trust_entries
+
+pytestmark = pytest.mark.slow
+
+OWN, OTHER = "259_prove_completeness", "260_plan_it"
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
+#: Not JSON: PF102, whoever wrote it.
+BROKEN = '{"status": "researched",\n'
+VALID = json.dumps(researched_doc(OWN), indent=2)
+IN_PROGRESS = json.dumps(
+    {
+        "status": "in_progress",
+        "started_at": "2026-01-08T14:00:00Z",
+        "artifacts": [],
+        "metadata": {"session_id": SESSION},
+    },
+    indent=2,
+)
+#: A model slug Codex knows: it offers `apply_patch` (freeform) and `exec_command` for it.
+MODEL = "gpt-5.5"
+HOUR_AGO = 3600.0
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "codex"
+OWN_META = f"specs/{OWN}/{META}"
+
+
+@dataclass(frozen=True)
+class Run:
+    root: Path
+    home: Path
+    server: ResponsesServer
+    calls: list[HookCall]
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    cli = Path(sys.executable).parent / "postflightd"
+    out = subprocess.run(
+        [str(cli), "init", "--yes", "--runtime", "codex", str(root)],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (root / ".codex" / "hooks.json").is_file()
+    return root
+
+
+def codex_config(server: ResponsesServer, root: Path, trust: str) -> str:
+    """The user's ~/.codex/config.toml: the scripted provider, and the trust of the project
+    (``trust`` "project") or of the project and its hooks ("all") as docs/hooks/codex.md
+    writes them."""
+    text = f"""model = "{MODEL}"
+model_provider = "scripted"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.scripted]
+name = "scripted"
+base_url = "{server.url}"
+wire_api = "responses"
+env_key = "SCRIPTED_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+
+"""
+    if trust != "none":
+        hooks = postflightd_hooks(root) if trust == "all" else []
+        text += trust_entries(root, hooks)
+    return text
+
+
+def run_codex(
+    codex: Path,
+    root: Path,
+    script: list[Turn],
+    prompt: str,
+    *,
+    trust: str = "all",
+    flags: tuple[str, ...] = (),
+    complete: bool = True,
+) -> Run:
+    """`codex exec prompt` in ``root`` against the scripted model, to its end."""
+    tmp = root.parent
+    home = tmp / "codex-home"
+    (home / ".codex").mkdir(parents=True)
+    calls = tmp / "hook-calls"
+    calls.mkdir()
+    path = os.pathsep.join(
+        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
+    )
+    with responses_server(script) as server:
+        config = home / ".codex" / "config.toml"
+        config.write_text(codex_config(server, root, trust), encoding="utf-8")
+        env = offline_env(
+            home, PATH=path, PF_HOOK_CALLS=str(calls), SCRIPTED_API_KEY="dummy", NO_COLOR="1"
+        )
+        env.pop("CODEX_HOME", None)
+        argv = [str(codex), "exec", "--skip-git-repo-check"]
+        # No sandbox of Codex's own here (it needs namespaces the tests' machine may refuse).
+        argv += ["--dangerously-bypass-approvals-and-sandbox", *flags, prompt]
+        out = subprocess.run(
+            argv,
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            check=False,
+            timeout=90,
+        )
+    stdout = out.stdout.decode("utf-8", "replace")
+    stderr = out.stderr.decode("utf-8", "replace")
+    assert out.returncode == 0, (stdout, stderr)
+    answers = [(c.event, c.answer) for c in hook_calls(calls)]
+    # A turn asked for past the script's end: the hook sent the agent on when it should not.
+    assert server.errors == [], answers
+    if complete:
+        assert server.script == [], ("the agent stopped before the end of its script", answers)
+    return Run(root, home, server, hook_calls(calls), stdout, stderr)
+
+
+def meta(root: Path, task_dir: str) -> Path:
+    return root / "specs" / task_dir / META
+
+
+def only(calls: list[HookCall], event: str) -> list[HookCall]:
+    found = [c for c in calls if c.event == event]
+    for call in found:
+        assert call.code == 0, call
+    return found
+
+
+def test_a_valid_file_of_its_own_is_applied_and_the_agent_stops(
+    codex_cli: Path, root: Path
+) -> None:
+    own = meta(root, OWN)
+    run = run_codex(codex_cli, root, [patch(OWN_META, VALID), say("Done.")], "Research task 259.")
+    (stop,) = only(run.calls, "Stop")
+    assert stop.answer == {}, stop
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert len(run.server.agent_requests()) == 2
+    # Offline: nothing but the Responses API was asked (docs/hooks/codex.md).
+    assert {r.path.split("?")[0] for r in run.server.requests} == {"/v1/responses"}
+    record(run, stop, "stop.json", "rollout_apply_patch.jsonl")
+
+
+def test_an_invalid_file_of_its_own_blocks_the_agent_until_it_is_fixed(
+    codex_cli: Path, root: Path
+) -> None:
+    own = meta(root, OWN)
+    fix = exec_command(f"cat > {OWN_META} <<'EOF'\n{VALID}\nEOF")
+    script = [patch(OWN_META, BROKEN), say("Done."), fix, say("Fixed.")]
+    run = run_codex(codex_cli, root, script, "Research task 259.")
+    first, second = only(run.calls, "Stop")
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    requests = run.server.agent_requests()
+    assert len(requests) == 4
+    assert reason in requests[2].last_user_text()
+    assert second.answer == {}
+    assert second.stdin["stop_hook_active"] is True
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    record(run, second, None, "rollout_shell.jsonl")
+
+
+def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
+    codex_cli: Path, root: Path
+) -> None:
+    """Written an hour before this run, in its own task directory: said to the person (on
+    what `codex exec` prints), never put on this agent, whose own file is applied."""
+    theirs = write_meta(root, OTHER, BROKEN)
+    when = time.time() - HOUR_AGO
+    os.utime(theirs, (when, when))
+    own = meta(root, OWN)
+    run = run_codex(codex_cli, root, [patch(OWN_META, VALID), say("Done.")], "Research task 259.")
+    (stop,) = only(run.calls, "Stop")
+    assert "decision" not in stop.answer, stop
+    told = f"specs/{OTHER}/.return-meta.json (PF102"
+    assert told in stop.answer["systemMessage"]
+    assert told in run.stderr, (run.stdout, run.stderr)
+    assert len(run.server.agent_requests()) == 2
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+
+
+def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks_the_agent(
+    codex_cli: Path, root: Path
+) -> None:
+    """While the agent works on its own file (read, then rewritten from in_progress to its
+    outcome), another process writes a broken file in another task directory about a second
+    before the agent stops: the rollout names only the agent's own file, so the other one is
+    said to the person, not put on the agent, however recent."""
+    own = write_meta(root, OWN, IN_PROGRESS)
+    theirs = meta(root, OTHER)
+
+    def other_process(_: dict[str, Any]) -> None:
+        write_meta(root, OTHER, BROKEN)
+        time.sleep(1.0)  # past the hook's settle window: the file is whole when it stops
+
+    update = patch_update(OWN_META, IN_PROGRESS, VALID)
+    script = [exec_command(f"cat {OWN_META}"), update, say("Done.", before=other_process)]
+    run = run_codex(codex_cli, root, script, "Research task 259.")
+    (stop,) = only(run.calls, "Stop")
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert len(run.server.agent_requests()) == 3
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, None, "rollout_update.jsonl")
+
+
+# --- trust -----------------------------------------------------------------------------------
+
+
+def test_in_an_untrusted_project_codex_skips_the_hook_and_says_why(
+    codex_cli: Path, root: Path
+) -> None:
+    """As `init` writes it and nothing more: the project's .codex/ is not read at all, and
+    `codex exec` says so (and how to trust it)."""
+    script = [patch(OWN_META, BROKEN), say("Done.")]
+    run = run_codex(codex_cli, root, script, "Research task 259.", trust="none")
+    assert run.calls == []
+    assert "untrusted project-local configuration is disabled" in run.stderr.lower()
+    assert meta(root, OWN).read_text(encoding="utf-8") == BROKEN
+    assert hook_trust(root, run.home / ".codex") == (False, postflightd_hooks(root))
+
+
+def test_an_untrusted_hook_of_a_trusted_project_is_skipped_without_a_word(
+    codex_cli: Path, root: Path
+) -> None:
+    """The project trusted, the hook not: Codex never runs it and `codex exec` says nothing
+    of it; the agent's broken file stays."""
+    script = [patch(OWN_META, BROKEN), say("Done.")]
+    run = run_codex(codex_cli, root, script, "Research task 259.", trust="project")
+    assert run.calls == []
+    said = (run.stdout + run.stderr).replace(str(run.root.parent), "$TMP").lower()
+    assert "hook" not in said and "trust" not in said, said
+    assert meta(root, OWN).read_text(encoding="utf-8") == BROKEN
+    project_ok, hooks = hook_trust(root, run.home / ".codex")
+    assert project_ok and hooks and not any(h.trusted for h in hooks)
+
+
+def test_bypassing_hook_trust_runs_the_hook_for_that_run(codex_cli: Path, root: Path) -> None:
+    run = run_codex(
+        codex_cli,
+        root,
+        [patch(OWN_META, VALID), say("Done.")],
+        "Research task 259.",
+        trust="project",
+        flags=("--dangerously-bypass-hook-trust",),
+    )
+    (stop,) = only(run.calls, "Stop")
+    assert stop.answer == {}
+    assert task_status(root, 259) == "researched"
+
+
+def test_the_documented_trust_entries_are_what_codex_checks(codex_cli: Path, root: Path) -> None:
+    """The entries docs/hooks/codex.md gives (written by the tests above too) make Codex run
+    the hook; with them, postflightd reads the hook as trusted."""
+    run = run_codex(codex_cli, root, [patch(OWN_META, VALID), say("Done.")], "Research 259.")
+    assert [c.event for c in run.calls] == ["Stop"]
+    project_ok, hooks = hook_trust(root, run.home / ".codex")
+    assert project_ok and [h.event for h in hooks] == ["Stop", "SubagentStop"]
+    assert all(h.trusted for h in hooks)
+
+
+# --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
+
+
+def record(run: Run, call: HookCall, hook_fixture: str | None, rollout: str) -> None:
+    """With the switch on, this run's hook input and the stopping agent's rollout become the
+    fixtures (tests/hooks/fixtures/README.md), their paths replaced by placeholders."""
+    if not recording():
+        return
+    own = call.stdin.get("agent_transcript_path") or call.stdin["transcript_path"]
+    places = {str(own): "$TRANSCRIPT", str(run.root): "$ROOT", str(run.home): "$HOME"}
+    if hook_fixture is not None:
+        text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
+        (FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+    text = placeheld(Path(own).read_text(encoding="utf-8"), places)
+    (FIXTURES / rollout).write_text(text, encoding="utf-8")
+
+
+def test_the_pinned_release_is_the_one_that_runs(codex_cli: Path) -> None:
+    out = subprocess.run(
+        [str(codex_cli), "--version"], capture_output=True, check=False, timeout=60
+    )
+    assert out.returncode == 0
+    assert out.stdout.decode().split()[-1] == pinned("codex").version
