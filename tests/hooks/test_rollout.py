@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -174,14 +174,22 @@ def test_a_rollout_truncated_mid_line_keeps_what_its_whole_lines_say(tmp_path: P
 
 
 def test_a_rollout_read_from_its_file_says_its_writes_and_when_it_began() -> None:
+    """Codex's own rollouts (captured from Codex CLI 0.171.0): an Add File patch, a shell
+    command after a patch, an Update File patch after a read; one that only read."""
     patched = CODEX_FIXTURES / "rollout_apply_patch.jsonl"
     found = read_transcripts([patched], written=rollout_written)
     assert found is not None
-    assert found.task_dirs == {OWN}  # the patch body quotes 260_plan_it: not counted
+    assert found.task_dirs == {OWN}
     # The first line's time: the session_meta's.
-    assert found.began == datetime(2026, 11, 20, 10, 0, tzinfo=UTC).timestamp()
-    shell = read_transcripts([CODEX_FIXTURES / "rollout_shell.jsonl"], written=rollout_written)
-    assert shell is not None and shell.task_dirs == {OWN}
+    first = json.loads(patched.read_text(encoding="utf-8").splitlines()[0])
+    assert first["type"] == "session_meta"
+    stamp = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00"))
+    assert found.began == stamp.timestamp()
+    for name in ("rollout_shell.jsonl", "rollout_update.jsonl"):
+        other = read_transcripts([CODEX_FIXTURES / name], written=rollout_written)
+        assert other is not None and other.task_dirs == {OWN}, name
+    nothing = read_transcripts([CODEX_FIXTURES / "rollout_nothing.jsonl"], written=rollout_written)
+    assert nothing is not None and nothing.task_dirs == frozenset()
 
 
 CODEX = by_name("codex", "stop.json")
@@ -201,7 +209,7 @@ def test_codex_blocks_over_the_file_its_rollout_wrote_not_its_neighbours(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Two invalid files written a minute ago: the one the rollout's patch wrote sends the
-    agent back; the other (only quoted in the patch's body) is told to the person."""
+    agent back; the other, which the rollout never names, is told to the person."""
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
     written(write_meta(root, OTHER, BROKEN), MINUTE_AGO)

@@ -314,12 +314,16 @@ def test_bypassing_hook_trust_runs_the_hook_for_that_run(codex_cli: Path, root: 
 
 def test_the_documented_trust_entries_are_what_codex_checks(codex_cli: Path, root: Path) -> None:
     """The entries docs/hooks/codex.md gives (written by the tests above too) make Codex run
-    the hook; with them, postflightd reads the hook as trusted."""
-    run = run_codex(codex_cli, root, [patch(OWN_META, VALID), say("Done.")], "Research 259.")
-    assert [c.event for c in run.calls] == ["Stop"]
+    the hook; with them, postflightd reads the hook as trusted. The agent only reads: its
+    rollout writes nothing."""
+    script = [exec_command("ls specs"), say("Nothing to write.")]
+    run = run_codex(codex_cli, root, script, "Look at the tasks.")
+    (stop,) = only(run.calls, "Stop")
+    assert stop.answer == {}
     project_ok, hooks = hook_trust(root, run.home / ".codex")
     assert project_ok and [h.event for h in hooks] == ["Stop", "SubagentStop"]
     assert all(h.trusted for h in hooks)
+    record(run, stop, None, "rollout_nothing.jsonl")
 
 
 # --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
