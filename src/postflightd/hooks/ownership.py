@@ -6,8 +6,9 @@ Decided, in order of what is known:
    task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own
    (Claude Code), or an ``apply_patch`` header or a shell command of it (Codex's rollout,
    ``hooks.rollout``), or a ``create``, ``edit`` or ``bash`` call of it (Copilot CLI's
-   ``events.jsonl``, ``hooks.copilot``). The transcript alone decides: Claude Code and Copilot
-   CLI write a tool call's line before the call's result, so the agent's last write is in it
+   ``events.jsonl``, ``hooks.copilot``). The transcript alone decides: Claude Code, Codex CLI
+   and Copilot CLI write a tool call's line before the call's result, so the agent's last write
+   is in it
    when the hook runs (measured by tests/runtimes/), and a file no line names is another
    process's, however recent.
 2. A transcript path given but unreadable: files last written after it began (its birth time,
