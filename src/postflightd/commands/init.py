@@ -19,6 +19,7 @@ from postflightd.fs.directory import Directory, StoreError
 from postflightd.inert import inert, inert_diff
 from postflightd.models.files import META_NAME
 from postflightd.project.adoption import WORKFLOW_DIRS, Survey, survey
+from postflightd.project.codex_trust import trust_report
 from postflightd.project.hook_files import (
     BY_NAME,
     CLAUDE,
@@ -149,8 +150,16 @@ def run_init(
     for runtime in chosen:
         if runtime.needs:
             out.write(f"{runtime.needs}\n")
+    _print_codex_trust(root, chosen, out)
     _print_dashboard_line(root, out)
     return int(ExitCode.OK)
+
+
+def _print_codex_trust(root: Path, chosen: Sequence[Runtime], out: TextIO) -> None:
+    """Whether Codex trusts the project and its hook (it skips an untrusted hook silently)."""
+    if any(r.name == "codex" for r in chosen):
+        for line in trust_report(root):
+            out.write(f"{inert(line)}\n")
 
 
 def _survey(root: Path, specs_dir: str, errors_file: str) -> Survey:
