@@ -45,9 +45,11 @@ def claude_transcript(root: Path) -> Path:
     return path
 
 
-def gemini_transcript(root: Path) -> Path:
-    path = root / "session-2026-11-26.json"
-    path.write_text(json.dumps({"sessionId": "5f0c9a7e", "messages": []}), encoding="utf-8")
+def gemini_transcript(root: Path, capture: str = "write_file.jsonl") -> Path:
+    """A chat record Gemini CLI wrote (tests/hooks/fixtures/gemini/): its agent wrote OWN's
+    file."""
+    path = root / "session-2026-11-28T20-13-0fd64743.jsonl"
+    path.write_bytes((FIXTURES / "gemini" / capture).read_bytes())
     return path
 
 

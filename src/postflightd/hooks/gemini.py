@@ -21,8 +21,10 @@ warning and the turn ends: malformed stdin is exit 1, one line on stderr.
 Loop guard: ``stop_hook_active`` true means the hook already runs in a retry: never blocked
 twice in a row.
 
-Whose files: Gemini CLI's transcript is one JSON document, not a record of each tool's
-writes we can rely on, so the time window decides (``hooks.ownership.window_ownership``).
+Whose files: the session's chat record at ``transcript_path`` (``chats/session-*.jsonl``),
+read by ``hooks.chat``: its ``write_file``, ``replace`` and ``run_shell_command`` calls alone
+decide, as for Claude Code; an unreadable record falls back to the files' times, not before
+its first line's ``startTime``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from postflightd.hooks.chat import chat_written
 from postflightd.hooks.decision import (
     Runtime,
     StopRequest,
@@ -38,7 +41,7 @@ from postflightd.hooks.decision import (
     decision_answer,
     project_starts,
 )
-from postflightd.hooks.ownership import Ownership, window_ownership
+from postflightd.hooks.ownership import Ownership, ownership
 from postflightd.hooks.stdin import directory, flag, text
 
 
@@ -46,10 +49,10 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     cwd = directory(doc, "cwd")
     active = flag(doc, "stop_hook_active")
     found = text(doc, "transcript_path")
-    transcript = Path(found) if found else None
+    paths = [Path(found)] if found else []
 
     def whose(timeout_s: float, now: float) -> Ownership:
-        return window_ownership(transcript, timeout_s, now)
+        return ownership(paths, timeout_s, now, written=chat_written)
 
     project_dir = env.get("GEMINI_PROJECT_DIR")
     starts = project_starts(cwd, [Path(project_dir)] if project_dir else [])

@@ -6,17 +6,18 @@ Decided, in order of what is known:
    task directory a ``Write``, ``Edit``, ``MultiEdit`` or ``Bash`` call of it names is its own
    (Claude Code), or an ``apply_patch`` header or a shell command of it (Codex's rollout,
    ``hooks.rollout``), or a ``create``, ``edit`` or ``bash`` call of it (Copilot CLI's
-   ``events.jsonl``, ``hooks.copilot``). The transcript alone decides: Claude Code, Codex CLI
-   and Copilot CLI write a tool call's line before the call's result, so the agent's last write
-   is in it
-   when the hook runs (measured by tests/runtimes/), and a file no line names is another
-   process's, however recent.
-2. A transcript path given but unreadable: files last written after it began (its birth time,
-   where the file system keeps one), else within the operation's timeout.
+   ``events.jsonl``, ``hooks.copilot``), or a ``write_file``, ``replace`` or
+   ``run_shell_command`` call of it (Gemini CLI's chat record, ``hooks.chat``). The transcript
+   alone decides: these runtimes write a tool call into it before the model is asked again, so
+   the agent's last write is in it when the hook runs (measured by tests/runtimes/), and a file
+   no line names is another process's, however recent.
+2. A transcript path given but unreadable: files last written after it began (its first
+   line's time where that can be read, else its birth time where the file system keeps one),
+   else within the operation's timeout.
 3. No transcript path at all: files last written within the operation's timeout.
 4. The files the runtime itself says the session wrote (OpenCode's plugin): those, and the
    ones last written in the last LAG_S seconds (``files_ownership``).
-5. A runtime whose transcript does not say what the agent wrote (Gemini CLI, Cursor): files
+5. A runtime whose transcript does not say what the agent wrote (Cursor): files
    last written within the operation's timeout, and after the transcript's first line's time
    where it has one (``window_ownership``).
 """
@@ -97,11 +98,14 @@ def ownership(
     transcript = read_transcripts(paths, written=written)
     if transcript is not None:
         return Ownership(transcript, window, "transcript")
-    try:
-        born = getattr(paths[0].stat(), "st_birthtime", None)
-    except OSError:
-        born = None
-    since = born if isinstance(born, float) else window
+    born = began_of(paths[0])
+    if born is None:
+        try:
+            birth = getattr(paths[0].stat(), "st_birthtime", None)
+        except OSError:
+            birth = None
+        born = birth if isinstance(birth, float) else None
+    since = born if born is not None else window
     return Ownership(None, since, "transcript unreadable")
 
 

@@ -136,8 +136,8 @@ def subagent_transcripts(transcript: Path, session_id: str) -> list[Path]:
 
 
 def began_of(path: Path) -> float | None:
-    """When a transcript began, by its first line's ``timestamp`` (a regular file only, its
-    first HEAD_BYTES read); None when that cannot be told."""
+    """When a transcript began, by its first line's time (``_began``; a regular file only,
+    its first HEAD_BYTES read); None when that cannot be told."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -191,9 +191,13 @@ def _written(entry: Any) -> set[str]:
 
 
 def _began(head: bytes) -> float | None:
-    """The first line's ``timestamp`` as a Unix time, when the first line holds one."""
+    """The first line's time as a Unix time, when the first line holds one: its
+    ``timestamp`` (Claude Code, Codex), or its ``startTime`` (Gemini CLI's chat record,
+    whose first line is the session's metadata)."""
     first = head.split(b"\n", 1)[0]
     entry = _loads(first)
-    stamp = entry.get("timestamp") if isinstance(entry, dict) else None
+    stamp = None
+    if isinstance(entry, dict):
+        stamp = entry.get("timestamp", entry.get("startTime"))
     when = parse_timestamp(stamp) if isinstance(stamp, str) else None
     return when.timestamp() if when is not None else None
