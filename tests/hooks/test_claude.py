@@ -95,15 +95,20 @@ def test_invalid_file_blocks_with_exact_fixes_but_valid_ones_are_still_applied(
     assert bad.exists()
 
 
-def test_never_blocks_when_stop_hook_active(tmp_path: Path) -> None:
-    """stop_hook_active: the runtime is already looping; print {} whatever is wrong."""
+def test_never_blocks_when_stop_hook_active_and_tells_the_person(tmp_path: Path) -> None:
+    """stop_hook_active: the runtime is already looping; never a block, whatever is wrong, but
+    the person hears that the agent stopped with its file invalid."""
     root = project(tmp_path / "proj", TASKS, artifacts=[259])
     bad_doc = researched_doc()
     bad_doc["status"] = "completed"
     write_meta(root, "259_prove_completeness", bad_doc)
     out = hook({"cwd": str(root), "stop_hook_active": True})
     assert out.returncode == 0
-    assert one_object(out) == {}
+    answer = one_object(out)
+    assert set(answer) == {"systemMessage"}
+    assert answer["systemMessage"].startswith(
+        "postflightd: specs/259_prove_completeness/.return-meta.json is invalid (PF203"
+    )
 
 
 def test_other_agents_in_progress_files_are_left_alone(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ from helpers.hooks import (
     MINUTE_AGO,
     OWN,
     TASKS,
-    Answer,
     Hook,
     by_name,
     payload,
@@ -35,7 +34,10 @@ def test_cursor_never_sends_back_an_agent_that_was_aborted_or_failed(
 ) -> None:
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
-    assert hook(CURSOR, payload(CURSOR, root, status=status)) == Answer({}, "", 0)
+    answer = hook(CURSOR, payload(CURSOR, root, status=status))
+    assert (answer.doc, answer.code) == ({}, 0)
+    # The person hears of the file the agent stopped with (on stderr: Cursor's channel).
+    assert f"specs/{OWN}/.return-meta.json is invalid (PF102" in answer.stderr
 
 
 def test_cursor_finds_the_project_among_its_workspace_roots(hook: Hook, tmp_path: Path) -> None:

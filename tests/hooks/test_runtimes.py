@@ -99,12 +99,44 @@ def test_another_agents_invalid_file_is_told_to_the_person_once(
     assert hook(runtime, payload(runtime, root)) == Answer({}, "", 0)  # said once
 
 
-def test_the_loop_guard_is_obeyed(runtime: Runtime, hook: Hook, tmp_path: Path) -> None:
+def test_the_loop_guard_is_obeyed_and_the_person_told(
+    runtime: Runtime, hook: Hook, tmp_path: Path
+) -> None:
+    """The runtime's guard lets the agent stop with its file invalid: never a block, and the
+    person is told which file and why, in the runtime's channel for the person."""
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     meta = written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
     answer = hook(runtime, payload(runtime, root, **runtime.guard))
-    assert answer == Answer({}, "", 0)
+    assert answer.code == 0
+    assert "decision" not in answer.doc and "followup_message" not in answer.doc
+    assert person_told(runtime, answer).startswith(
+        f"postflightd: specs/{OWN}/.return-meta.json is invalid (PF102: "
+    )
     assert meta.exists()
+
+
+def test_the_bound_holds_whatever_the_runtimes_flag_says(
+    runtime: Runtime, hook: Hook, tmp_path: Path
+) -> None:
+    """The agent rewrites its file, still invalid, at every try, and the runtime's flag never
+    says it is a retry (as Gemini CLI after a tool call): sent back 3 times, then let stop,
+    and the person told which file is still invalid and why."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    answers = []
+    for attempt in range(5):
+        written(write_meta(root, OWN, BROKEN + " " * attempt), MINUTE_AGO)
+        answers.append(hook(runtime, payload(runtime, root)))
+    for answer in answers[:3]:
+        assert answer.doc == runtime.block(reason_of(answer.doc))
+    for answer in answers[3:]:
+        assert answer.code == 0
+        assert "decision" not in answer.doc and "followup_message" not in answer.doc
+        told = person_told(runtime, answer)
+        assert told.startswith(
+            f"postflightd: specs/{OWN}/.return-meta.json is still invalid after the agent was "
+            "sent back 3 times to repair it (PF102: "
+        )
+        assert told.endswith(f"run `postflightd process specs/{OWN}/.return-meta.json`")
 
 
 def test_a_bad_configuration_is_told_to_the_person_never_blocks(

@@ -65,7 +65,12 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
 
     project_dir = env.get("CLAUDE_PROJECT_DIR")
     starts = project_starts(cwd, [Path(project_dir)] if project_dir else [])
-    return StopRequest(starts, not active, whose, text(doc, "agent_type"))
+    # A subagent shares its session's id: its own count is kept apart by its agent_id.
+    session = text(doc, "session_id")
+    agent_id = text(doc, "agent_id") if event == "SubagentStop" else None
+    if session and agent_id:
+        session = f"{session}/{agent_id}"
+    return StopRequest(starts, not active, whose, text(doc, "agent_type"), session=session)
 
 
 RUNTIME: Final = Runtime("claude", parse, decision_answer)

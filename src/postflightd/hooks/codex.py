@@ -64,7 +64,8 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     def whose(timeout_s: float, now: float) -> Ownership:
         return ownership(paths, timeout_s, now, written=rollout_written)
 
-    return StopRequest((cwd,), not active, whose, text(doc, "agent_type"))
+    session = text(doc, "session_id")
+    return StopRequest((cwd,), not active, whose, text(doc, "agent_type"), session=session)
 
 
 #: Parents looked at for ``codex exec``: the runtime's ``sh -c``, a wrapper script.

@@ -70,9 +70,11 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     def whose(timeout_s: float, now: float) -> Ownership:
         return ownership(paths, timeout_s, now, written=written)
 
-    return StopRequest(
-        (cwd,), not active, whose, text(doc, "agentType", "agent_type"), stop_name(doc)
-    )
+    agent_type = text(doc, "agentType", "agent_type")
+    session = text(doc, "sessionId", "session_id")
+    if session and agent:  # a subagent's own count, apart from its session's
+        session = f"{session}/{agent}"
+    return StopRequest((cwd,), not active, whose, agent_type, stop=stop_name(doc), session=session)
 
 
 def stop_name(doc: Mapping[str, Any]) -> str | None:

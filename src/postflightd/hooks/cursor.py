@@ -54,7 +54,7 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     def whose(timeout_s: float, now: float) -> Ownership:
         return window_ownership(transcript, timeout_s, now)
 
-    return StopRequest(starts, may_block, whose)
+    return StopRequest(starts, may_block, whose, session=text(doc, "conversation_id"))
 
 
 def _starts(doc: Mapping[str, Any]) -> tuple[Path, ...]:

@@ -71,6 +71,9 @@ class StopRequest(NamedTuple):
     #: the stop's own name, where the runtime may run the hook twice for one stop
     #: (``hooks.once``): the second run answers nothing
     stop: str | None = None
+    #: the runtime's session (or conversation) id: postflightd's own bound counts per
+    #: session and file (``hooks.bound``); None counts per file alone
+    session: str | None = None
 
 
 def project_starts(cwd: Path | None, project_dirs: Sequence[Path]) -> tuple[Path, ...]:
@@ -305,8 +308,54 @@ def _postflight(
     others = _others_problem(project.root, theirs, unsettled, Reported(default_reported_path()))
     if others is not None:
         problems.append(others)
-    reason = block_reason([r for r in reports if r.path in own], request.may_block, unsettled)
+    reason, held = _bounded(project.root, [r for r in reports if r.path in own], request, unsettled)
+    if held is not None:
+        problems.append(held)
     return Verdict(reason, message_of(problems) if problems else None)
+
+
+def _bounded(
+    root: Path, reports: Sequence[FileReport], request: StopRequest, unsettled: set[Path]
+) -> tuple[str | None, str | None]:
+    """(the block reason, what the person is told): the agent's own invalid files send it
+    back while the runtime's guard allows it and postflightd's bound (``hooks.bound``) is not
+    reached; the others are said to the person, who is otherwise never told that the agent
+    stopped with its file still invalid."""
+    from postflightd.hooks.bound import MAX_BLOCKS, Blocks, block_key
+    from postflightd.hooks.bound import default_path as default_blocks_path
+
+    if not reports:
+        return None, None
+    blocks = Blocks(default_blocks_path())
+    keys = {r.path: block_key(root, request.session, r.rel_path) for r in reports}
+    invalid = [r for r in reports if _to_repair(r, set())]
+    repair = [r for r in invalid if r.path not in unsettled]
+    sent = [r for r in repair if request.may_block and blocks.count(keys[r.path]) < MAX_BLOCKS]
+    held = [r for r in repair if r not in sent]
+    cleared = [keys[r.path] for r in reports if r not in invalid]
+    problem = blocks.update([keys[r.path] for r in sent], cleared)
+    if problem is not None:
+        print(f"postflightd: {inert(problem)}", file=sys.stderr)
+    told = [_held_line(r, blocks.count(keys[r.path])) for r in held]
+    return block_reason(sent, True, unsettled), "; ".join(told) if told else None
+
+
+def _held_line(report: FileReport, times: int) -> str:
+    """The person's line for an own invalid file the agent was let stop with."""
+    first = _blocking_errors(report)[0]
+    why = f"{first.code}: {first.message}"
+    fix = f"repair it, then run `postflightd process {report.rel_path}`"
+    if times == 0:
+        # Sent back by another hook, or by this one before the count was kept.
+        return (
+            f"{report.rel_path} is invalid ({why}) and the runtime's loop guard let the agent "
+            f"stop without repairing it: {fix}"
+        )
+    sent = "once" if times == 1 else counted(times, "time")
+    return (
+        f"{report.rel_path} is still invalid after the agent was sent back {sent} to repair "
+        f"it ({why}); it was let stop: {fix}"
+    )
 
 
 def _check_found(project: Project, config: Config, refs: list[MetaFileRef]) -> list[FileReport]:

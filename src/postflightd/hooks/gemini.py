@@ -18,8 +18,11 @@ the person; ``{}`` lets the turn end. Stdout must hold nothing but that JSON. Ex
 retry with stderr as the prompt, so the hook never exits 2; any other exit code is a
 warning and the turn ends: malformed stdin is exit 1, one line on stderr.
 
-Loop guard: ``stop_hook_active`` true means the hook already runs in a retry: never blocked
-twice in a row.
+Loop guard: ``stop_hook_active`` true means the hook runs in a retry it caused: never denied
+again then. Gemini CLI sets it only when the retry's turn ends without a tool call (its
+``GeminiClient.sendMessageStream``: the retry that calls a tool ends in a new turn, flag
+false), so an agent that rewrites its file, still invalid, at every try is never stopped by
+it; postflightd's own bound is (``hooks.bound``, in ``hooks.decision``).
 
 Whose files: the session's chat record at ``transcript_path`` (``chats/session-*.jsonl``),
 read by ``hooks.chat``: its ``write_file``, ``replace`` and ``run_shell_command`` calls alone
@@ -56,7 +59,7 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
 
     project_dir = env.get("GEMINI_PROJECT_DIR")
     starts = project_starts(cwd, [Path(project_dir)] if project_dir else [])
-    return StopRequest(starts, not active, whose)
+    return StopRequest(starts, not active, whose, session=text(doc, "session_id"))
 
 
 def render(verdict: Verdict) -> dict[str, Any]:
