@@ -25,3 +25,9 @@ def copilot_cli() -> Path:
 def codex_cli() -> Path:
     """Codex CLI's ``codex``, the release pinned in tests/runtimes/pinned.txt."""
     return installed("codex")
+
+
+@pytest.fixture(scope="session")
+def gemini_cli() -> Path:
+    """Gemini CLI's ``gemini``, the release pinned in tests/runtimes/pinned.txt."""
+    return installed("gemini")
