@@ -239,6 +239,33 @@ def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks
     record(run, stop, None, "edit.jsonl")
 
 
+def test_an_agent_that_keeps_its_file_invalid_is_let_stop_and_the_person_told(
+    claude_code: Path, root: Path
+) -> None:
+    """The agent rewrites its file, still invalid, when sent back: Claude Code's
+    stop_hook_active lets it stop at the second stop, and the answer tells the person which
+    file is still invalid and why (before, `{}`: nobody heard of it)."""
+    own = meta(root, OWN)
+    script = [
+        write(str(own), BROKEN),
+        say("Done."),
+        write(str(own), BROKEN + " "),
+        say("Done again."),
+    ]
+    run = run_claude(claude_code, root, script, "Research task 259.")
+    first, second = only(run.calls, "Stop")
+    assert first.answer["decision"] == "block"
+    assert second.stdin["stop_hook_active"] is True
+    assert set(second.answer) == {"systemMessage"}
+    told = second.answer["systemMessage"]
+    assert told.startswith(
+        f"postflightd: specs/{OWN}/.return-meta.json is still invalid after the agent was sent "
+        "back once to repair it (PF102: "
+    )
+    assert len(run.server.agent_requests()) == 4
+    assert own.exists()
+
+
 def test_a_subagents_invalid_file_blocks_the_subagent_until_it_is_fixed(
     claude_code: Path, root: Path
 ) -> None:
