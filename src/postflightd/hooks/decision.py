@@ -346,11 +346,10 @@ def _held_line(report: FileReport, times: int) -> str:
     why = f"{first.code}: {first.message}"
     fix = f"repair it, then run `postflightd process {report.rel_path}`"
     if times == 0:
-        # Sent back by another hook, or by this one before the count was kept.
-        return (
-            f"{report.rel_path} is invalid ({why}) and the runtime's loop guard let the agent "
-            f"stop without repairing it: {fix}"
-        )
+        # The runtime let it stop first: its loop guard after another hook's block, or an
+        # agent the person aborted (Cursor's status).
+        stopped = "the agent stopped without repairing it"
+        return f"{report.rel_path} is invalid ({why}) and {stopped}: {fix}"
     sent = "once" if times == 1 else counted(times, "time")
     return (
         f"{report.rel_path} is still invalid after the agent was sent back {sent} to repair "
