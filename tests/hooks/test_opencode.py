@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +78,28 @@ def test_opencode_input_of_the_wrong_shape_is_exit_0_and_one_stderr_line(
     assert (answer.doc, answer.code) == ({}, 0)
     assert problem in answer.stderr
     assert answer.stderr.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_an_answer_nobody_reads_any_more_is_still_exit_0(tmp_path: Path) -> None:
+    """The plugin's OpenCode may be gone when the answer comes (`opencode run` used to end
+    first): the hook, the real CLI, writes into a pipe whose reader has closed, and exits 0
+    with nothing on stderr, the session's invalid file left for the next stop."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    own = write_meta(root, OWN, BROKEN)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stdin = json.dumps({"session_id": "ses_1", "cwd": str(root), "files": [str(own)], "attempt": 0})
+    try:
+        out = subprocess.run(
+            [str(Path(sys.executable).with_name("postflightd")), "hook", "opencode"],
+            input=stdin.encode(),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (out.returncode, out.stderr.decode()) == (0, "")
+    assert own.read_text(encoding="utf-8") == BROKEN

@@ -69,7 +69,7 @@ def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
         request = runtime.parse(doc, os.environ)
     except HookInputError as exc:
         print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
-        print("{}")
+        _say("{}")
         return runtime.malformed_exit
     if request.stop is not None:
         from postflightd.hooks.once import first_run
@@ -86,5 +86,22 @@ def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
     reply: dict[str, Any] = runtime.render(verdict)
     if verdict.message is not None and runtime.person != "answer":
         print(verdict.message, file=sys.stderr)
-    print(json_text(reply))
+    _say(json_text(reply))
     return int(ExitCode.OK)
+
+
+def _say(answer: str) -> None:
+    """Print the answer on stdout, flushed. A runtime that stopped reading it (OpenCode's
+    `run` may end while its plugin's hook runs) is no failure of the hook: the post-flight is
+    done, and the hook still exits as it would have, never 141."""
+    try:
+        print(answer)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # What is still buffered goes nowhere, or the flush at exit would fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, AttributeError, ValueError):
+            pass  # no stdout descriptor to replace: nothing left to flush
