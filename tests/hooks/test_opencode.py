@@ -50,6 +50,24 @@ def test_opencode_owns_the_files_its_plugin_names_and_those_written_seconds_ago(
     assert f"specs/{OWN}/.return-meta.json" in reason_of(lagging.doc)
 
 
+def test_with_its_commands_the_plugins_lists_are_whole_and_no_recent_file_is_guessed(
+    hook: Hook, tmp_path: Path
+) -> None:
+    """A plugin that sends its shell commands sees every write: a file one of them names is
+    the session's; a file written a second ago that neither list names is another's."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    own = written(write_meta(root, OWN, BROKEN), 1.0)
+    written(write_meta(root, OTHER, BROKEN), 1.0)
+    command = f"cat > specs/{OWN}/.return-meta.json <<'EOF'\n...\nEOF"
+    answer = hook(OPENCODE, payload(OPENCODE, root, files=[], commands=[command]))
+    assert f"specs/{OWN}/.return-meta.json" in reason_of(answer.doc)
+    assert OTHER not in reason_of(answer.doc)
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in answer.doc["systemMessage"]
+    assert own.exists()
+    alone = hook(OPENCODE, payload(OPENCODE, root, files=[], commands=[]))
+    assert "decision" not in alone.doc
+
+
 @pytest.mark.parametrize("attempt", [0, 2])
 def test_opencode_sends_the_agent_back_until_the_third_attempt(
     hook: Hook, tmp_path: Path, attempt: int
@@ -68,6 +86,8 @@ def test_opencode_sends_the_agent_back_until_the_third_attempt(
         ({"attempt": -1}, '"attempt" must be a whole number from 0 up'),
         ({"attempt": True}, '"attempt" must be a whole number from 0 up'),
         ({"cwd": None}, 'no "cwd" string'),
+        ({"commands": "ls"}, '"commands" must be a list of shell commands'),
+        ({"commands": [["ls"]]}, '"commands" must be a list of shell commands'),
     ],
 )
 def test_opencode_input_of_the_wrong_shape_is_exit_0_and_one_stderr_line(

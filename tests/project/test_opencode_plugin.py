@@ -47,6 +47,7 @@ with open(calls, "a+", encoding="utf-8") as f:
 with open(os.path.join(here, "answers.json"), encoding="utf-8") as f:
     answers = json.load(f)
 answer = answers[min(n, len(answers) - 1)]
+time.sleep(answer.get("sleep", 0))
 sys.stdout.write(answer["stdout"])
 sys.exit(answer.get("exit", 0))
 """
@@ -146,6 +147,7 @@ def test_a_block_answer_sends_its_reason_once_as_a_prompt(tmp_path: Path) -> Non
         "session_id": SESSION,
         "cwd": str(tmp_path / "proj"),
         "files": [meta],  # what it wrote, not what it read
+        "commands": [],
         "attempt": 0,
     }
 
@@ -209,6 +211,33 @@ def test_sessions_are_counted_and_tracked_apart(tmp_path: Path) -> None:
         "ses_a": [str(tmp_path / "proj" / "a.json")],
         "ses_b": [str(tmp_path / "proj" / "b.json")],
     }
+
+
+def test_shell_commands_are_sent_as_they_are(tmp_path: Path) -> None:
+    """The plugin cannot tell what a shell command wrote: the hook reads the files it names."""
+    bin_dir = _stand_in(tmp_path, [NOTHING])
+    command = "cat > specs/1_x/.return-meta.json <<'EOF'\n{}\nEOF"
+    call = {"tool": "bash", "sessionID": SESSION, "callID": "c1"}
+    steps = [
+        {"hook": "tool.execute.before", "input": call, "output": {"args": {"command": command}}},
+        {"hook": "tool.execute.after", "input": call, "output": {"metadata": {}}},
+        _idle(),
+    ]
+    _drive(tmp_path, steps, bin_dir)
+    [sent] = _calls(bin_dir)
+    assert (sent["stdin"]["commands"], sent["stdin"]["files"]) == ([command], [])
+
+
+def test_dispose_waits_for_the_check_under_way(tmp_path: Path) -> None:
+    """OpenCode does not await an event handler, but awaits dispose before it ends (`opencode
+    run` ends at the session's first idle): dispose returns once the hook has answered and
+    the reason was sent."""
+    bin_dir = _stand_in(tmp_path, [{**BLOCK, "sleep": 1.0}, NOTHING])
+    steps = [*_write("a.json"), {"event_unawaited": _idle()["event"]}, {"dispose": True}]
+    record = _drive(tmp_path, steps, bin_dir)
+    assert len(_calls(bin_dir)) == 1
+    assert len(record["prompts"]) == 1
+    assert record["disposed_after"] == ["prompt"]
 
 
 def test_patch_results_name_the_files_they_wrote(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ this command, and when the answer asks the agent to go on, sends the reason to t
 a new prompt (so it arrives after the turn, not before it ends).
 
 Input on stdin, from the plugin: ``{"session_id": str, "cwd": str, "files": [the absolute
-paths the session's tool parts wrote], "attempt": int}`` (how many times in a row the plugin
-already sent the agent back).
+paths the session's tool parts wrote], "commands": [its shell commands], "attempt": int}``
+(how many times in a row the plugin already sent the agent back).
 
 Answer on stdout: ``{}`` lets it be; ``{"decision": "block", "reason": ...}`` asks the agent
 to go on; ``systemMessage`` is added when there is something for the person. Exit 0 always
@@ -16,8 +16,11 @@ one line on stderr. Only a usage error (an unknown runtime) exits otherwise.
 
 Loop guard: the plugin counts; an ``attempt`` of MAX_ATTEMPTS or more never blocks.
 
-Whose files: those in ``files``, and, as the plugin's list may lag the last write, those
-written in the last seconds (``hooks.ownership.files_ownership``).
+Whose files: those in ``files`` and those a command of ``commands`` names (as a transcript's
+shell commands are read). OpenCode awaits the plugin's ``tool.execute.after`` before a tool's
+result goes back, so the two lists are whole when the session goes idle. A plugin of an older
+postflightd sends no ``commands`` and cannot see what a shell command wrote: for it, files
+written in the last seconds count too (``hooks.ownership.files_ownership``'s lag window).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Final
 from postflightd.hooks.decision import Runtime, StopRequest, decision_answer
 from postflightd.hooks.ownership import Ownership, files_ownership
 from postflightd.hooks.stdin import HookInputError, count, directory
+from postflightd.hooks.transcript import task_dirs_named
 
 #: The attempt from which the agent is no longer sent back.
 MAX_ATTEMPTS: Final = 3
@@ -42,9 +46,17 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     if not isinstance(given, list) or not all(isinstance(f, str) for f in given):
         raise HookInputError('hook input "files" must be a list of paths')
     files = [f for f in given[:MAX_FILES] if "\0" not in f]
+    commands = doc.get("commands")
+    if commands is not None and (
+        not isinstance(commands, list) or not all(isinstance(c, str) for c in commands)
+    ):
+        raise HookInputError('hook input "commands" must be a list of shell commands')
+    named = sorted({d for c in (commands or [])[:MAX_FILES] for d in task_dirs_named(c)})
 
     def whose(timeout_s: float, now: float) -> Ownership:
-        return files_ownership(files, timeout_s, now)
+        if commands is None:
+            return files_ownership(files, timeout_s, now)
+        return files_ownership(files, timeout_s, now, named=named, lag_s=0.0)
 
     return StopRequest((cwd,), attempt < MAX_ATTEMPTS, whose)
 

@@ -24,6 +24,7 @@ Decided, in order of what is known:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -109,13 +110,22 @@ def ownership(
     return Ownership(None, since, "transcript unreadable")
 
 
-def files_ownership(files: list[str], timeout_s: float, now: float) -> Ownership:
-    """The rule when the runtime names the files the session wrote: those files are its own,
-    and, as the runtime's record may lag the last write, the ones written in the last LAG_S."""
-    dirs: set[str] = set()
+def files_ownership(
+    files: list[str],
+    timeout_s: float,
+    now: float,
+    *,
+    named: Iterable[str] = (),
+    lag_s: float = LAG_S,
+) -> Ownership:
+    """The rule when the runtime names the files the session wrote: those files are its own
+    (and the task directories ``named`` otherwise, by its shell commands), and, as the
+    runtime's record may lag the last write, the ones written in the last ``lag_s`` (0 for a
+    record known to be whole)."""
+    dirs: set[str] = set(named)
     for path in files:
         dirs |= task_dirs_named(path)
-    return Ownership(Transcript(frozenset(dirs), None), now - timeout_s, "files", LAG_S)
+    return Ownership(Transcript(frozenset(dirs), None), now - timeout_s, "files", lag_s)
 
 
 def window_ownership(transcript: Path | None, timeout_s: float, now: float) -> Ownership:
