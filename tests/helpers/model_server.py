@@ -89,15 +89,20 @@ class Request:
 
 
 class ModelServer:
-    """The server and its script; ``requests`` grows as the runtime asks."""
+    """The server and its script; ``requests`` grows as the runtime asks. ``handler`` makes
+    the request handler of another API (helpers.chat_server); Anthropic's by default."""
 
-    def __init__(self, script: list[Turn]) -> None:
+    def __init__(
+        self,
+        script: list[Turn],
+        handler: Callable[[ModelServer], type[BaseHTTPRequestHandler]] | None = None,
+    ) -> None:
         self.script = list(script)
         self.requests: list[Request] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), (handler or _handler)(self))
         self.port: int = self._http.server_address[1]
         self._thread = threading.Thread(
             target=self._http.serve_forever, name="model-server", daemon=True

@@ -33,20 +33,27 @@ def hook(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Hook:
     return Hook(capsys, tmp_path)
 
 
-def test_opencode_owns_the_files_its_plugin_names_and_those_written_seconds_ago(
+def older_plugin(doc: dict[str, Any]) -> dict[str, Any]:
+    """The input of the plugin of an older postflightd: no ``commands``."""
+    doc.pop("commands", None)
+    return doc
+
+
+def test_an_older_plugin_owns_the_files_it_names_and_those_written_seconds_ago(
     hook: Hook, tmp_path: Path
 ) -> None:
     """Named by the plugin: the session's. Written a minute ago and not named: another's.
-    Written a second ago and not named: the session's (the plugin's list may lag)."""
+    Written a second ago and not named: the session's (a plugin that sends no commands cannot
+    see a shell command's writes)."""
     root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
     own = written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
     written(write_meta(root, OTHER, BROKEN), MINUTE_AGO)
-    answer = hook(OPENCODE, payload(OPENCODE, root, files=[str(own)]))
+    answer = hook(OPENCODE, older_plugin(payload(OPENCODE, root, files=[str(own)])))
     assert f"specs/{OWN}/.return-meta.json" in reason_of(answer.doc)
     assert OTHER not in reason_of(answer.doc)
     assert f"specs/{OTHER}/.return-meta.json (PF102" in answer.doc["systemMessage"]
     written(own, 1.0)
-    lagging = hook(OPENCODE, payload(OPENCODE, root, files=[]))
+    lagging = hook(OPENCODE, older_plugin(payload(OPENCODE, root, files=[])))
     assert f"specs/{OWN}/.return-meta.json" in reason_of(lagging.doc)
 
 

@@ -31,3 +31,9 @@ def codex_cli() -> Path:
 def gemini_cli() -> Path:
     """Gemini CLI's ``gemini``, the release pinned in tests/runtimes/pinned.txt."""
     return installed("gemini")
+
+
+@pytest.fixture(scope="session")
+def opencode() -> Path:
+    """OpenCode's ``opencode``, the release pinned in tests/runtimes/pinned.txt."""
+    return installed("opencode")

@@ -1,0 +1,386 @@
+"""postflightd's OpenCode plugin and `postflightd hook opencode` inside the real OpenCode (the
+release pinned in tests/runtimes/pinned.txt), its model a scripted OpenAI-compatible server on
+127.0.0.1 (helpers.chat_server).
+
+Each test sets a project up with `postflightd init --runtime opencode` as a user would, adds an
+`opencode.json` naming the scripted provider, and drives OpenCode in one of its two ways: `run`
+(one prompt; the process ends when the session goes idle) or `serve` (long-lived, the session
+prompted over its HTTP API, as the TUI does). It then reads what happened: state.json, the
+metadata files, every request that reached the model (the hook's reason must be in the next
+one), every call of the hook (its stdin, its answer), recorded by a `postflightd` first on
+OpenCode's PATH that runs the real CLI.
+
+Offline: OpenCode installs its plugin package (@opencode-ai/plugin) into each configuration
+directory it reads when the directory has no node_modules, or a package.json dependency its
+package-lock.json lacks. The tests write, in the throwaway HOME's ~/.config/opencode and the
+project's .opencode, what that install leaves (the dependency in package.json and
+package-lock.json, a node_modules directory; postflightd's plugin imports nothing from it), so
+OpenCode installs nothing, and npm's registry in that HOME is a closed port on 127.0.0.1:
+nothing reaches the network. The models list is not fetched (OPENCODE_DISABLE_MODELS_FETCH).
+
+With PF_RECORD_FIXTURES=1 (never under CI) the runs also write the hook inputs the plugin
+gave over the OpenCode fixtures: tests/hooks/fixtures/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.chat_server import ChatRequest, chat_handler, chat_write
+from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.model_server import ModelServer, ToolCall, Turn, say
+from helpers.project import META, project, task_status, write_meta
+from helpers.runtimes import (
+    HookCall,
+    hook_calls,
+    offline_env,
+    pinned,
+    placeheld,
+    recorder,
+    recording,
+)
+from helpers.waiting import wait_until
+
+pytestmark = pytest.mark.slow
+
+OWN, OTHER = "259_prove_completeness", "260_plan_it"
+TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
+#: Not JSON: PF102, whoever wrote it.
+BROKEN = '{"status": "researched",\n'
+VALID = json.dumps(researched_doc(OWN), indent=2)
+IN_PROGRESS = json.dumps(
+    {
+        "status": "in_progress",
+        "started_at": "2026-01-08T14:00:00Z",
+        "artifacts": [],
+        "metadata": {"session_id": SESSION},
+    },
+    indent=2,
+)
+HOUR_AGO = 3600.0
+PROVIDER, MODEL = "scripted", "model"
+REPO = Path(__file__).resolve().parents[2]
+HOOK_FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "opencode"
+MODES = ["run", "serve"]
+
+
+@dataclass(frozen=True)
+class Run:
+    root: Path
+    home: Path
+    server: ModelServer
+    calls: list[HookCall]
+    log: str
+
+    def agent_requests(self) -> list[ChatRequest]:
+        return [r for r in self.server.agent_requests() if isinstance(r, ChatRequest)]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
+    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
+    cli = Path(sys.executable).parent / "postflightd"
+    out = subprocess.run(
+        [str(cli), "init", "--yes", "--runtime", "opencode", str(root)],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert (root / ".opencode" / "plugins" / "postflightd.ts").is_file()
+    return root
+
+
+def plugin_package_in_place(config_dir: Path) -> None:
+    """What OpenCode's install of its plugin package leaves in a configuration directory, so
+    that it installs nothing (the module docstring)."""
+    config_dir.mkdir(parents=True, exist_ok=True)
+    (config_dir / "node_modules").mkdir(exist_ok=True)
+    dependencies = {"@opencode-ai/plugin": pinned("opencode").version}
+    (config_dir / "package.json").write_text(json.dumps({"dependencies": dependencies}))
+    lock = {"lockfileVersion": 3, "packages": {"": {"dependencies": dependencies}}}
+    (config_dir / "package-lock.json").write_text(json.dumps(lock))
+
+
+@contextmanager
+def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ModelServer, dict[str, str]]]:
+    """The scripted server, the project's opencode.json naming it, and OpenCode's environment."""
+    tmp = root.parent
+    home = tmp / "opencode-home"
+    home.mkdir()
+    # npm's registry, should OpenCode try to install anything: a closed port, never the net.
+    (home / ".npmrc").write_text("registry=http://127.0.0.1:9/\n")
+    plugin_package_in_place(home / ".config" / "opencode")
+    plugin_package_in_place(root / ".opencode")
+    calls = tmp / "hook-calls"
+    calls.mkdir()
+    path = os.pathsep.join(
+        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
+    )
+    server = ModelServer(script, chat_handler)
+    server.start()
+    try:
+        provider = {
+            "npm": "@ai-sdk/openai-compatible",
+            "name": "Scripted",
+            "options": {"baseURL": f"{server.url}/v1", "apiKey": "dummy"},
+            "models": {MODEL: {"name": "Scripted", "tool_call": True}},
+        }
+        config = {
+            "provider": {PROVIDER: provider},
+            "model": f"{PROVIDER}/{MODEL}",
+            "small_model": f"{PROVIDER}/{MODEL}",
+            "autoupdate": False,
+            "share": "disabled",
+        }
+        (root / "opencode.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        env = offline_env(
+            home,
+            PATH=path,
+            PF_HOOK_CALLS=str(calls),
+            # OpenCode takes its directory from $PWD before the working directory.
+            PWD=str(root),
+            OPENCODE_DISABLE_MODELS_FETCH="1",
+            OPENCODE_DISABLE_AUTOUPDATE="1",
+        )
+        # Its configuration, data and cache under that HOME, not where the tests' XDG points.
+        for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
+            env.pop(name, None)
+        yield server, env
+    finally:
+        server.stop()
+
+
+def run_opencode(opencode: Path, root: Path, script: list[Turn], prompt: str, mode: str) -> Run:
+    """OpenCode in ``root`` against the scripted model, ``prompt`` its one message, to the end
+    of the script: `opencode run` to its exit, or `opencode serve` until every turn was asked
+    for and the last hook call answered."""
+    with opencode_setup(root, script) as (server, env):
+        if mode == "run":
+            out = subprocess.run(
+                [str(opencode), "run", "--print-logs", prompt],
+                cwd=root,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                check=False,
+                timeout=120,
+            )
+            log = out.stderr.decode("utf-8", "replace")
+            assert out.returncode == 0, (out.stdout, log[-3000:])
+        else:
+            log = serve(opencode, root, env, server, prompt)
+    calls = hook_calls(root.parent / "hook-calls")
+    answers = [c.answer for c in calls]
+    # A turn asked for past the script's end: the hook sent the agent on when it should not.
+    assert server.errors == [], answers
+    assert server.script == [], ("the agent stopped before the end of its script", answers)
+    # Nothing was installed or fetched: no warning of a failed install, only the model asked.
+    assert "dependency install failed" not in log
+    assert {r.path.split("?")[0] for r in server.requests} == {"/v1/chat/completions"}
+    return Run(root, root.parent / "opencode-home", server, calls, log)
+
+
+def serve(opencode: Path, root: Path, env: dict[str, str], server: ModelServer, prompt: str) -> str:
+    """`opencode serve` on 127.0.0.1, a session made and prompted over its HTTP API; waits
+    for the script's end and the hook's last answer, then stops the server."""
+    log = root.parent / "serve.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [str(opencode), "serve", "--hostname", "127.0.0.1", "--port", "0", "--print-logs"],
+            cwd=root,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
+    try:
+        assert proc.stdout is not None
+        said = ""
+        while not (found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", said)):
+            line = proc.stdout.readline().decode("utf-8", "replace")
+            assert line, (said, log.read_text(encoding="utf-8", errors="replace")[-3000:])
+            said += line
+        base = found.group(1)
+        session = post(base, "/session", {})
+        body = {"parts": [{"type": "text", "text": prompt}]}
+        post(base, f"/session/{session['id']}/message", body)
+        calls_dir = root.parent / "hook-calls"
+
+        def settled() -> bool:
+            # The script asked to its end, and the hook answered the session's last idle
+            # (a hook call recorded after the last model request, with nothing pending).
+            if server.script or not (calls := hook_calls(calls_dir)):
+                return False
+            return all(c.answer.get("decision") != "block" for c in calls[-1:])
+
+        wait_until("the script's end and the hook's last answer", settled, timeout=90)
+        time.sleep(1.0)  # a prompt the plugin would still send shows as a request past the end
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        proc.stdout.close() if proc.stdout else None
+    return log.read_text(encoding="utf-8", errors="replace")
+
+
+def post(base: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    assert base.startswith("http://127.0.0.1:")
+    request = urllib.request.Request(  # noqa: S310 - the loopback server just started
+        base + path,
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=90) as response:  # noqa: S310 - the same
+        doc: dict[str, Any] = json.loads(response.read() or b"{}")
+        return doc
+
+
+def meta(root: Path, task_dir: str) -> Path:
+    return root / "specs" / task_dir / META
+
+
+def edit(path: Path, old: str, new: str) -> Turn:
+    args = {"filePath": str(path), "oldString": old, "newString": new}
+    return Turn(calls=[ToolCall("edit", args)])
+
+
+def read(path: Path) -> Turn:
+    return Turn(calls=[ToolCall("read", {"filePath": str(path)})])
+
+
+def bash(command: str) -> Turn:
+    return Turn(calls=[ToolCall("bash", {"command": command, "description": "Write metadata"})])
+
+
+def answered(calls: list[HookCall]) -> list[HookCall]:
+    for call in calls:
+        assert call.code == 0, call
+    return calls
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_valid_file_of_its_own_is_applied_and_the_agent_stops(
+    opencode: Path, root: Path, mode: str
+) -> None:
+    own = meta(root, OWN)
+    script = [chat_write(str(own), VALID), say("Done.")]
+    run = run_opencode(opencode, root, script, "Research task 259.", mode)
+    (stop,) = answered(run.calls)
+    assert stop.answer == {}, stop
+    assert stop.stdin["files"] == [str(own)]
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert len(run.agent_requests()) == 2
+    record(run, stop, "idle.json")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_invalid_file_of_its_own_blocks_the_agent_until_it_is_fixed(
+    opencode: Path, root: Path, mode: str
+) -> None:
+    """The plugin's prompt reaches the model, the fixed file is applied, in either mode; under
+    `opencode run` before the process ends (the run's own output stops at its first idle)."""
+    own = meta(root, OWN)
+    script = [
+        chat_write(str(own), BROKEN),
+        say("Done."),
+        chat_write(str(own), VALID),
+        say("Fixed."),
+    ]
+    run = run_opencode(opencode, root, script, "Research task 259.", mode)
+    first, *rest = answered(run.calls)
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert first.stdin["attempt"] == 0
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    requests = run.agent_requests()
+    assert len(requests) == 4
+    assert requests[2].last_user_text() == reason
+    assert rest and all(c.answer == {} for c in rest), rest
+    assert 1 in [c.stdin["attempt"] for c in rest]
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    record(run, first, "idle_block.json")
+
+
+def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
+    opencode: Path, root: Path
+) -> None:
+    """Written an hour before this run, in its own task directory: said to the person, never
+    put on this agent, whose own file (written by a shell command) is applied."""
+    theirs = write_meta(root, OTHER, BROKEN)
+    when = time.time() - HOUR_AGO
+    os.utime(theirs, (when, when))
+    own = meta(root, OWN)
+    command = f"cat > specs/{OWN}/{META} <<'EOF'\n{VALID}\nEOF"
+    run = run_opencode(opencode, root, [bash(command), say("Done.")], "Research task 259.", "run")
+    (stop,) = answered(run.calls)
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert stop.stdin["files"] == []  # a shell command's file: the plugin does not see it
+    assert len(run.agent_requests()) == 2
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, "idle_bash.json")
+
+
+def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks_the_agent(
+    opencode: Path, root: Path
+) -> None:
+    """While the agent works on its own file (read, then edited from in_progress to its
+    outcome), another process writes a broken file in another task directory about a second
+    before the agent stops: the plugin names only the agent's own file, so the other one is
+    said to the person, not put on the agent, however recent."""
+    own = write_meta(root, OWN, IN_PROGRESS)
+    theirs = meta(root, OTHER)
+
+    def other_process(_: dict[str, Any]) -> None:
+        write_meta(root, OTHER, BROKEN)
+        time.sleep(1.0)  # past the hook's settle window: the file is whole when it stops
+
+    script = [read(own), edit(own, IN_PROGRESS, VALID), say("Done.", before=other_process)]
+    run = run_opencode(opencode, root, script, "Research task 259.", "run")
+    (stop,) = answered(run.calls)
+    assert stop.stdin["files"] == [str(own)]
+    assert "decision" not in stop.answer, stop
+    assert f"specs/{OTHER}/.return-meta.json (PF102" in stop.answer["systemMessage"]
+    assert len(run.agent_requests()) == 3
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    assert theirs.read_text(encoding="utf-8") == BROKEN
+    record(run, stop, "idle_edit.json")
+
+
+# --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
+
+
+def record(run: Run, call: HookCall, name: str) -> None:
+    """With the switch on, the hook input the plugin gave becomes a fixture
+    (tests/hooks/fixtures/README.md), its paths replaced by placeholders."""
+    if not recording():
+        return
+    places = {str(run.root): "$ROOT", str(run.home): "$HOME"}
+    text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
+    (HOOK_FIXTURES / name).write_text(text, encoding="utf-8")
+
+
+def test_the_pinned_release_is_the_one_that_runs(opencode: Path) -> None:
+    out = subprocess.run([str(opencode), "--version"], capture_output=True, check=False, timeout=60)
+    assert out.returncode == 0
+    assert out.stdout.decode().strip() == pinned("opencode").version
