@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from postflightd.hooks.decision import Runtime, StopRequest, decision_answer
 from postflightd.hooks.ownership import Ownership, files_ownership
-from postflightd.hooks.stdin import HookInputError, count, directory
+from postflightd.hooks.stdin import HookInputError, count, directory, text
 from postflightd.hooks.transcript import task_dirs_named
 
 #: The attempt from which the agent is no longer sent back.
@@ -58,7 +58,8 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
             return files_ownership(files, timeout_s, now)
         return files_ownership(files, timeout_s, now, named=named, lag_s=0.0)
 
-    return StopRequest((cwd,), attempt < MAX_ATTEMPTS, whose)
+    session = text(doc, "session_id")
+    return StopRequest((cwd,), attempt < MAX_ATTEMPTS, whose, session=session)
 
 
 RUNTIME: Final = Runtime("opencode", parse, decision_answer, malformed_exit=0)
