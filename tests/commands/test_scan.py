@@ -325,3 +325,93 @@ def test_rules_command_lists_every_code(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     for code, rule in RULES.items():
         assert re.search(rf"^{code}\s+{rule.severity.value}\s+", out, re.MULTILINE)
+
+
+def _broken_state_project(root: Path, files: int) -> Path:
+    """``files`` valid metadata files under a state.json cut off in its third line."""
+    project(root, [task_entry(n, f"t{n}") for n in range(1, files + 1)], artifacts=True)
+    (root / "specs" / "state.json").write_text(
+        '{"active_projects": [\n  {"project_number": 1,\n', encoding="utf-8"
+    )
+    for n in range(1, files + 1):
+        write_meta(root, f"{n}_t{n}", researched_doc(f"{n}_t{n}"))
+    return root
+
+
+@pytest.mark.parametrize("fmt", tuple(REPORTERS))
+def test_an_unusable_state_json_is_one_finding_at_its_own_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    root = _broken_state_project(tmp_path / "p", 5)
+    monkeypatch.chdir(root)
+    code = main(["scan", "--format", fmt])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "PF604" not in err  # said once, on stdout
+    if fmt == "text":
+        lines = [line for line in out.splitlines() if "PF604" in line]
+        assert len(lines) == 1
+        assert lines[0].startswith("specs/state.json:3:1: PF604 error: state.json:")
+        # The five metadata files are valid; the counts line counts the one error.
+        assert out.splitlines()[-1] == "5 files: 5 valid, 0 invalid; 1 error, 0 warnings"
+    elif fmt == "json":
+        doc = json.loads(out)
+        found = [(file["path"], f["code"]) for file in doc["files"] for f in file["findings"]]
+        assert found == [("specs/state.json", "PF604")]
+        assert doc["summary"]["files"] == 5
+        assert doc["summary"]["errors"] == 1
+        assert doc["summary"]["valid"] == 5
+    elif fmt == "github":
+        assert out.splitlines() == [
+            line for line in out.splitlines() if line.startswith("::error file=specs/state.json,")
+        ]
+        assert len(out.splitlines()) == 1
+        assert "line=3,col=1,title=PF604::" in out
+    else:
+        results = json.loads(out)["runs"][0]["results"]
+        assert len(results) == 1
+        where = results[0]["locations"][0]["physicalLocation"]
+        assert where["artifactLocation"]["uri"] == "specs/state.json"
+        assert where["region"] == {"startLine": 3, "startColumn": 1}
+
+
+def test_an_unusable_state_json_is_counted_once_by_statistics_and_apply(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _broken_state_project(tmp_path / "p", 3)
+    monkeypatch.chdir(root)
+    assert main(["scan", "--statistics"]) == 1
+    out = capsys.readouterr().out
+    assert [line.split()[:2] for line in out.splitlines()] == [["1", "PF604"]]
+    assert main(["scan", "--apply"]) == 4
+    out = capsys.readouterr().out
+    assert out.count("PF604") == 1
+    assert "3 files: 3 valid, 0 invalid; 1 error, 0 warnings" in out
+    assert len(list((root / "specs").glob("*/.return-meta.json"))) == 3  # every file kept
+
+
+def test_a_state_json_of_the_wrong_shape_points_at_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _broken_state_project(tmp_path / "p", 2)
+    (root / "specs" / "state.json").write_text(
+        '{"active_projects": [\n  {"project_number": 1},\n  "two"\n]}\n', encoding="utf-8"
+    )
+    monkeypatch.chdir(root)
+    assert main(["scan"]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith(
+        "specs/state.json:3:3: PF604 error: state.json: active_projects[1] is not an object"
+    )
+    assert out.count("PF604") == 1
+
+
+def test_process_with_an_unusable_state_json_says_it_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _broken_state_project(tmp_path / "p", 3)
+    code = main(["process", str(root / "specs" / "1_t1" / ".return-meta.json")])
+    out, err = capsys.readouterr()
+    assert code == 4
+    assert (out + err).count("PF604") == 1
+    assert "the file ends at 3:1" in out

@@ -769,7 +769,7 @@ def test_every_bad_input_in_one_tree_gives_findings_and_exit_1(
     ("content", "note"),
     [("{broken", "not valid JSON at 1:2"), ('{"active_projects": 3}', "active_projects")],
 )
-def test_corrupt_state_json_is_pf604_on_every_file(
+def test_corrupt_state_json_is_one_pf604_for_every_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, note: str
 ) -> None:
     from postflightd.cli import main
@@ -784,11 +784,24 @@ def test_corrupt_state_json_is_pf604_on_every_file(
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     assert code == 1
-    for file in report["files"]:
-        assert [f["code"] for f in file["findings"]] == ["PF604"]
-        assert not file["valid"]
-    assert captured.err.count("PF604") == 1
-    assert note in captured.err
+    state, *files = report["files"]
+    assert (state["path"], [f["code"] for f in state["findings"]]) == (
+        "specs/state.json",
+        ["PF604"],
+    )
+    assert note in state["findings"][0]["message"]
+    for file in files:  # each metadata file judged by its own findings
+        assert file["findings"] == []
+        assert file["valid"]
+    assert report["summary"] == {
+        "files": 2,
+        "valid": 2,
+        "invalid": 0,
+        "errors": 1,
+        "warnings": 0,
+        "stuck": 0,
+    }
+    assert "PF604" not in captured.err
 
 
 def test_missing_state_json_skips_project_checks(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -15,7 +16,7 @@ from postflightd.config import Config, load_config, load_configs
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.models.files import META_NAME
-from postflightd.pipeline.check import scan_files
+from postflightd.pipeline.check import scan_files, state_report
 from postflightd.pipeline.results import FileReport, ScanReport, Tally
 from postflightd.project.root import (
     Project,
@@ -27,6 +28,7 @@ from postflightd.project.root import (
 from postflightd.records import Record
 from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
+from postflightd.rules.findings import STATE_UNUSABLE, Policy
 
 if TYPE_CHECKING:
     from postflightd.pipeline.dry_run import PlannedWrite
@@ -110,8 +112,9 @@ def run_scan(
                 journal.close()
         for text in report.notes:
             note(text)
-        tally = report.tally()
-        scanned, files = report.roots, iter(report.files)
+        shown = list(state_once(report.files, configs, policies))
+        tally = Tally(strict=strict_any, project_problem=report.refused)
+        scanned, files = report.roots, map(tally.add, shown)
     else:
         # A plain scan streams: each file is checked, reported and forgotten (flat memory).
         # Every root's specs_dir is checked before anything is printed (scan_files raises).
@@ -123,7 +126,7 @@ def run_scan(
         ]
         tally = Tally(strict=strict_any)
         reports = chain.from_iterable(stream.reports(note) for stream in streams)
-        scanned, files = list(resolved), map(tally.add, reports)
+        scanned, files = list(resolved), map(tally.add, state_once(reports, configs, policies))
     if out.statistics:
         report_statistics(files, sys.stdout, fmt, options)
     else:
@@ -136,6 +139,33 @@ def run_scan(
     if out.exit_zero and code is ExitCode.FINDINGS:
         return int(ExitCode.OK)
     return int(code)
+
+
+def state_once(
+    files: Iterable[FileReport], configs: Mapping[Path, Config], policies: Mapping[Path, Policy]
+) -> Iterator[FileReport]:
+    """``files`` with an unusable state.json reported once per root, not once per file.
+
+    Every file of a root whose state.json is unusable carries the same PF604 (the pipeline
+    needs it on each: it decides each file's outcome). Shown, it is one finding, at
+    state.json's own path and the place of the problem, just before the first file that
+    carried it; each file is shown without it, and judged valid or not by its own findings.
+    """
+    reported: set[Path] = set()
+    for file in files:
+        shared = [f for f in file.findings if f.code == STATE_UNUSABLE]
+        if not shared:
+            yield file
+            continue
+        root = file.root
+        config = configs.get(root) or Config()
+        if root not in reported:
+            reported.add(root)
+            yield state_report(root, config, shared[0])
+        own = [f for f in file.findings if f.code != STATE_UNUSABLE]
+        chosen = policies.get(root)
+        valid = not own or chosen is None or not chosen.fails(own)
+        yield replace(file, findings=own, valid=valid)
 
 
 def _planned_writes(

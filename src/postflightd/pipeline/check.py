@@ -8,7 +8,7 @@ what the command's policy selects. Nothing is written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -20,6 +20,7 @@ from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import Loaded, parsed_task_context, read_task
 from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
 from postflightd.project.root import Project, why_not_a_directory
+from postflightd.project.state import problem_position
 from postflightd.rules.findings import (
     Finding,
     Policy,
@@ -85,7 +86,7 @@ def check_file(
         findings.append(
             state_unusable(
                 str(project.state.problem),
-                ": postflight is impossible until it is fixed (the metadata file is kept)",
+                ": postflight is impossible until it is fixed (every metadata file is kept)",
             )
         )
     kept = policy.apply(findings) if findings else findings
@@ -105,6 +106,23 @@ def check_file(
         # Stuck is PF602 shown: counted (and failing the run) only when PF602 is kept, so
         # `--select PF5` or the pre-commit hook's `--ignore PF602` do not judge by the clock.
         stuck=bool(validation and validation.stuck) and policy.shows("PF602"),
+    )
+
+
+def state_report(root: Path, config: Config, seen: Finding) -> FileReport:
+    """The report of ``root``'s unusable state.json: ``seen`` (the PF604 its metadata files
+    carry) pointed at state.json, at the place of the problem when its bytes show one."""
+    path = root / config.specs_dir / config.postflight.state_file
+    at = problem_position(path)
+    shown = replace(seen, line=at[0], col=at[1]) if at is not None else seen
+    return FileReport(
+        root=root,
+        path_text=str(path),
+        task=None,
+        findings=[shown],
+        valid=False,
+        loaded=Loaded(),
+        project_file=True,
     )
 
 
@@ -191,9 +209,10 @@ class ScanFiles:
                         raise StateUnusableError(project.specs_problem)
                     note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
                     continue
-                if project.state.exists and not project.state.usable:
-                    note(state_unusable_text(f"{project.root}: {project.state.problem}"))
                 refs = metadata_refs(project, self.only)
+                if project.state.exists and not project.state.usable and not refs:
+                    # With metadata files, each carries PF604 and the report shows it once.
+                    note(state_unusable_text(f"{project.root}: {project.state.problem}"))
                 options = rule_options(config, model=self.model)
                 check = partial(
                     check_file,

@@ -63,6 +63,9 @@ class FileReport:
     stuck: bool = False
     #: an interrupted run's errors.json record was there already: this run added none
     recorded_before: bool = False
+    #: the report is of the project's state.json, not of a metadata file: its findings are
+    #: counted, it is not (``scan`` reports an unusable state.json once, not once per file)
+    project_file: bool = False
 
     @property
     def path(self) -> Path:
@@ -143,8 +146,9 @@ class Tally(Record, frozen=False):
     project_problem: bool = False
 
     def add(self, file: FileReport) -> FileReport:
-        self.files += 1
-        self.valid += file.valid
+        if not file.project_file:
+            self.files += 1
+            self.valid += file.valid
         self.stuck += file.stuck
         for f in file.findings:
             if f.severity is Severity.ERROR:

@@ -39,17 +39,28 @@ class StateView:
 def state_shape_problem(doc: object) -> str | None:
     """Why a parsed state.json is not of the shape postflight reads (an object whose
     ``active_projects`` is a list of objects with an integer ``project_number``), or None."""
+    fault = _shape_fault(doc)
+    return None if fault is None else fault[1]
+
+
+def _shape_fault(doc: object) -> tuple[str, str] | None:
+    """Where a parsed state.json's shape goes wrong (a dotted location, "" for the whole
+    document) and why, or None."""
     if not isinstance(doc, dict):
-        return "the top-level value is not a JSON object"
+        return "", "the top-level value is not a JSON object"
     projects = doc.get("active_projects")
     if not isinstance(projects, list):
-        return '"active_projects" is missing or not an array'
+        where = "active_projects" if "active_projects" in doc else ""
+        return where, '"active_projects" is missing or not an array'
     for i, task in enumerate(projects):
         if not isinstance(task, dict):
-            return f"active_projects[{i}] is not an object"
+            return f"active_projects[{i}]", f"active_projects[{i}] is not an object"
         number = task.get("project_number")
         if not isinstance(number, int) or isinstance(number, bool):
-            return f"active_projects[{i}].project_number is missing or not an integer"
+            return (
+                f"active_projects[{i}].project_number",
+                f"active_projects[{i}].project_number is missing or not an integer",
+            )
     return None
 
 
@@ -69,6 +80,30 @@ def parse_state(raw: bytes) -> tuple[Any, str | None]:
     if problem is None:
         problem = state_shape_problem(doc)
     return (None, problem) if problem is not None else (doc, None)
+
+
+def problem_position(path: Path) -> tuple[int, int] | None:
+    """Where in state.json (1-based line and column) what makes it unusable is: where its
+    JSON breaks off, or the value of the wrong shape; None when its bytes are not the problem
+    (missing, a link, unreadable) or they read as a usable document after all.
+
+    Read again only when state.json is unusable, to point a single finding at the place
+    (``scan`` reports it once for the project, not once per metadata file).
+    """
+    from postflightd.rules.findings import finding
+    from postflightd.rules.positions import decode_error_position, with_positions
+
+    raw = read_state_bytes(path)
+    if isinstance(raw, StateView):
+        return None
+    doc, problem = parse_json(raw, margin=WRITE_BACK_MARGIN)
+    if problem is not None:
+        return decode_error_position(raw) or (1, 1)
+    fault = _shape_fault(doc)
+    if fault is None:
+        return None
+    located = with_positions([finding("PF604", fault[0], fault[1])], raw)[0]
+    return (located.line or 1, located.col or 1)
 
 
 def tasks_by_number(doc: Mapping[str, Any]) -> dict[int, Mapping[str, Any]]:

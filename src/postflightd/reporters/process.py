@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, TextIO
 from postflightd.inert import inert, json_text
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options
-from postflightd.rules.findings import state_unusable_text
 
 if TYPE_CHECKING:
     from postflightd.pipeline.results import FileReport, Processed
@@ -44,8 +43,8 @@ def _outcome_text(report: FileReport) -> str:
         Outcome.IN_PROGRESS: "still in_progress: the run was interrupted; "
         + ("already recorded" if report.recorded_before else "recorded")
         + " in errors.json, task status left as it was",
-        Outcome.STATE_UNUSABLE: state_unusable_text("not applied: state.json is unusable")
-        + "; the file is kept",
+        # The PF604 finding below says why, and where: the code is not repeated here.
+        Outcome.STATE_UNUSABLE: "not applied: a project file is unusable; the file is kept",
         Outcome.REWRITTEN: "not applied: the file kept changing while it was processed; run again",
         Outcome.INVALID: "not applied: the file is invalid; it is kept until it is fixed",
     }

@@ -356,9 +356,10 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
     ),
     "PF604": Explanation(
         what="state.json is missing, not JSON, or not of the expected shape "
-        "(next_project_number, active_projects with project_number entries).",
+        "(next_project_number, active_projects with project_number entries). `scan` reports "
+        "it once, at the place in state.json, however many metadata files wait on it.",
         why="Postflight writes state.json; it never creates or overwrites one it cannot read, "
-        "so the metadata file is kept until state.json is fixed.",
+        "so every metadata file is kept until state.json is fixed.",
         bad='specs/state.json: {"active_projects": "259"}',
         fixed='specs/state.json: {"next_project_number": 260, "active_projects": '
         '[{"project_number": 259, ...}]}',
