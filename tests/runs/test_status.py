@@ -168,3 +168,17 @@ def test_format_duration(seconds: float | None, text: str) -> None:
 def test_durations_past_a_day_read_as_days_as_pf602_says(seconds: float, text: str) -> None:
     """One format everywhere: `status` no longer says 7647h07m where PF602 says 318d15h."""
     assert format_duration(seconds) == text
+
+
+def test_a_task_directory_without_a_number_keeps_the_table_narrow(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_name = "an_unnumbered_task_directory_" + "x" * 200
+    write_meta(root, long_name, in_progress(datetime.now(UTC) - timedelta(minutes=5)))
+    main(["status", str(root)])
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if "in_progress" in line]
+    assert row.strip().startswith("? an_unnumbered_task_dir")
+    assert long_name not in out
+    assert ".return-meta.json" not in row
+    assert len(row) < 120

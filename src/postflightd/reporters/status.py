@@ -26,6 +26,21 @@ def _phases(run: RunStatus) -> str:
     return f"{done}/{total}"
 
 
+#: The widest a task directory's name is shown in the TASK column.
+_TASK_DIR_WIDTH: Final = 24
+
+
+def _task_cell(run: RunStatus) -> str:
+    """The task's number; without one (a directory not named ``{number}_{slug}``), ``?`` and
+    the directory's name, clipped: never the file's whole path, so the table stays a table."""
+    if run.task is not None:
+        return str(run.task)
+    name = run.file.rstrip("/").rsplit("/", 2)[-2] if "/" in run.file else run.file
+    if len(name) > _TASK_DIR_WIDTH:
+        name = name[: _TASK_DIR_WIDTH - 1] + "…"
+    return f"? {name}"
+
+
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
     rows = [[inert(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -62,7 +77,7 @@ def report_status_text(
         for run in entry.runs:
             rows.append(
                 [
-                    str(run.task) if run.task is not None else run.file,
+                    _task_cell(run),
                     run.status or "?",
                     run.agent or "-",
                     run.stage or "-",
