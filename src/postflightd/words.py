@@ -36,3 +36,9 @@ def joined(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def article(word: str) -> str:
+    """``a planned``, ``an implemented``: ``word`` after the indefinite article it takes (by
+    its first letter: the words it is given, statuses and operations, sound as spelt)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' and word else 'a'} {word}"

@@ -415,3 +415,23 @@ def test_process_with_an_unusable_state_json_says_it_once(
     assert code == 4
     assert (out + err).count("PF604") == 1
     assert "the file ends at 3:1" in out
+
+
+@pytest.mark.parametrize(
+    ("status", "words"), [("implemented", "an implemented"), ("planned", "a planned")]
+)
+def test_pf308_says_a_or_an_as_the_status_word_needs(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    status: str,
+    words: str,
+) -> None:
+    root = project(tmp_path / "p", [task_entry(1, "t1")], artifacts=True)
+    doc = researched_doc("1_t1")
+    doc.update(status=status, partial_progress={"stage": "done", "details": "x"})
+    write_meta(root, "1_t1", doc)
+    monkeypatch.chdir(root)
+    main(["scan", "--select", "PF308"])
+    out = capsys.readouterr().out
+    assert f"partial_progress is left over on {words} file" in out

@@ -63,6 +63,7 @@ from postflightd.rules.toolkit import (
 )
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.timestamps import parse_timestamp
+from postflightd.words import article
 
 if TYPE_CHECKING:
     from postflightd.models.metadata import MetadataFile
@@ -160,7 +161,7 @@ def suggest_status(raw: str, operation: str | None) -> Status | None:
 def _success_hint(operation: str | None) -> str:
     status = _SUCCESS_BY_OPERATION.get(operation or "")
     if status is not None:
-        return f'this is a {operation} run, so write "status": "{status.value}"'
+        return f'this is {article(operation or "")} run, so write "status": "{status.value}"'
     return 'write "researched", "planned" or "implemented", whichever the run did'
 
 
@@ -323,7 +324,7 @@ def _status_rules(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iter
         yield finding(
             "PF308",
             "partial_progress",
-            f"partial_progress is left over on a {status.value} file; remove it",
+            f"partial_progress is left over on {article(status.value)} file; remove it",
         )
 
     completion = get_object(doc, "completion_data")
