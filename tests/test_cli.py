@@ -356,3 +356,31 @@ def test_a_command_parsed_by_its_own_parser_reads_as_in_the_whole_one(name: str)
     assert alone.format_help() == whole.format_help()
     defaults = [{a.dest: a.default for a in p._actions} for p in (alone, whole)]
     assert defaults[0] == defaults[1]
+
+
+def test_a_near_miss_command_names_the_command_meant(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["scna"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'scna'" in err
+    assert "(did you mean `scan`?)" in err
+
+
+def test_an_unknown_command_far_from_any_gets_no_guess(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["xyzzy"])
+    assert "did you mean" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", ["205", "pf205", "PF205", " 205 "])
+def test_rules_takes_a_code_with_or_without_its_prefix(
+    given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["rules", given]) == 0
+    assert capsys.readouterr().out.startswith("PF205 (warning)")
+
+
+def test_rules_of_an_unknown_number_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rules", "999"]) == 2
+    assert "unknown rule code 'PF999'" in capsys.readouterr().err

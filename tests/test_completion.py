@@ -92,3 +92,26 @@ def test_version_does_not_import_argcomplete() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_each_script_and_the_help_say_where_to_install_it(
+    shell: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from postflightd.cli import main
+
+    places = {
+        "bash": "~/.local/share/bash-completion/completions/postflightd",
+        "zsh": '"${fpath[1]}/_postflightd"',
+        "fish": "~/.config/fish/completions/postflightd.fish",
+    }
+    assert main(["completion", shell]) == 0
+    script = capsys.readouterr().out
+    head = script.splitlines()[:3]
+    if head[0] == "#compdef postflightd":  # zsh reads the tag on the first line: kept there
+        head = head[1:]
+    assert head[0] == f"# postflightd's {shell} completion; install it with:"
+    assert head[1].startswith(f"#   postflightd completion {shell} > {places[shell]}")
+    with pytest.raises(SystemExit):
+        main(["completion", "--help"])
+    assert f"{shell}: postflightd completion {shell} > {places[shell]}" in capsys.readouterr().out

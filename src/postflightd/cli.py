@@ -22,7 +22,7 @@ from postflightd import __version__
 #: of its start-up), and every name below is for the type checker alone.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Final
+    from typing import Any, Final, NoReturn
 
     _SubParsers = argparse._SubParsersAction["_Parser"]
 
@@ -31,6 +31,13 @@ COLOR_CHOICES = ("auto", "always", "never")
 FAULT_ENV = "POSTFLIGHTD_FAULT_AT"
 #: commands.completion.COMPLETING_ENV, named here for the same reason.
 COMPLETING_ENV = "_ARGCOMPLETE"
+#: Where each shell's completion script goes: ``completion --help`` says it, and so does the
+#: script's first comment (docs/index.md too).
+COMPLETION_INSTALL = {
+    "bash": "postflightd completion bash > ~/.local/share/bash-completion/completions/postflightd",
+    "zsh": 'postflightd completion zsh > "${fpath[1]}/_postflightd"  (or any directory on $fpath)',
+    "fish": "postflightd completion fish > ~/.config/fish/completions/postflightd.fish",
+}
 #: project.hook_files.RUNTIME_NAMES (a test keeps the two equal), named here for the same reason.
 RUNTIME_NAMES = ("claude", "codex", "gemini", "copilot", "cursor", "opencode")
 
@@ -43,6 +50,18 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        """argparse's error, with the command meant by a near miss (``scna``), as options get."""
+        prefix = "argument COMMAND: invalid choice: "
+        if message.startswith(prefix):
+            from difflib import get_close_matches
+
+            given = message[len(prefix) :].split(" (choose from", 1)[0].strip("'\"")
+            near = get_close_matches(given, list(_subcommands(self)), n=1, cutoff=0.6)
+            if near:
+                message = f"{message} (did you mean `{near[0]}`?)"
+        super().error(message)
 
 
 #: The commands whose command line is parsed by a parser holding that command alone (``only``).
@@ -188,8 +207,15 @@ def _parser(*, only: str | None = None) -> argparse.ArgumentParser:
         "(.claude/, .codex/, .gemini/, .github/hooks/, .cursor/, .opencode/), else claude",
     )
     init.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
-    completion = sub.add_parser("completion", help="print the shell completion script")
-    completion.add_argument("shell", choices=("bash", "zsh", "fish"))
+    places = "\n".join(f"  {shell}: {line}" for shell, line in COMPLETION_INSTALL.items())
+    completion = sub.add_parser(
+        "completion",
+        help="print the shell completion script",
+        description="Print the completion script of SHELL, to save where the shell reads it.",
+        epilog=f"install it where the shell looks for it (then start a new shell):\n{places}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    completion.add_argument("shell", choices=tuple(COMPLETION_INSTALL))
     _add_report_parsers(sub, status)
     _add_serve_parser(sub)
     return parser
@@ -548,7 +574,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         case "completion":
             from postflightd.commands.completion import run_completion
 
-            return run_completion(shell=args.shell)
+            return run_completion(shell=args.shell, install=COMPLETION_INSTALL[args.shell])
         case _:
             from postflightd.errors import ExitCode
 

@@ -22,12 +22,21 @@ PROG: Final = "postflightd"
 COMPLETING_ENV: Final = "_ARGCOMPLETE"
 
 
-def completion_script(shell: str) -> str:
-    """The script to source (bash, zsh) or save as ``completions/postflightd.fish``."""
+def completion_script(shell: str, install: str = "") -> str:
+    """The script to source (bash, zsh) or save as ``completions/postflightd.fish``, starting
+    with a comment that says where to put it (``install``, the command that does)."""
     from argcomplete.shell_integration import shellcode
 
     script: str = shellcode([PROG], shell=shell)
-    return script if script.endswith("\n") else script + "\n"
+    script = script if script.endswith("\n") else script + "\n"
+    if not install:
+        return script
+    comment = f"# postflightd's {shell} completion; install it with:\n#   {install}\n"
+    # zsh reads a completion file's first line for its #compdef tag: the comment goes after.
+    first, newline, rest = script.partition("\n")
+    if first.startswith("#compdef"):
+        return first + newline + comment + rest
+    return comment + script
 
 
 def complete_and_exit(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +46,7 @@ def complete_and_exit(parser: argparse.ArgumentParser) -> None:
     argcomplete.autocomplete(parser)
 
 
-def run_completion(*, shell: str) -> int:
-    """Print the completion script of ``shell``."""
-    sys.stdout.write(completion_script(shell))
+def run_completion(*, shell: str, install: str = "") -> int:
+    """Print the completion script of ``shell`` (``install``: how to install it, said first)."""
+    sys.stdout.write(completion_script(shell, install))
     return int(ExitCode.OK)

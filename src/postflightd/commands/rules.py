@@ -14,10 +14,12 @@ def run_rules(*, code: str | None = None) -> int:
         from postflightd.rules.explanations import explain
 
         key = code.strip().upper()
+        if key.isdigit():
+            key = f"PF{key}"  # `rules 205`: the number alone names the rule too
         if key not in RULES:
             # The words --select and --ignore use for a code that does not exist.
             try:
-                expand_codes([code])
+                expand_codes([key])
             except UnknownCodeError as exc:
                 raise UsageError(str(exc)) from None
             raise UsageError(
