@@ -44,8 +44,12 @@ def ensure_venv() -> None:
     digest = hashlib.sha256((HERE / "pyproject.toml").read_bytes()).hexdigest()
     if STAMP.is_file() and STAMP.read_text() == digest and PY.exists():
         return
+    # Said first: the set-up is about a minute of pip's quiet work, which looked like a hang.
     if not PY.exists():
+        say("setting up .venv (first run only, about a minute)...")
         run(sys.executable, "-m", "venv", VENV)
+    else:
+        say("updating .venv (pyproject.toml changed, about a minute)...")
     run(PY, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
     run(PY, "-m", "pip", "install", "--quiet", "-e", f"{HERE}[dev]")
     STAMP.write_text(digest)
