@@ -484,8 +484,8 @@ def policy_from(
     ignore: Iterable[str] = (),
     strict: bool | None = None,
 ) -> Policy:
-    """The policy of a run: command flags (``--select``, ``--ignore``, ``--strict``) override
-    the configuration file's ``[validation]`` table."""
+    """The policy of a run: ``--select`` and ``--strict`` override the configuration file's
+    ``[validation]`` table, ``--ignore`` adds to its ``ignore`` list."""
     v = config.validation
     chosen = expand_codes(select) or frozenset(v.select)
     return Policy(

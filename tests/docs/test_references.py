@@ -116,3 +116,10 @@ def test_each_kind_of_outside_reference_is_caught(line: str) -> None:
 )
 def test_identifiers_and_ordinary_words_are_not_references(line: str) -> None:
     assert not OUTSIDE.search(line)
+
+
+def test_the_readme_quotes_the_dashboard_s_content_security_policy_as_sent() -> None:
+    from postflightd.serve.security import PAGE_CSP
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert f"`Content-Security-Policy: {PAGE_CSP}`" in readme

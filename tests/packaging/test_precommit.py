@@ -118,3 +118,15 @@ def test_pre_commit_try_repo_fails_an_invalid_file_and_passes_a_stuck_one(tmp_pa
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert f"specs/{bad}/.return-meta.json:1:2: PF203 error" in failed.stdout  # the key
     assert "PF602" not in failed.stdout
+
+
+def test_the_hook_s_description_names_the_range_of_the_rule_codes() -> None:
+    """The description's ``PFnnn-PFnnn`` is the registry's first and last code: a new code
+    group cannot leave it behind."""
+    import re
+
+    from postflightd.rules.findings import RULES
+
+    text = (REPO / ".pre-commit-hooks.yaml").read_text(encoding="utf-8")
+    (named,) = re.findall(r"PF\d{3}-PF\d{3}", text)
+    assert named == f"{min(RULES)}-{max(RULES)}"
