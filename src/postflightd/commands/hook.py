@@ -58,6 +58,11 @@ def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:
     answers Copilot CLI and Cursor in their own protocols (``hooks.claude.caller``).
     """
     runtime = _runtime(runtime_name)
+    if os.isatty(0):  # a person trying it by hand: say what it waits for
+        print(
+            f"postflightd hook {runtime_name}: reading the runtime's JSON on stdin (Ctrl-D ends)",
+            file=sys.stderr,
+        )
     try:
         # Descriptor 0 itself: the runtime's pipe, and no AttributeError when sys.stdin is
         # None (started with stdin closed): read_hook_input turns EBADF into HookInputError.
