@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import SESSION, researched_doc
+from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.project import project, write_meta
 from postflightd.cli import main
 
@@ -166,7 +166,7 @@ def test_task_and_session_filters(root: Path, capsys: pytest.CaptureFixture[str]
     assert [r["task"] for r in _json(capsys, "--task", "2")] == [2]
     assert [r["task"] for r in _json(capsys, "--session", OTHER)] == [3]
     assert [r["task"] for r in _json(capsys, "--session", SESSION)] == [1, 2, 4]
-    assert _text(capsys, "--task", "9") == ["no runs recorded for that filter"]
+    assert _text(capsys, "--task", "9") == []  # said once, on stderr
     assert [r["task"] for r in _json(capsys, "--limit", "2")] == [3, 4]  # the latest runs
 
 
@@ -213,3 +213,21 @@ def test_a_running_run_has_no_end(
     capsys.readouterr()
     (run,) = _json(capsys)
     assert (run["outcome"], run["ended"], run["duration_seconds"]) == ("running", None, None)
+
+
+def test_history_and_report_on_an_empty_journal_say_one_thing_once_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = project(tmp_path / "empty", [task_entry(1, "a")])
+    assert main(["scan", "--apply", str(root)]) == 0  # the journal exists, with no run
+    capsys.readouterr()
+    said = "The journal records a run when `postflightd watch`, the stop hook, `process` or "
+    assert main(["history"]) == 0
+    history = capsys.readouterr()
+    assert main(["report", "--since", "all"]) == 0
+    report = capsys.readouterr()
+    for out, err in (history, report):
+        assert out == ""
+        assert err.count("no runs recorded") == 1
+        assert err.count(said) == 1
+    assert history.err == report.err

@@ -403,7 +403,7 @@ def test_since_limits_the_period(built: Built, capsys: pytest.CaptureFixture[str
     assert main(["report", "--format", "json", "--since", tomorrow, str(built.root)]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["runs"] == 0
-    assert "no runs in the journal at" in captured.err
+    assert captured.err.count("no runs recorded for ") == 1
 
 
 def test_text_report_reads_as_a_summary(built: Built, capsys: pytest.CaptureFixture[str]) -> None:

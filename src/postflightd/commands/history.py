@@ -12,7 +12,7 @@ from postflightd.commands.arguments import open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import Observation, format_ts
-from postflightd.report.runs import Run, RunKey, fold, observation_row
+from postflightd.report.runs import Run, RunKey, fold, no_runs_recorded, observation_row
 from postflightd.reporters.history import REPORTERS, History
 from postflightd.reporters.style import Options
 
@@ -88,6 +88,11 @@ def run_history(
     filtered = any(x is not None for x in (task, session, root, since))
     history = History(rows, note, filtered, show, runs)
     REPORTERS[fmt](history, sys.stdout, Options(notes=sys.stderr))
+    if runs is not None and not runs:
+        print(
+            f"postflightd: {no_runs_recorded(' for that filter' if filtered else '')}",
+            file=sys.stderr,
+        )
     return int(ExitCode.OK)
 
 

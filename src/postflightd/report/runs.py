@@ -152,6 +152,15 @@ class Runs:
         return sorted({k[0] for k, _ in self.runs})
 
 
+def no_runs_recorded(scope: str = "") -> str:
+    """What ``history`` and ``report`` both say, on stderr, when the journal holds no run
+    (``scope``: for what they were asked, `` for that filter``)."""
+    return (
+        f"no runs recorded{scope}. The journal records a run when `postflightd watch`, the stop "
+        "hook, `process` or `scan --apply` handles its metadata file"
+    )
+
+
 def fold(rows: Iterable[Sequence[Any]]) -> Runs:
     """Group journal rows (oldest first) into runs, keeping only what the report needs.
 

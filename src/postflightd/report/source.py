@@ -274,8 +274,6 @@ def make_report(
             timeouts[root] = Config().timeouts.as_mapping()
             continue
         timeouts[root] = root_config.timeouts.as_mapping()
-    if not counted.runs:
-        notes.append(f"no runs in the journal at {path} for these roots and dates")
     report = build_report(counted, timeouts, now=now, since=since)
     if wanted:
         report.roots = wanted

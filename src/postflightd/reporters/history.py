@@ -131,8 +131,7 @@ def report_text(history: History, out: TextIO, options: Options | None = None) -
 
 
 def _runs_text(runs: Sequence[tuple[RunKey, Run]], filtered: bool, out: TextIO, cwd: str) -> None:
-    if not runs:
-        out.write(f"no runs recorded{' for that filter' if filtered else ''}\n")
+    if not runs:  # the command says so on stderr (``no_runs_recorded``), as report does
         return
     header = ("STARTED (local time)", "ENDED", "DURATION", "TASK", "AGENT", "SESSION", "OUTCOME")
     rows = []

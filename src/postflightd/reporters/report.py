@@ -16,7 +16,7 @@ from postflightd.inert import inert, json_text
 from postflightd.report.figures import Group, Report, human, outcome_mix, success_rate
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options
-from postflightd.words import counted, joined, plural
+from postflightd.words import counted, plural
 
 BAR_WIDTH: Final = 40
 
@@ -61,14 +61,8 @@ def _text(report: Report) -> str:
     lines: list[str] = []
     since = f" (since {report.since[:10]})" if report.since else ""
     if not report.runs:
-        # Nothing to tabulate: one sentence, not a page of empty tables.
-        when = f" since {report.since[:10]}" if report.since else ""
-        where = f" for {joined([inert(r) for r in report.roots])}" if report.roots else ""
-        return (
-            f"postflightd report: no runs recorded{where}{when}. The journal records a run "
-            "when `postflightd watch`, the stop hook, `process` or `scan --apply` handles its "
-            "metadata file.\n"
-        )
+        # Nothing to tabulate: the command says so on stderr (``no_runs_recorded``).
+        return ""
     period = (
         f"{report.first_ts[:10]} .. {report.last_ts[:10]}"
         if report.first_ts and report.last_ts
