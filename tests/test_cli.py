@@ -258,9 +258,9 @@ def test_history_numbers_past_the_journal_range_are_usage_errors(
 
 def test_history_limit_at_the_journal_range_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["history", "--limit", str(2**63 - 1), "--task", str(-(2**63))]) == 0
-    assert "no runs recorded for that filter" in capsys.readouterr().out
+    assert "no runs recorded for that filter" in capsys.readouterr().err
     assert main(["history", "--events", "--limit", str(2**63 - 1), "--task", "-1"]) == 0
-    assert "no journal rows recorded for that filter" in capsys.readouterr().out
+    assert "no journal rows recorded for that filter" in capsys.readouterr().err
 
 
 # --- options: spelled in full, near misses named, no option without effect ------------------

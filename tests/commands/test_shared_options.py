@@ -168,7 +168,7 @@ def test_history_filters_by_root_and_time_and_shows_content(
     assert main(["history", "--events", "--since", "2999-01-01", "--format", "json"]) == 0
     assert _json(capsys) == []
     assert main(["history", "--since", "2999-01-01"]) == 0
-    assert "for that filter" in capsys.readouterr().out
+    assert "for that filter" in capsys.readouterr().err
 
     assert main(["history", "--root", str(one), "--task", "259", "--show"]) == 0
     out = capsys.readouterr().out

@@ -88,11 +88,11 @@ def run_history(
     filtered = any(x is not None for x in (task, session, root, since))
     history = History(rows, note, filtered, show, runs)
     REPORTERS[fmt](history, sys.stdout, Options(notes=sys.stderr))
+    scope = " for that filter" if filtered else ""
     if runs is not None and not runs:
-        print(
-            f"postflightd: {no_runs_recorded(' for that filter' if filtered else '')}",
-            file=sys.stderr,
-        )
+        print(f"postflightd: {no_runs_recorded(scope)}", file=sys.stderr)
+    elif runs is None and not rows:
+        print(f"postflightd: no journal rows recorded{scope}", file=sys.stderr)
     return int(ExitCode.OK)
 
 

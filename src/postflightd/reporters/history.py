@@ -154,8 +154,7 @@ def _runs_text(runs: Sequence[tuple[RunKey, Run]], filtered: bool, out: TextIO, 
 
 
 def _events_text(history: History, out: TextIO, cwd: str) -> None:
-    if not history.rows:
-        out.write(f"no journal rows recorded{' for that filter' if history.filtered else ''}\n")
+    if not history.rows:  # said on stderr by the command, as for runs
         return
     header = ("TIME (local time)", "KIND", "TASK", "STATUS", "SESSION", "FILE")
     cells = []
