@@ -15,7 +15,7 @@ from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.durations import format_duration
 from postflightd.fs.directory import Directory
-from postflightd.fs.locks import InstanceLock, lock_holder
+from postflightd.fs.locks import InstanceLock, lock_holder, project_lock
 
 
 def in_progress(started: datetime, **progress: Any) -> dict[str, Any]:
@@ -45,7 +45,7 @@ def test_status_json_lists_a_running_and_a_stuck_run(
     assert main(["status", "--format", "json", str(root)]) == 1  # a stuck run fails, like scan
     report = json.loads(capsys.readouterr().out)
     (entry,) = report["roots"]
-    assert entry["daemon"] == {"running": False, "pid": None}
+    assert entry["daemon"] == {"running": False, "pid": None, "since": None}
     runs = {r["task"]: r for r in entry["runs"]}
     assert runs[259]["state"] == "running"
     assert runs[259]["stuck"] is False
@@ -182,3 +182,107 @@ def test_a_task_directory_without_a_number_keeps_the_table_narrow(
     assert long_name not in out
     assert ".return-meta.json" not in row
     assert len(row) < 120
+
+
+def _final(root: Path, task_dir: str, doc: dict[str, Any], age: timedelta) -> Path:
+    path = write_meta(root, task_dir, doc)
+    then = (datetime.now(UTC) - age).timestamp()
+    os.utime(path, (then, then))
+    return path
+
+
+def _waiting(root: Path, capsys: pytest.CaptureFixture[str]) -> dict[int, dict[str, Any]]:
+    assert main(["status", "--format", "json", str(root)]) == 0
+    runs = json.loads(capsys.readouterr().out)["roots"][0]["runs"]
+    return {r["task"]: r for r in runs if r["state"] == "waiting"}
+
+
+def test_a_leftover_final_file_shows_its_age_and_why_it_waits_in_text_and_json(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A final file left 262 days ago, no daemon: its age (not a run's duration) and how to
+    get it applied, in both formats."""
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    path = _final(root, "259_prove_completeness", researched_doc(), timedelta(days=262))
+    run = _waiting(root, capsys)[259]
+    assert "no daemon watches this root" in run["waiting"]
+    assert f"postflightd watch {root}" in run["waiting"]
+    since = datetime.fromisoformat(run["waiting_since"])
+    assert abs(since.timestamp() - path.stat().st_mtime) < 0.01
+    assert main(["status", str(root)]) == 0
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if line.strip().startswith("259  ")]
+    assert "final 262d00h ago" in row and "WAITING" in row
+    start = f"start one with `postflightd watch {root}`"
+    assert f"259 waits: no daemon watches this root: {start}" in out
+
+
+def test_a_file_written_just_now_is_settling(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    write_meta(root, "259_prove_completeness", researched_doc())
+    assert _waiting(root, capsys)[259]["waiting"].startswith("still settling")
+
+
+def test_a_failed_file_waits_for_an_unusable_errors_json(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    failed = researched_doc()
+    failed.update(
+        status="failed",
+        artifacts=[],
+        errors=[{"type": "timeout", "message": "ran out", "recoverable": True,
+                 "recommendation": "retry"}],
+    )  # fmt: skip
+    _final(root, "259_prove_completeness", failed, timedelta(hours=1))
+    write_artifact(root, "specs/260_lsp_setup/reports/research-001.md")
+    _final(root, "260_lsp_setup", researched_doc("260_lsp_setup"), timedelta(hours=1))
+    (root / "specs" / "errors.json").write_text('{"not": "an array"}')
+    waiting = _waiting(root, capsys)
+    assert "errors.json is unusable (not a JSON array)" in waiting[259]["waiting"]
+    # A researched file writes no errors.json record: errors.json keeps nothing from it.
+    assert "no daemon" in waiting[260]["waiting"]
+
+
+def test_a_final_file_waits_for_a_busy_project_lock(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    _final(root, "259_prove_completeness", researched_doc(), timedelta(minutes=3))
+    with Directory.anchor(root / "specs") as specs, project_lock(specs):
+        run = _waiting(root, capsys)[259]
+    assert run["waiting"].startswith("the project lock is busy")
+    assert "no daemon" in _waiting(root, capsys)[259]["waiting"]  # free again
+
+
+def test_a_final_file_waits_for_an_unusable_state_json_instead_of_being_invalid(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    _final(root, "259_prove_completeness", researched_doc(), timedelta(minutes=3))
+    (root / "specs" / "state.json").write_text("{torn")
+    run = _waiting(root, capsys)[259]
+    assert run["waiting"].startswith("state.json is unusable")
+
+
+def test_beside_a_daemon_a_final_file_is_queued_then_said_not_applied_with_where_to_look(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    write_artifact(root, "specs/260_lsp_setup/reports/research-001.md")
+    _final(root, "259_prove_completeness", researched_doc(), timedelta(seconds=5))
+    _final(root, "260_lsp_setup", researched_doc("260_lsp_setup"), timedelta(days=3))
+    lock = InstanceLock(root / "specs")
+    lock.acquire(root)
+    try:
+        assert main(["status", "--format", "json", str(root)]) == 0
+        entry = json.loads(capsys.readouterr().out)["roots"][0]
+        waiting = _waiting(root, capsys)
+    finally:
+        lock.release()
+    started = datetime.fromisoformat(entry["daemon"]["since"])
+    assert abs(started.timestamp() - (root / "specs" / ".postflightd.pid").stat().st_mtime) < 1
+    assert waiting[259]["waiting"].startswith("queued: the daemon (pid ")
+    assert waiting[260]["waiting"].startswith("the daemon (pid ")
+    assert "its log says why" in waiting[260]["waiting"]

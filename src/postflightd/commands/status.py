@@ -9,6 +9,7 @@ healer did (the journal). What it shows is ``runs.status``'s; ``reporters.status
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sys
@@ -21,17 +22,28 @@ from postflightd.commands.arguments import parse_interval, policy
 from postflightd.config import Config, load_config, load_configs
 from postflightd.daemon.notes import daemon_note, stalled_roots
 from postflightd.errors import ExitCode, UsageError
-from postflightd.fs.locks import lock_holder
+from postflightd.fs.atomic import read_snapshot
+from postflightd.fs.directory import Directory, StoreError
+from postflightd.fs.locks import PID_FILE_NAME, lock_holder, project_lock_busy
+from postflightd.models.files import parse_json
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.results import FileReport
+from postflightd.postflight.transform import ERROR_STATUSES
 from postflightd.project.metafiles import find_metadata_files
 from postflightd.project.root import Project, find_project, require_project, resolve_root
 from postflightd.reporters.live import HIDE_CURSOR, SHOW_CURSOR, LiveView, draw
 from postflightd.reporters.status import REPORTERS
 from postflightd.reporters.style import Options, use_color
-from postflightd.rules.findings import Finding, Policy
+from postflightd.rules.findings import STATE_UNUSABLE, Finding, Policy, Severity
 from postflightd.runs.lifecycle import IN_PROGRESS
-from postflightd.runs.status import WRITING, RootStatus, RunStatus, status_exit_code
+from postflightd.runs.status import (
+    WRITING,
+    RootFacts,
+    RootStatus,
+    RunStatus,
+    status_exit_code,
+    waiting_reason,
+)
 from postflightd.runs.table import Sighting
 
 
@@ -42,14 +54,65 @@ def _being_written(report: FileReport, now: datetime, settle_s: float) -> bool:
     return now.timestamp() - identity.mtime_ns / 1e9 < settle_s
 
 
-def _state(status: str | None, valid: bool, stuck: bool) -> str:
+def _state(status: str | None, report: FileReport) -> str:
     """stuck before invalid: a stuck run needs a person whatever its file says; an in_progress
-    file that breaks the format is flagged, not shown as a normal running row."""
-    if status == IN_PROGRESS and stuck:
+    file that breaks the format is flagged, not shown as a normal running row. A final file
+    whose only error is the project's state.json waits for it, as postflight judges it."""
+    if status == IN_PROGRESS and report.stuck:
         return "stuck"
-    if not valid:
+    if not report.valid and not _only_state_unusable(report):
         return "invalid"
     return "running" if status == IN_PROGRESS else "waiting"
+
+
+def _only_state_unusable(report: FileReport) -> bool:
+    errors = [f for f in report.findings if f.severity is Severity.ERROR]
+    return bool(errors) and all(f.code == STATE_UNUSABLE for f in errors)
+
+
+def _errors_problem(specs: Directory, name: str) -> str | None:
+    """Why errors.json cannot take records (postflight never overwrites such a file)."""
+    try:
+        snapshot = read_snapshot(specs, name)
+    except StoreError as exc:
+        return str(exc)
+    if snapshot.raw is None:
+        return None
+    doc, problem = parse_json(snapshot.raw, name)
+    if problem is not None:
+        return problem
+    return None if isinstance(doc, list) else "not a JSON array"
+
+
+def _since(st_mtime_ns: int) -> str:
+    return datetime.fromtimestamp(st_mtime_ns / 1e9, UTC).isoformat()
+
+
+class _Facts:
+    """A root's ``RootFacts``, read at the first waiting file only (a lock probe, errors.json)."""
+
+    def __init__(self, project: Project, config: Config, daemon_pid: int | None) -> None:
+        self._project, self._config, self._pid = project, config, daemon_pid
+        self._facts: RootFacts | None = None
+        self._errors_read = False
+
+    def get(self, needs_errors: bool) -> RootFacts:
+        project, config = self._project, self._config
+        if self._facts is None:
+            self._facts = RootFacts(
+                root=str(project.root),
+                specs_dir=str(project.specs_dir),
+                daemon_pid=self._pid,
+                settle_s=config.watch.settle_ms / 1000,
+                state_problem=project.state.problem if project.state.exists else None,
+                lock_busy=project_lock_busy(project.specs),
+                rescan_s=float(config.watch.rescan_interval_s),
+            )
+        if needs_errors and not self._errors_read and project.specs is not None:
+            self._errors_read = True
+            problem = _errors_problem(project.specs, config.postflight.errors_file)
+            self._facts = dataclasses.replace(self._facts, errors_problem=problem)
+        return self._facts
 
 
 def collect_status(
@@ -72,6 +135,10 @@ def collect_status(
                 entry.note = project.specs_problem or f"no {config.specs_dir}/ directory"
                 entry.refused = project.specs_problem is not None
                 continue
+            if entry.daemon_pid is not None:
+                pid_file = project.specs.lstat(PID_FILE_NAME)
+                entry.daemon_since = _since(pid_file.st_mtime_ns) if pid_file else None
+            facts = _Facts(project, config, entry.daemon_pid)
             for ref in find_metadata_files(project.specs):
                 report = check_file(project, ref, config, policy, now)
                 v = report.validation
@@ -85,11 +152,20 @@ def collect_status(
                     timeout_s=v.timeout_s if v else None,
                 )
                 elapsed = (now - s.started_at).total_seconds() if s.started_at else None
-                state = _state(s.status, report.valid, report.stuck)
+                state = _state(s.status, report)
                 if _being_written(report, now, config.watch.settle_ms / 1000):
                     state = WRITING
-                elif findings is not None and not report.valid:
+                elif findings is not None and state == "invalid":
                     findings[(str(root), report.rel_path)] = report.findings
+                waiting = since = None
+                identity = report.loaded.identity
+                if state == "waiting" and identity is not None:
+                    age = now.timestamp() - identity.mtime_ns / 1e9
+                    needs_errors = s.status in ERROR_STATUSES
+                    _, waiting = waiting_reason(
+                        facts.get(needs_errors), age_s=age, needs_errors=needs_errors
+                    )
+                    since = _since(identity.mtime_ns)
                 entry.runs.append(
                     RunStatus(
                         file=report.rel_path,
@@ -107,6 +183,8 @@ def collect_status(
                         started_at=s.started_at.isoformat() if s.started_at else None,
                         elapsed_s=round(elapsed, 1) if elapsed is not None else None,
                         timeout_s=s.timeout_s,
+                        waiting=waiting,
+                        waiting_since=since,
                     )
                 )
             # Tasks in numerical order (the directory listing puts 100_x before 14_x).

@@ -208,3 +208,27 @@ def lock_holder(specs: Directory | None) -> int | None:
         return None
     finally:
         os.close(fd)
+
+
+def project_lock_busy(specs: Directory | None) -> bool:
+    """Whether another writer holds the project lock now (a probe: a shared lock tried and
+    let go at once, on the lock file opened read-only and never created)."""
+    import fcntl  # POSIX only: see _try_flock
+
+    if specs is None:
+        return False
+    try:
+        fd, _ = specs.open_regular(LOCK_NAME)
+    except OSError:
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False  # a filesystem without flock: nobody can hold it
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

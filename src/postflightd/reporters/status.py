@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, TextIO
 
 from postflightd.durations import format_duration
@@ -12,6 +13,7 @@ from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, paint
 from postflightd.runs.lifecycle import IN_PROGRESS
 from postflightd.runs.status import WRITING
+from postflightd.timestamps import parse_timestamp
 from postflightd.words import counted
 
 if TYPE_CHECKING:
@@ -92,6 +94,10 @@ def report_status_text(
                 # Coloured after padding: escape codes would throw the column widths off.
                 line = line[: -len(mark)] + paint(mark, _MARK_STYLE[mark], on=True)  # noqa: PLW2901
             out.write(f"  {line}\n")
+        for run in entry.runs:
+            if run.waiting:
+                name = str(run.task) if run.task is not None else run.file
+                out.write(f"  {inert(name)} waits: {inert(run.waiting)}\n")
     out.write(summary([r for e in statuses for r in e.runs]) + "\n")
 
 
@@ -105,10 +111,15 @@ _OTHER_STATES: Final = (
 )
 
 
-def _elapsed(run: RunStatus) -> str:
-    """Elapsed against the timeout while the run is going; a finished file's run is over."""
+def _elapsed(run: RunStatus, now: datetime | None = None) -> str:
+    """Elapsed against the timeout while the run is going; a finished file's run is over, and
+    a file waiting for its postflight shows how long it has been final (a leftover's age)."""
     if run.status != IN_PROGRESS:
-        return "-"
+        since = parse_timestamp(run.waiting_since) if run.waiting_since else None
+        if since is None:
+            return "-"
+        age = ((now or datetime.now(UTC)) - since).total_seconds()
+        return f"final {format_duration(age)} ago"
     return f"{format_duration(run.elapsed_s)} / {format_duration(run.timeout_s)}"
 
 
