@@ -4,10 +4,13 @@ what it shows, and the rules every request meets."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +20,11 @@ from starlette.testclient import TestClient
 
 from helpers.daemon_process import in_progress_doc
 from helpers.documents import researched_doc
-from helpers.project import project, write_meta
+from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
 from postflightd.cli import main
 from postflightd.commands.serve import build_app
+from postflightd.commands.status import collect_status
 from postflightd.journal.database import default_journal_path
 
 HOSTILE = "<script>alert(1)</script>\u202eevil"
@@ -304,3 +308,66 @@ def test_an_unnameable_artifact_path_written_while_serving_leaves_the_view_live(
         write_meta(root, "2_task2", bad)
         wait_until("the view to go on", lambda: 2 in invalid_codes(client))
         assert invalid_codes(client) == {1: ["PF501"], 2: ["PF203"]}
+
+
+def test_the_header_figures_come_first_and_waiting_files_are_apart_from_runs(
+    root: Path,
+) -> None:
+    """What matters first: runs in flight, stuck, invalid, applied today, the last outcome,
+    and the daemon's state with how to start it; a final file waiting for its postflight is
+    not a run in flight, and says why it waits and since when."""
+    write_artifact(root, "specs/2_task2/reports/research-001.md")
+    leftover = write_meta(root, "2_task2", researched_doc("2_task2"))
+    long_ago = leftover.stat().st_mtime - 262 * 86400
+    os.utime(leftover, (long_ago, long_ago))
+    with client_for(root) as c:
+        state = c.get("/api/state").json()
+        outcomes = c.get("/api/outcomes").json()
+    summary = state["summary"]
+    assert (summary["in_flight"], summary["stuck"], summary["invalid"]) == (1, 0, 1)
+    assert summary["applied_today"] == 2
+    assert summary["last_outcome"] == outcomes[-1]["ts"]
+    (daemon,) = state["roots"]
+    assert daemon["daemon"] is False
+    assert daemon["start"] == f"postflightd watch {root}"
+    assert [r["task"] for r in state["runs"]] == [4]
+    (waiting,) = state["waiting"]
+    assert waiting["task"] == 2
+    assert waiting["waiting"].startswith("no daemon watches this root")
+    since = datetime.fromisoformat(waiting["waiting_since"])
+    assert abs(since.timestamp() - long_ago) < 0.01
+
+
+def test_figures_are_made_once_per_range_while_the_journal_has_no_new_row(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Page views and frame refreshes reuse the report of their range: a new process only
+    for another range, or once the journal has a new row and the reuse time is over."""
+    from postflightd.commands.status import status_target
+    from postflightd.serve.app import create_app
+
+    app = build_app(roots=[str(root)], host="127.0.0.1", port=8427, token=None, config_path=None)
+    settings = app.app.state.figures.settings
+    resolved, _, configs = status_target([str(root)], None, (), ())
+
+    def collect(now: datetime) -> Any:
+        findings: dict[Any, Any] = {}
+        return collect_status(resolved, configs, now, findings), findings
+
+    quick = dataclasses.replace(settings, figures_ttl_s=0.0)
+    guarded = create_app(quick, collect)
+    with TestClient(guarded, base_url=BASE) as c:
+        figures = guarded.app.state.figures
+        for _ in range(3):
+            assert c.get("/figures?range=7d").status_code == 200
+        assert figures.builds == 1
+        c.get("/figures?range=30d")
+        assert figures.builds == 2
+        write_meta(root, "4_task4", researched_doc("4_task4"))
+        write_artifact(root, "specs/4_task4/reports/research-001.md")
+        main(["scan", "--apply", str(root)])
+        capsys.readouterr()
+        landed = lambda: 4 in [o["task"] for o in c.get("/api/outcomes").json()]  # noqa: E731
+        wait_until("the outcome is read", landed)
+        c.get("/figures?range=7d")
+        assert figures.builds == 3

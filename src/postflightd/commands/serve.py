@@ -112,6 +112,7 @@ def build_app(
     require_web()
     from postflightd.journal.database import journal_path
     from postflightd.serve.app import Settings, create_app
+    from postflightd.serve.follow import Tree
     from postflightd.serve.security import is_loopback
 
     if not 0 < port < 65536:
@@ -128,7 +129,16 @@ def build_app(
         return collect_status(resolved, configs, now, findings), findings
 
     settings = Settings(
-        roots=[(root, configs[root][0].specs_dir) for root in resolved],
+        roots=[
+            Tree(
+                root,
+                configs[root][0].specs_dir,
+                configs[root][0].postflight.state_file,
+                configs[root][0].postflight.errors_file,
+                configs[root][0].watch.observer,
+            )
+            for root in resolved
+        ],
         journal=journal_path(user.journal.path),
         host=host,
         port=port,

@@ -40,13 +40,16 @@ from starlette.routing import Route
 
 from postflightd.config import ENV_CONFIG, ENV_TOKEN
 from postflightd.serve.feed import page_json
+from postflightd.serve.follow import Tree
 from postflightd.serve.live import Collect, Event, Hub, Poller
 from postflightd.serve.metrics import metrics_registry, metrics_text
 from postflightd.serve.security import RANGES, Guard, allowed_hosts
 
-#: How long a rendered figures page is reused while the journal has not changed.
+#: How long a rendered figures page is reused once the journal has a new row.
 FIGURES_TTL_S: Final = 30.0
 FIGURES_TIMEOUT_S: Final = 60.0
+#: The least time between two looks: the changes of a burst are looked at together.
+COALESCE_S: Final = 0.1
 _STYLE: Final = re.compile(r"<style>(.*?)</style>", re.DOTALL)
 _STATIC: Final = {
     "dashboard.js": "text/javascript; charset=utf-8",
@@ -58,13 +61,15 @@ _STATIC: Final = {
 class Settings:
     """What ``commands.serve`` resolved: the roots, where the journal is, and the address."""
 
-    roots: Sequence[tuple[Path, str]]
+    roots: Sequence[Tree]
     journal: Path
     host: str
     port: int
     token: str | None = None
     config_path: str | None = None
     poll_s: float = 0.2
+    #: how long a figures page is reused after the journal changed (unchanged: for as long)
+    figures_ttl_s: float = FIGURES_TTL_S
 
 
 def _asset(name: str) -> bytes:
@@ -90,6 +95,8 @@ class Figures:
         self.settings = settings
         self.poller = poller
         self.cache: dict[str, tuple[int, float, str]] = {}
+        #: report processes started (one per range and journal change, at most one per TTL)
+        self.builds = 0
         # One report process at a time: pages opened together wait for it and share its page.
         self.lock = threading.Lock()
 
@@ -100,8 +107,12 @@ class Figures:
     def _page(self, since: str) -> str:
         journal_id = self.poller.state.journal_id
         cached = self.cache.get(since)
-        if cached and cached[0] == journal_id and time.monotonic() - cached[1] < FIGURES_TTL_S:
+        # Reused while the journal has no new row, and for the TTL after it has: a page view
+        # (or a page refreshing its frame) never starts a process of its own.
+        fresh = cached is not None and time.monotonic() - cached[1] < self.settings.figures_ttl_s
+        if cached is not None and (cached[0] == journal_id or fresh):
             return cached[2]
+        self.builds += 1
         # -P: nothing is put before the installed package on the import path (``-m`` alone
         # puts the working directory first), and the child runs from the filesystem's root:
         # ``serve`` is usually started in a project, which agents write, and a planted
@@ -111,7 +122,7 @@ class Figures:
         argv += ["--since", since]
         if self.settings.config_path:
             argv += ["--config", self.settings.config_path]
-        argv += [str(root) for root, _ in self.settings.roots]
+        argv += [str(tree.root) for tree in self.settings.roots]
         try:
             done = subprocess.run(
                 argv,
@@ -157,20 +168,35 @@ def create_app(settings: Settings, collect: Collect) -> Any:
     page = _asset("dashboard.html")
     assets = {name: (_asset(name), kind) for name, kind in _STATIC.items()}
 
-    async def poll_forever() -> None:
-        while True:
-            try:
-                events = await anyio.to_thread.run_sync(poller.refresh)
-            except Exception as exc:  # noqa: BLE001 - one failed look must not end the live view
-                events = [Event("problem", page_json({"message": str(exc)[:500]}))]
-            for event in events:
-                hub.publish(event)
-            await asyncio.sleep(settings.poll_s)
+    async def follow_forever() -> None:
+        """Look when a watch, the journal or a timer says so; never more often than poll_s."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+        poller.start(lambda: loop.call_soon_threadsafe(wake.set))
+        fd = poller.journal_watch.fd if poller.journal_watch is not None else -1
+        if fd >= 0:
+            loop.add_reader(fd, poller.journal_event)
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), poller.wait_s())
+                wake.clear()
+                try:
+                    events = await anyio.to_thread.run_sync(poller.refresh)
+                except Exception as exc:  # noqa: BLE001 - one failed look must not end the live view
+                    events = [Event("problem", page_json({"message": str(exc)[:500]}))]
+                for event in events:
+                    hub.publish(event)
+                # A burst of changes (an agent writing progress) is looked at once per window.
+                await asyncio.sleep(min(settings.poll_s, COALESCE_S))
+        finally:
+            if fd >= 0:
+                loop.remove_reader(fd)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await anyio.to_thread.run_sync(lambda: poller.refresh(force=True))
-        task = asyncio.create_task(poll_forever())
+        task = asyncio.create_task(follow_forever())
         try:
             yield
         finally:
@@ -193,7 +219,7 @@ def create_app(settings: Settings, collect: Collect) -> Any:
         return Response(page_json(list(poller.state.recent)), media_type="application/json")
 
     async def events(_request: Request) -> Response:
-        queue = hub.subscribe()
+        client = hub.subscribe()
 
         async def stream() -> AsyncIterator[ServerSentEvent]:
             try:
@@ -203,10 +229,10 @@ def create_app(settings: Settings, collect: Collect) -> Any:
                         data=page_json(outcome), event="outcome", id=str(outcome["id"])
                     )
                 while True:
-                    event = await queue.get()
+                    event = await client.get()
                     yield ServerSentEvent(data=event.data, event=event.name, id=event.id)
             finally:
-                hub.unsubscribe(queue)
+                hub.unsubscribe(client)
 
         return EventSourceResponse(stream(), ping=15, send_timeout=30)
 
@@ -240,4 +266,5 @@ def create_app(settings: Settings, collect: Collect) -> Any:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.hub = hub
     app.state.poller = poller
+    app.state.figures = figures
     return Guard(app, hosts=allowed_hosts(settings.host, settings.port), token=settings.token)

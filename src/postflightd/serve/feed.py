@@ -13,11 +13,13 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 from postflightd.errors import UsageError
 from postflightd.inert import clip, inert, json_text
+from postflightd.journal.database import format_ts
 from postflightd.report.source import open_read_only
 from postflightd.rules.explanations import EXPLANATIONS
 from postflightd.timestamps import parse_timestamp
@@ -168,6 +170,19 @@ def recent(conn: sqlite3.Connection, roots: Sequence[str], count: int) -> list[d
     ).fetchall()
     events = [e for e in (outcome_of_row(r) for r in rows) if e is not None][:count]
     return events[::-1]
+
+
+def applied_since(conn: sqlite3.Connection, roots: Sequence[str], since: datetime) -> int:
+    """How many outcomes were applied under ``roots`` at or after ``since`` (the header's
+    "applied today")."""
+    where_roots = ", ".join("?" * len(roots))
+    stamp = format_ts(since)
+    row = conn.execute(
+        "SELECT count(*) FROM observations WHERE kind = 'postflighted' AND ts >= ? "  # noqa: S608 - placeholders only
+        f"AND root IN ({where_roots})",
+        (stamp, *roots),
+    ).fetchone()
+    return int(row[0] or 0)
 
 
 def _agent_column(conn: sqlite3.Connection) -> str:

@@ -62,7 +62,7 @@ class DashboardCollector:
 
     def collect(self) -> Iterator[Metric]:
         doc = self.poller.state.snapshot_doc
-        runs = doc.get("runs", [])
+        runs = [*doc.get("runs", []), *doc.get("waiting", [])]
         in_flight = GaugeMetricFamily(
             f"{_PREFIX}_runs_in_flight",
             "Runs with a metadata file on disk now, by state (running, stuck, writing, waiting)",
