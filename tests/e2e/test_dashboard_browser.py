@@ -119,10 +119,26 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         row = browser.find_element(By.CSS_SELECTOR, '#runs tr[data-task="262"]').text
         assert "STUCK" in row and "python-implementation-agent" in row
         assert browser.find_elements(By.CSS_SELECTOR, "#runs meter")  # elapsed against timeout
-        invalid = browser.find_element(By.ID, "invalid").text
+        # What matters first, first: the header's figures, the daemon's state.
+        stuck = browser.find_element(By.ID, "sum-stuck")
+        wait_until("the header's figures", lambda: stuck.text == "1", 30)
+        assert "alert" in stuck.find_element(By.XPATH, "./ancestor::li").get_attribute("class")
+        cards = browser.find_elements(By.CSS_SELECTOR, "#invalid article")
+        assert browser.find_element(By.ID, "sum-invalid").text == str(len(cards))
+        assert "Daemon watching" in browser.find_element(By.ID, "roots").text
+        order = browser.execute_script(
+            "return [...document.querySelectorAll('main > section')].map((s) => s.id)"
+        )
+        assert (
+            order.index("flight") < order.index("invalid-section") < order.index("outcomes-section")
+        )
+        invalid = browser.find_element(By.ID, "invalid").get_attribute("textContent")
         for name in ("260_lsp_setup", "261_agent_registry", "263_flaky_ci"):
             assert name in invalid
         assert "PF203" in invalid and "Write instead:" in invalid
+        summaries = browser.find_elements(By.CSS_SELECTOR, "#invalid summary")
+        assert len(summaries) == len(cards) >= 3
+        assert "PF203" in browser.find_element(By.ID, "invalid").text  # its codes, unfolded
         applied = _seen(browser, '#outcomes li[data-task="259"][data-outcome="applied"]')
         wait_until("task 259's outcome", applied, 30)
         browser.execute_script("window.postflightdMarker = 'same page'")

@@ -6,6 +6,12 @@ const MAX_OUTCOMES = 100;
 const seen = new Set();
 let snapshot = null;
 let receivedAt = 0;
+// Invalid files whose findings the person opened: kept open across live updates.
+const openFiles = new Set();
+// The figures frame is made again when outcomes land, at most this often (ms).
+const FIGURES_EVERY = 60000;
+let figuresAt = Date.now();
+let figuresStale = false;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -82,31 +88,98 @@ function findingNode(f) {
 
 function renderInvalid() {
   const box = document.getElementById("invalid");
-  const files = snapshot.invalid.map((item) => el("article", { class: "file", "data-file": item.file },
-    el("h3", {}, el("code", {}, item.file), item.agent ? ` (${item.agent})` : ""),
-    ...item.findings.map(findingNode)));
+  const files = snapshot.invalid.map((item) => {
+    const codes = [...new Set(item.findings.map((f) => f.code).filter(Boolean))];
+    const details = el("details", {},
+      el("summary", {}, el("code", {}, item.file), item.agent ? ` ${item.agent}` : "", " ",
+        ...codes.map((c) => el("span", { class: "badge invalid" }, c))),
+      ...item.findings.map(findingNode));
+    if (openFiles.has(item.file)) details.open = true;
+    details.addEventListener("toggle", () => {
+      if (details.open) openFiles.add(item.file); else openFiles.delete(item.file);
+    });
+    return el("article", { class: "file", "data-file": item.file }, details);
+  });
   box.replaceChildren(...files);
   document.getElementById("invalid-empty").hidden = files.length > 0;
   document.getElementById("invalid-count").textContent = `(${files.length})`;
 }
 
+function since(iso) {
+  if (!iso) return null;
+  const t = new Date(iso).getTime();
+  return Number.isNaN(t) ? null : (Date.now() - t) / 1000;
+}
+
+function clock(iso) {
+  const d = new Date(iso);
+  const today = new Date().toDateString() === d.toDateString();
+  return today ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
 function renderRoots() {
-  const parts = [];
-  for (const root of snapshot.roots) {
-    if (parts.length) parts.push(", ");
-    parts.push(el("code", {}, root.root));
-    parts.push(root.daemon ? " (daemon watching)" : " (no daemon watching: outcomes land only when something applies them)");
-    if (root.note && !root.daemon) parts.push(el("span", { class: "muted" }, ` ${root.note}`));
+  const items = snapshot.roots.map((root) => {
+    const li = el("li", { class: root.daemon ? "daemon on" : "daemon off" });
+    if (root.daemon) {
+      li.append(el("b", {}, "Daemon watching"), " ", el("code", {}, root.root));
+      if (root.since) li.append(` since ${clock(root.since)} (${human(since(root.since))})`);
+      if (root.pid) li.append(el("span", { class: "muted" }, ` pid ${root.pid}`));
+      if (root.note) li.append(el("span", { class: "muted" }, ` ${root.note}`));
+    } else {
+      li.append(el("b", {}, "No daemon"), " on ", el("code", {}, root.root),
+        ": nothing is applied until something applies it. Start it: ", el("code", {}, root.start || "postflightd watch"));
+      if (root.note) li.append(el("span", { class: "muted" }, ` ${root.note}`));
+    }
+    return li;
+  });
+  document.getElementById("roots").replaceChildren(...items);
+}
+
+function setFigure(id, value, alert) {
+  const node = document.getElementById(id);
+  node.textContent = value;
+  const tile = node.closest("li");
+  if (tile && tile.dataset.alert) tile.classList.toggle("alert", Boolean(alert));
+}
+
+function renderSummary() {
+  const s = snapshot.summary || {};
+  setFigure("sum-flight", String(s.in_flight ?? snapshot.runs.length));
+  setFigure("sum-stuck", String(s.stuck ?? snapshot.stuck), s.stuck);
+  setFigure("sum-waiting", String(s.waiting ?? 0), s.waiting);
+  setFigure("sum-invalid", String(s.invalid ?? snapshot.invalid.length), s.invalid);
+  setFigure("sum-applied", String(s.applied_today ?? 0));
+  const last = document.getElementById("sum-last");
+  if (s.last_outcome) {
+    last.replaceChildren(el("time", { datetime: s.last_outcome, title: clock(s.last_outcome) }, `${human(since(s.last_outcome))} ago`));
+  } else {
+    last.textContent = "none yet";
   }
-  document.getElementById("roots").replaceChildren(...parts);
+}
+
+function renderWaiting() {
+  const waiting = snapshot.waiting || [];
+  const rows = waiting.map((w) => el("tr", { "data-task": taskLabel(w) },
+    el("td", {}, taskLabel(w)),
+    el("td", {}, w.status || "?"),
+    el("td", {}, w.agent || "-"),
+    el("td", { class: "elapsed" }, w.waiting_since
+      ? el("time", { datetime: w.waiting_since, title: clock(w.waiting_since) }, `${human(since(w.waiting_since))} ago`)
+      : "-"),
+    el("td", { class: "why" }, w.waiting || "")));
+  document.querySelector("#waiting tbody").replaceChildren(...rows);
+  document.getElementById("waiting-section").hidden = rows.length === 0;
+  document.getElementById("waiting-count").textContent = `(${rows.length})`;
 }
 
 function applyState(doc) {
   snapshot = doc;
   receivedAt = Date.now();
   if (!snapshot.runs) return;
+  renderSummary();
   renderRoots();
   renderRuns();
+  renderWaiting();
   renderInvalid();
 }
 
@@ -152,7 +225,11 @@ function connect() {
   const source = new EventSource("/events");
   source.addEventListener("open", () => setConnection("live", "live"));
   source.addEventListener("state", (e) => applyState(JSON.parse(e.data)));
-  source.addEventListener("outcome", (e) => addOutcome(JSON.parse(e.data), true));
+  source.addEventListener("outcome", (e) => {
+    addOutcome(JSON.parse(e.data), true);
+    figuresStale = true;
+    refreshFigures(false);
+  });
   source.addEventListener("problem", (e) => setConnection("reconnecting", JSON.parse(e.data).message));
   source.addEventListener("error", () => {
     setConnection("reconnecting", "reconnecting…");
@@ -162,15 +239,33 @@ function connect() {
   });
 }
 
+function refreshFigures(now) {
+  // The frame follows the outcomes, for the range chosen; the server reuses its report
+  // while the journal has no new row, so this never costs a report per page.
+  if (!now && (!figuresStale || Date.now() - figuresAt < FIGURES_EVERY)) return;
+  figuresAt = Date.now();
+  figuresStale = false;
+  const range = document.getElementById("range").value;
+  document.getElementById("figures").src = `/figures?range=${encodeURIComponent(range)}`;
+}
+
 function tick() {
-  if (snapshot && snapshot.runs && snapshot.runs.length) renderRuns();
+  if (!snapshot || !snapshot.runs) return;
+  if (snapshot.runs.length) renderRuns();
+  renderSummary();
+  renderWaiting();
 }
 
 document.addEventListener("DOMContentLoaded", () => {
   fetch("/api/state").then((r) => r.json()).then(applyState).catch(() => {});
   fetch("/api/outcomes").then((r) => r.json()).then((list) => list.forEach((o) => addOutcome(o, false))).catch(() => {});
   const range = document.getElementById("range");
-  range.addEventListener("change", () => document.getElementById("range-form").requestSubmit());
+  range.addEventListener("change", () => refreshFigures(true));
+  document.getElementById("range-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    refreshFigures(true);
+  });
+  setInterval(() => refreshFigures(false), FIGURES_EVERY);
   connect();
   setInterval(tick, 1000);
 });
