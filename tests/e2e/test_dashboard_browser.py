@@ -2,8 +2,9 @@
 the page on a copy of the example project, then a simulated agent's run seen live, without a
 reload, from in flight to its applied outcome.
 
-``POSTFLIGHTD_SCREENSHOT=PATH`` saves a screenshot of the page there at the end (the one in
-docs/images/ is taken so). The page shows the project's path, so for a screenshot the example
+``POSTFLIGHTD_SCREENSHOT=PATH`` saves screenshots of the page at the end: light at PATH, dark and
+narrow beside it (``-dark``, ``-narrow`` before the suffix; docs/images/ holds the three taken
+so). The page shows the project's path, so for a screenshot the example
 is copied to /tmp/project, a path like a reader's own, not pytest's temporary directory. As
 every switch that writes a file (``helpers.update_mode``), it is refused under CI, and the
 test that wrote the screenshot fails, so that such a run is never green.
@@ -101,6 +102,22 @@ def example(tmp_path: Path) -> Iterator[Path]:
             shutil.rmtree(root, ignore_errors=True)
 
 
+def _screenshots(driver: Any, shot: Path) -> list[Path]:
+    """The page light at PATH, dark at PATH-dark.png and narrow (a phone) at PATH-narrow.png."""
+    dark = shot.with_name(f"{shot.stem}-dark{shot.suffix}")
+    narrow = shot.with_name(f"{shot.stem}-narrow{shot.suffix}")
+    driver.save_screenshot(str(shot))
+    media = {"features": [{"name": "prefers-color-scheme", "value": "dark"}]}
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", media)
+    driver.save_screenshot(str(dark))
+    driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    driver.set_window_size(420, 1400)
+    time.sleep(0.5)  # laid out again
+    driver.save_screenshot(str(narrow))
+    driver.set_window_size(1280, 1200)
+    return [shot, dark, narrow]
+
+
 def _seen(driver: Any, selector: str) -> Callable[[], bool]:
     from selenium.webdriver.common.by import By
 
@@ -166,9 +183,11 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
             "the page logged errors (a refused resource, a script error)"
         )
         shot = os.environ.get(SCREENSHOT_ENV)
+        written: list[Path] = []
         if shot:
             time.sleep(1.6)  # the new outcome's highlight fades first
-            browser.save_screenshot(shot)
+            for path in _screenshots(browser, Path(shot)):
+                written.append(path)
         server_port = port
     # The server goes away and comes back: the page says so, reconnects by itself, and shows
     # what happened meanwhile, still without a reload.
@@ -180,5 +199,5 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         gone = _seen(browser, '#runs tr[data-task="262"]')
         wait_until("the removed run leaves the page", lambda: not gone(), 30)
         assert browser.execute_script("return window.postflightdMarker") == "same page"
-    if shot:
-        rewritten(Path(shot), SCREENSHOT_ENV)  # a run that wrote a file is never green
+    for path in written:
+        rewritten(path, SCREENSHOT_ENV)  # a run that wrote a file is never green
