@@ -13,6 +13,16 @@ static HTML report (`postflightd report --format html`) to see the same figures,
 `status --watch` refreshes every 1 s by default, so an apply shows there after 0.5 s on average.
 
     .venv/bin/python bench/serve.py [--runs-count 100000] [--runs 5] [--state KEPT/state]
+
+``--idle`` measures instead what an idle ``serve`` costs beside many task directories (10,000,
+then 100,000 with ``--task-dirs 10000,100000``): its CPU over ``--seconds`` while nothing
+changes (target <= 0.1 % of a core, as the idle daemon), beside the idle daemon
+(``postflightd watch``) on the same tree and, with ``--baseline SRC``, another checkout's
+``serve`` (e.g. main's, which stats every task directory five times a second); then its RSS
+with 50 pages open, ten of them never reading (slow clients).
+
+    .venv/bin/python bench/serve.py --idle [--task-dirs 10000,100000] [--seconds 30]
+                                    [--baseline ../main/src]
 """
 
 from __future__ import annotations
@@ -135,12 +145,121 @@ def fmt(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1000:7.0f} ms  (min {min(values) * 1000:.0f})"
 
 
+def cpu_s(pid: int) -> float:
+    """User and system CPU seconds of ``pid`` and its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu(argv: list[str], env: dict[str, str], seconds: float, warm_s: float) -> float:
+    """Percent of a core ``argv`` uses over ``seconds`` once ``warm_s`` have passed."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(warm_s)
+        if proc.poll() is not None:
+            raise SystemExit(f"{argv[3:5]} exited {proc.returncode}")
+        c0, t0 = cpu_s(proc.pid), time.monotonic()
+        time.sleep(seconds)
+        return 100 * (cpu_s(proc.pid) - c0) / (time.monotonic() - t0)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def many_pages(argv: list[str], env: dict[str, str], port: int, pages: int) -> tuple[float, float]:
+    """RSS (MB) of a serve with one page open, then with ``pages`` open (a fifth never read)."""
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    socks: list[socket.socket] = []
+    try:
+        while True:
+            try:
+                get(port, "/api/state")
+                break
+            except (OSError, SystemExit):
+                if proc.poll() is not None:
+                    raise SystemExit("serve exited") from None
+                time.sleep(0.05)
+        one = Stream(port)
+        time.sleep(1)
+        single = rss_mb(proc.pid)
+        for i in range(pages - 1):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            if i % 5 == 0:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+            socks.append(sock)
+        time.sleep(3)
+        many = rss_mb(proc.pid)
+        one.close()
+        return single, many
+    finally:
+        for sock in socks:
+            sock.close()
+        proc.terminate()
+        proc.wait(30)
+
+
+def task_tree(root: Path, count: int) -> None:
+    """``count`` task directories, each with a report and no metadata file (runs long done)."""
+    specs = root / "specs"
+    for n in range(1000, 1000 + count):
+        task = specs / f"{n}_task"
+        (task / "reports").mkdir(parents=True)
+        (task / "reports" / "research-001.md").write_text("report\n")
+
+
+def idle(args: argparse.Namespace) -> int:
+    print(f"machine: {describe()}")
+    exe = [sys.executable, "-m", "postflightd"]
+    for count in (int(c) for c in args.task_dirs.split(",")):
+        tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-serve-idle-"))
+        try:
+            root = tmp / "project"
+            shutil.copytree(REPO / "examples" / "project", root)
+            t0 = time.perf_counter()
+            task_tree(root, count)
+            print(f"\n{count:,} task directories ({time.perf_counter() - t0:.1f} s to make)")
+            env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state"),
+                   "XDG_CONFIG_HOME": str(tmp / "cfg")}  # fmt: skip
+            apply = [*exe, "scan", "--apply", str(root)]
+            subprocess.run(apply, env=env, capture_output=True, check=False)
+            warm = 10.0 if count > 20_000 else 5.0
+            cases = [("serve (this checkout)", env)]
+            if args.baseline:
+                base = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
+                cases.append(("serve, --baseline src", base))
+            for label, case_env in cases:
+                port = free_port()
+                argv = [*exe, "serve", str(root), "--port", str(port)]
+                pct = idle_cpu(argv, case_env, args.seconds, warm)
+                ok = "met" if pct <= 0.1 else "MISSED"
+                print(f"  idle CPU, {label:<28} {pct:6.2f} % of a core  target <= 0.1 %: {ok}")
+            pct = idle_cpu([*exe, "watch", str(root)], env, args.seconds, warm)
+            print(f"  idle CPU, {'status quo: the daemon (watch)':<28} {pct:6.2f} % of a core")
+            port = free_port()
+            argv = [*exe, "serve", str(root), "--port", str(port)]
+            single, many = many_pages(argv, env, port, 50)
+            print(f"  RSS: one page open {single:.1f} MB, 50 pages open (10 never read) "
+                  f"{many:.1f} MB")  # fmt: skip
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs-count", type=int, default=100_000, help="runs in the journal")
     parser.add_argument("--runs", type=int, default=5, help="timed runs per figure")
     parser.add_argument("--state", metavar="DIR", help="reuse a journal (its XDG_STATE_HOME)")
+    parser.add_argument("--idle", action="store_true", help="idle CPU and memory, see above")
+    parser.add_argument(
+        "--task-dirs", default="10000", help="--idle: task directories, e.g. 10000,100000"
+    )
+    parser.add_argument("--seconds", type=float, default=30.0, help="--idle: seconds measured")
+    parser.add_argument("--baseline", metavar="SRC", help="--idle: also another checkout's src/")
     args = parser.parse_args()
+    if args.idle:
+        return idle(args)
     print(f"machine: {describe()}")
     tmp = Path(tempfile.mkdtemp(prefix="postflightd-bench-serve-"))
     server = None
