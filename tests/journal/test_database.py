@@ -333,3 +333,47 @@ def test_unusable_path_string_disables_the_journal(tmp_path: Path) -> None:
     """A configured path with a NUL byte is a reason, not a traceback."""
     with Journal.open(tmp_path / "bad\0name") as j:
         assert_disabled(j, "null")
+
+
+def test_a_sighting_repeated_with_the_same_content_and_findings_is_recorded_once(
+    journal: Journal,
+) -> None:
+    """What a daemon started again, a retried postflight or another stop of the hook see of an
+    unchanged file is one row; new content, new findings or another kind is a new row."""
+    file = "specs/259_x/.return-meta.json"
+    bad = [{"code": "PF203", "severity": "error", "location": "status", "message": "m"}]
+    fixed = [{"code": "PF600", "severity": "error", "location": "", "message": "n"}]
+
+    def sighting(kind: str, identity: str, findings: list[dict[str, str]] | None) -> bool:
+        return journal.record(
+            kind,  # type: ignore[arg-type]
+            root="/r",
+            file=file,
+            task=259,
+            session=SESSION,
+            status="completed",
+            findings=findings,
+            identity=identity,
+        )
+
+    for _ in range(3):
+        assert sighting("validated", "1:2:30:40", bad)
+    assert sighting("validated", "1:2:30:40", fixed)  # the project changed: new findings
+    assert sighting("validated", "1:2:30:40", bad)  # and back
+    assert sighting("validated", "1:3:31:41", bad)  # rewritten
+    for _ in range(2):
+        assert sighting("incomplete", "1:3:31:41", fixed)
+    rows = query(journal.path, "SELECT kind, identity, findings FROM observations ORDER BY id")
+    assert [(kind, identity) for kind, identity, _ in rows] == [
+        ("validated", "1:2:30:40"),
+        ("validated", "1:2:30:40"),
+        ("validated", "1:2:30:40"),
+        ("validated", "1:3:31:41"),
+        ("incomplete", "1:3:31:41"),
+    ]
+    # Rows without an identity (written by an older postflightd, or not read from a file) and
+    # outcomes are always recorded.
+    for _ in range(2):
+        assert journal.record("validated", root="/r", file=file, task=259, findings=bad)
+        assert journal.record("postflighted", root="/r", file=file, task=259, identity="1:3:31:41")
+    assert len(query(journal.path, "SELECT id FROM observations")) == 9

@@ -51,10 +51,16 @@ JournalKind = Literal[
     # postflighted row); and one a deliberate edit replaced, reported once.
     "reapplied",
     "overwritten",
+    # A file whose outcome is in state.json but not all written (TODO.md or errors.json could
+    # not be): the file is kept and retried; ``findings`` holds why (PF606).
+    "incomplete",
 ]
 KINDS: Final[frozenset[str]] = frozenset(get_args(JournalKind))
 #: Rows that must survive a power loss once ``record`` returns: the caller deletes the file next.
 DURABLE_KINDS: Final = frozenset({"postflighted"})
+#: Sightings of a file: a row of one of these kinds that repeats the file's last row of the same
+#: kind (the same content, by its identity, and the same findings) is not recorded again.
+SIGHTING_KINDS: Final = frozenset({"validated", "stuck", "interrupted", "incomplete"})
 #: Rows deleted (or contents dropped) per pruning transaction, and the pause between two.
 PRUNE_CHUNK: Final = 500
 PRUNE_PAUSE_S: Final = 0.01
@@ -207,12 +213,21 @@ class Journal:
         change: TaskChange | None = None,
         ref: int | None = None,
         agent: str | None = None,
+        identity: str | None = None,
     ) -> bool:
         """Append one observation; False when the journal is off or the write failed.
 
         ``change``: what a postflight (or a re-application) did to the task; ``ref``: the
         ``postflighted`` row a ``reapplied``/``overwritten`` row is about; ``agent``: the
-        file's ``metadata.agent_type``, when it has one.
+        file's ``metadata.agent_type``, when it has one; ``identity``: the file's identity
+        when it was read (``identity_text``).
+
+        A sighting (``SIGHTING_KINDS``) with an identity that says what the file's last row of
+        that kind said (same content, session, status and findings) is the same observation
+        made again: nothing is added, and True is returned (the journal holds it). So a daemon
+        started again, a retried postflight or another stop of the hook over an unchanged
+        file records nothing new, and what reads the journal (the dashboard's feed,
+        ``/metrics``, ``history``, ``report``) sees it once.
 
         A ``postflighted`` row is on stable storage when this returns True (outside a
         ``batch``; inside one, when the batch ends), so the caller may delete the file.
@@ -238,6 +253,7 @@ class Journal:
             *_change_columns(change),
             ref,
             _bounded(agent),
+            identity,
         )
         with self._lock:
             conn = self._conn
@@ -245,12 +261,14 @@ class Journal:
                 return False
             try:
                 with self._transaction(conn, durable=kind in DURABLE_KINDS):
-                    conn.execute(
-                        "INSERT INTO observations (ts, kind, root, file, task, session, status, "
-                        "findings, content, entry_before, entry_after, todo_edits, ref, agent) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    )
+                    if identity is None or kind not in SIGHTING_KINDS or not _repeats(conn, row):
+                        conn.execute(
+                            "INSERT INTO observations (ts, kind, root, file, task, session, "
+                            "status, findings, content, entry_before, entry_after, todo_edits, "
+                            "ref, agent, identity) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            row,
+                        )
             except sqlite3.Error as exc:
                 log.warning(
                     "journal write failed",
@@ -618,6 +636,26 @@ class Journal:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def identity_text(dev: int, ino: int, size: int, mtime_ns: int) -> str:
+    """A file's identity as the ``identity`` column holds it."""
+    return f"{dev}:{ino}:{size}:{mtime_ns}"
+
+
+def _repeats(conn: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
+    """True when ``row`` (a sighting about to be inserted) says what its file's last row of the
+    same kind said: the same content (identity), session, status and findings."""
+    _ts, kind, root, file, task, session, status, findings, *_rest, identity = row
+    # The task index, newest first: "+kind" keeps SQLite off the (kind, ts) index, which would
+    # visit every row of that kind.
+    last = conn.execute(
+        "SELECT identity IS ? AND session IS ? AND status IS ? AND findings IS ? "
+        "FROM observations WHERE task IS ? AND root = ? AND file = ? AND +kind = ? "
+        "ORDER BY id DESC LIMIT 1",
+        (identity, session, status, findings, task, root, file, kind),
+    ).fetchone()
+    return last is not None and bool(last[0])
 
 
 def _bounded(value: str | None) -> str | None:

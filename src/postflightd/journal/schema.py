@@ -18,7 +18,7 @@ from typing import Final
 
 from postflightd.logs import get_logger
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _SCHEMA_V1: Final = """
 CREATE TABLE IF NOT EXISTS observations (
@@ -57,8 +57,21 @@ _SCHEMA_V3: Final = """
 ALTER TABLE observations ADD COLUMN agent TEXT;
 """
 
+#: Version 4: ``identity``, the file's identity when it was read (device, inode, size and
+#: modification time, as ``fs.directory.FileIdentity``: what the project counts as the same
+#: content), so that seeing the same content again with the same findings (a daemon started
+#: again, a retried postflight, another stop of the hook) adds no row (``Journal.record``).
+_SCHEMA_V4: Final = """
+ALTER TABLE observations ADD COLUMN identity TEXT;
+"""
+
 #: version -> the statements that take a journal from the version before to it.
-_MIGRATIONS: Final[Mapping[int, str]] = {1: _SCHEMA_V1, 2: _SCHEMA_V2, 3: _SCHEMA_V3}
+_MIGRATIONS: Final[Mapping[int, str]] = {
+    1: _SCHEMA_V1,
+    2: _SCHEMA_V2,
+    3: _SCHEMA_V3,
+    4: _SCHEMA_V4,
+}
 
 log = get_logger()
 

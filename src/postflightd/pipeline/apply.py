@@ -304,6 +304,11 @@ def _commit(
     with journal.batch(durable=False):
         for report in deleted:
             journal_row(journal, "deleted", report)
+        # Kept, and retried until its cause is fixed: one row per cause (a retry that meets
+        # the same one repeats the last row, which the journal does not record again).
+        for report in (item.report for item in ready):
+            if report.outcome is Outcome.INCOMPLETE:
+                journal_row(journal, "incomplete", report)
 
 
 def _mark_recorded_before(

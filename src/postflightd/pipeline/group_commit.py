@@ -292,7 +292,7 @@ def commit_outcomes(
         # What each task's entry was and became, for the journal (``verify``, the healer).
         edits = [e for _, e in folded.todo_edits] if config.postflight.sync_todo else []
         changes = _task_changes(folded, edits)
-        _journal_applied(journal, folded.applied, journaled, changes)
+        _journal_applied(journal, folded.applied, journaled, changes, reruns)
         return folded.data
 
     crash_point("before-state-write")
@@ -355,6 +355,7 @@ def _journal_applied(
     live: Sequence[Ready],
     journaled: dict[int, TaskChange | None],
     changes: Mapping[int, TaskChange],
+    reruns: frozenset[int] | None,
 ) -> None:
     """The ``postflighted`` rows (full content, task change) of the files about to be applied.
 
@@ -362,12 +363,22 @@ def _journal_applied(
     is recorded again only when a writer that ignores the lock changed its task meanwhile, so
     the latest row holds what is actually written. A file whose row is not committed is kept
     (``NO_JOURNAL``): its content would be lost.
+
+    A re-run of these very bytes (``reruns``: the journal holds them post-flighted) that
+    changes nothing in its task (an incomplete postflight retried: state.json holds the
+    outcome already) gets no row: its outcome was journaled, with its content, when it was
+    applied, and is counted once.
     """
     todo: list[tuple[FileReport, TaskChange | None]] = []
     for item in live:
         report, change = item.report, changes.get(item.task)
-        if id(report) not in journaled or journaled[id(report)] != change:
-            todo.append((report, change))
+        if id(report) in journaled and journaled[id(report)] == change:
+            continue
+        rerun = reruns is not None and item.task in reruns
+        if rerun and change is not None and change.before == change.after:
+            journaled[id(report)] = change
+            continue
+        todo.append((report, change))
     if not todo:
         return
     failed: list[FileReport] = []

@@ -16,7 +16,13 @@ from postflightd.fs.atomic import Snapshot, TooLargeError, replace_if_unchanged
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.inert import clip, utf8_safe
-from postflightd.journal.database import Journal, JournalKind, TaskChange, content_text
+from postflightd.journal.database import (
+    Journal,
+    JournalKind,
+    TaskChange,
+    content_text,
+    identity_text,
+)
 from postflightd.models.files import META_NAME, parse_json
 from postflightd.pipeline.results import FileReport
 from postflightd.pipeline.unrecordable import UNWRITABLE
@@ -35,6 +41,9 @@ from postflightd.postflight.errors_json import (
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import Severity
 
+#: The code of an outcome not all written (TODO.md or errors.json): the file is kept.
+INCOMPLETE = "PF606"
+
 
 def journal_row(
     journal: Journal,
@@ -44,8 +53,20 @@ def journal_row(
     content: bool = False,
     change: TaskChange | None = None,
 ) -> bool:
-    """Record a ``kind`` row of ``report`` in the journal; False when no row can hold it."""
+    """Record a ``kind`` row of ``report`` in the journal; False when no row can hold it.
+
+    A ``validated`` row holds the file's findings; an ``incomplete`` one, why its outcome is
+    not all written (PF606). The file's identity goes with it, so that the same content seen
+    again with the same findings is not recorded twice (``Journal.record``).
+    """
     raw = report.loaded.raw
+    identity = report.loaded.identity
+    if kind == "validated":
+        findings: list[dict[str, str]] | None = [f.to_json() for f in report.findings]
+    elif kind == "incomplete":
+        findings = [f.to_json() for f in report.findings if f.code == INCOMPLETE]
+    else:
+        findings = None
     try:
         return journal.record(
             kind,
@@ -54,10 +75,11 @@ def journal_row(
             task=report.task,
             session=report.session,
             status=report.raw_status,
-            findings=[f.to_json() for f in report.findings] if kind == "validated" else None,
+            findings=findings,
             content=content_text(raw) if content and raw is not None else None,
             change=change,
             agent=_agent_type(report),
+            identity=identity_text(*identity) if identity is not None else None,
         )
     except (UnicodeEncodeError, OverflowError):
         # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;

@@ -28,7 +28,7 @@ from postflightd.timestamps import parse_timestamp
 TAIL_BATCH: Final = 500
 #: Findings sent per invalid file (the rest are counted).
 MAX_FINDINGS: Final = 20
-_TAIL_KINDS: Final = ("postflighted", "stuck", "interrupted", "validated")
+_TAIL_KINDS: Final = ("postflighted", "stuck", "interrupted", "validated", "incomplete")
 #: Apply latency buckets (seconds): seen final → applied, usually tens of milliseconds.
 LATENCY_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
@@ -103,6 +103,9 @@ def outcome_of_row(row: tuple[Any, ...]) -> dict[str, Any] | None:
         outcome = "invalid"
     elif kind == "postflighted":
         outcome = "applied"
+    elif kind == "incomplete":
+        outcome = "incomplete"
+        findings = findings_json(_parsed_findings(findings_raw))
     else:
         outcome = str(kind)
     return {
@@ -116,7 +119,21 @@ def outcome_of_row(row: tuple[Any, ...]) -> dict[str, Any] | None:
         "session": text(session),
         "agent": text(agent),
         "findings": findings,
+        # An incomplete postflight's cause, as its finding says it (before the advice).
+        "cause": text(findings[0]["message"].split(";", 1)[0])
+        if outcome == "incomplete" and findings
+        else None,
     }
+
+
+def _parsed_findings(raw: object) -> list[dict[str, Any]]:
+    if not isinstance(raw, str):
+        return []
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return []
+    return [f for f in parsed if isinstance(f, dict)] if isinstance(parsed, list) else []
 
 
 def connect(path: Path) -> sqlite3.Connection | None:
