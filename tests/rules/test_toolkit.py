@@ -6,8 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from postflightd.rules.context import ArtifactState
@@ -17,12 +15,10 @@ from postflightd.rules.toolkit import (
     artifact_rules,
     asked_fields,
     blank_fields,
-    guess_status,
     not_an_object,
     objects_of,
     outside_root,
     status_finding,
-    status_word,
     structure,
     unknown_fields,
 )
@@ -173,30 +169,6 @@ def test_asked_fields_word_missing_and_report_blank_only_when_told() -> None:
 # --- status ---------------------------------------------------------------------------------
 
 STATUSES = ("complete", "partial", "error")
-
-
-def test_status_word_folds_case_spaces_and_dashes() -> None:
-    assert status_word(" In-Progress now ") == "in_progress_now"
-
-
-def test_guess_status_prefers_the_status_then_a_synonym_then_a_spelling_then_a_stem() -> None:
-    synonyms = {"error": ("failed",), "partial": ("completed",)}
-    stems = (("plet", "complete"),)
-    assert guess_status("Complete", STATUSES, synonyms, stems) == "complete"
-    # "completed" is close to "complete", but the dialect's synonym decides first.
-    assert guess_status("completed", STATUSES, synonyms, stems) == "partial"
-    assert guess_status("completed", STATUSES) == "complete"
-    assert guess_status("eror", STATUSES, synonyms, stems) == "error"
-    assert guess_status("xpletx", STATUSES, synonyms, stems) == "complete"
-    assert guess_status("xpletx", STATUSES, synonyms) is None
-
-
-@settings(database=None)
-@given(st.text(max_size=20))
-def test_guess_status_never_raises_and_names_only_a_known_status(raw: str) -> None:
-    stems = (("fail", "error"),)
-    guess = guess_status(raw, STATUSES, {"partial": ("timeout",)}, stems)
-    assert guess is None or guess in STATUSES
 
 
 def test_status_finding_puts_the_note_between_the_list_and_the_guess() -> None:

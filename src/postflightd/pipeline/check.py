@@ -74,7 +74,7 @@ def check_file(
     if loaded.failure is not None:
         findings.append(loaded.failure)
     else:
-        ctx = parsed_task_context(ref.task_dir, parsed, project.state, marker)
+        ctx = parsed_task_context(ref.task_dir, parsed, project.state, marker, config.specs_dir)
         options = options or rule_options(config)
         # An array of more than MAX_LIST_ITEMS entries holds that many commas: a file with
         # fewer has none to cut, and the walk is skipped.

@@ -39,7 +39,7 @@ from postflightd.postflight.errors_json import (
     merge_errors,
 )
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
-from postflightd.rules.findings import Severity
+from postflightd.rules.findings import Finding, Severity
 
 #: The code of an outcome not all written (TODO.md or errors.json): the file is kept.
 INCOMPLETE = "PF606"
@@ -62,9 +62,9 @@ def journal_row(
     raw = report.loaded.raw
     identity = report.loaded.identity
     if kind == "validated":
-        findings: list[dict[str, str]] | None = [f.to_json() for f in report.findings]
+        findings: list[dict[str, str]] | None = [_finding_row(f) for f in report.findings]
     elif kind == "incomplete":
-        findings = [f.to_json() for f in report.findings if f.code == INCOMPLETE]
+        findings = [_finding_row(f) for f in report.findings if f.code == INCOMPLETE]
     else:
         findings = None
     try:
@@ -85,6 +85,14 @@ def journal_row(
         # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;
         # sqlite3 refused it before it touched the transaction, so the batch goes on.
         return False
+
+
+def _finding_row(f: Finding) -> dict[str, str]:
+    """A finding as a journal row keeps it: what ``scan --format json`` shows, and its fix."""
+    row = f.to_json()
+    if f.fix is not None:
+        row["fix"] = utf8_safe(f.fix)
+    return row
 
 
 def _metadata(report: FileReport) -> dict[str, Any]:

@@ -151,13 +151,19 @@ def read_marker(task: Directory) -> Marker | None:
     )
 
 
-def task_context(name: str, state: StateView, marker: Marker | None) -> TaskContext:
+def task_context(
+    name: str, state: StateView, marker: Marker | None, specs_dir: str = "specs"
+) -> TaskContext:
     """What is known of the task a metadata file in task directory ``name`` belongs to."""
-    return parsed_task_context(name, parse_task_dir(name), state, marker)
+    return parsed_task_context(name, parse_task_dir(name), state, marker, specs_dir)
 
 
 def parsed_task_context(
-    name: str, parsed: tuple[int, str] | None, state: StateView, marker: Marker | None
+    name: str,
+    parsed: tuple[int, str] | None,
+    state: StateView,
+    marker: Marker | None,
+    specs_dir: str = "specs",
 ) -> TaskContext:
     """``task_context`` with ``parse_task_dir(name)`` given (a scan has it already)."""
     number, slug = parsed if parsed else (None, None)
@@ -169,6 +175,7 @@ def parsed_task_context(
             slug,
             state.usable,
             state.tasks.get(number) if number is not None else None,
+            specs_dir=specs_dir,
         )
     marker_findings: tuple[Finding, ...] = ()
     if marker.problem is not None:
@@ -188,4 +195,5 @@ def parsed_task_context(
         marker_session=marker.session_id,
         marker_operation=marker.operation,
         marker_findings=marker_findings,
+        specs_dir=specs_dir,
     )

@@ -28,6 +28,7 @@ from postflightd.models.console_return import (
 )
 from postflightd.rules.context import ArtifactProbe
 from postflightd.rules.findings import Finding, finding
+from postflightd.rules.fixes import guess_status
 from postflightd.rules.toolkit import (
     ArtifactContract,
     artifact_rules,
@@ -37,7 +38,6 @@ from postflightd.rules.toolkit import (
     get_number,
     get_object,
     get_str,
-    guess_status,
     not_an_object,
     objects_of,
     outside_root,

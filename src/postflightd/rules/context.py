@@ -46,6 +46,8 @@ class TaskContext(NamedTuple):
     marker_session: str | None = None
     marker_operation: str | None = None
     marker_findings: tuple[Finding, ...] = ()
+    #: the specs directory, relative to the project root (where fixes put a task's files).
+    specs_dir: str = "specs"
 
     @property
     def is_meta(self) -> bool | None:

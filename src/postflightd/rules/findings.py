@@ -120,6 +120,11 @@ class Finding:
     #: where in the file (1-based), when known: for the github and sarif formats only
     line: int | None = None
     col: int | None = None
+    #: what to write instead (a JSON member, ``"status": "researched"``), built by the rule
+    #: from the same values as its message and from the file's own (the status it suggests,
+    #: this task's directory, the session expected); None when no one replacement is known.
+    #: The dashboard shows it; the CLI's message already says it in words.
+    fix: str | None = None
 
     def to_json(self) -> dict[str, str]:
         return {
@@ -130,9 +135,16 @@ class Finding:
         }
 
 
-def finding(code: str, location: str, message: str, severity: Severity | None = None) -> Finding:
+def finding(
+    code: str,
+    location: str,
+    message: str,
+    severity: Severity | None = None,
+    *,
+    fix: str | None = None,
+) -> Finding:
     """Build a finding with the registry's severity unless the rule itself picks one."""
-    return Finding(code, severity or RULES[code].severity, location, message)
+    return Finding(code, severity or RULES[code].severity, location, message, fix=fix)
 
 
 #: The code of "state.json is unusable": missing, not JSON, not of the expected shape, or the

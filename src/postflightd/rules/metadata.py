@@ -41,6 +41,7 @@ from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
 from postflightd.rules.clean import is_clean, is_clean_but_for_extras
 from postflightd.rules.context import ArtifactProbe, ArtifactState, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
+from postflightd.rules.fixes import guess_status, member, status_word
 from postflightd.rules.toolkit import (
     SESSION_RE,
     ArtifactContract,
@@ -51,13 +52,11 @@ from postflightd.rules.toolkit import (
     get_list,
     get_object,
     get_str,
-    guess_status,
     is_blank,
     not_an_object,
     outside_root,
     session_rules,
     status_finding,
-    status_word,
     structure,
     unknown_fields,
 )
@@ -177,11 +176,13 @@ _NEEDED_TEXT: Final = (
 
 def _status_finding(value: str, operation: str | None) -> Finding:
     if value.strip().lower() == "completed":
+        status = _SUCCESS_BY_OPERATION.get(operation or "")
         return finding(
             "PF203",
             "status",
             '"completed" is forbidden in the metadata file (it triggers the agent runtime\'s '
             f"stop behaviour): {_success_hint(operation)}",
+            fix=member("status", status.value) if status is not None else None,
         )
     guess = suggest_status(value, operation)
     return status_finding(value, "status", _STATUS_VALUES, guess.value if guess else None)
@@ -682,7 +683,16 @@ def _validate_all(
     out.extend(ctx.marker_findings)
     if status is not None:
         probe_or_none = probe if options.check_artifacts else None
-        out.extend(artifact_rules(doc, status.value, status.is_success, _ARTIFACTS, probe_or_none))
+        out.extend(
+            artifact_rules(
+                doc,
+                status.value,
+                status.is_success,
+                _ARTIFACTS,
+                probe_or_none,
+                f"{ctx.specs_dir}/{ctx.dir_name}",
+            )
+        )
     out.extend(_task_rules(ctx))
     stuck = _stuck(status, start.at, operation, timeout_s, now)
     if stuck is not None:

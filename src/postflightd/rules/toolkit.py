@@ -25,6 +25,7 @@ from postflightd.inert import clip
 from postflightd.models.terms import MAX_DELEGATION_DEPTH
 from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
+from postflightd.rules.fixes import fix_path, member, misspelt_field
 from postflightd.words import counted
 
 # --- accessors that never raise -------------------------------------------------------------
@@ -195,7 +196,11 @@ def unknown_fields(
             for key in obj:
                 if key not in names:
                     where = _field(loc, key)
-                    yield finding("PF205", where, f"unknown field {clip(where)!r} ({kept})")
+                    message, fix = (
+                        f"unknown field {clip(where)!r} ({kept})",
+                        misspelt_field(key, obj[key], names),
+                    )
+                    yield finding("PF205", where, message, fix=fix)
 
 
 def blank_fields(doc: dict[str, Any], needed: Sequence[tuple[str, str]]) -> Iterator[Finding]:
@@ -232,45 +237,14 @@ def asked_fields(
 # --- status (PF202) -------------------------------------------------------------------------
 
 
-def status_word(raw: str) -> str:
-    """``" Research-Done "`` -> ``"research_done"``: how a status is compared."""
-    return raw.strip().lower().replace("-", "_").replace(" ", "_")
-
-
-def guess_status(
-    raw: str,
-    statuses: Sequence[str],
-    synonyms: Mapping[str, Sequence[str]] | None = None,
-    stems: Sequence[tuple[str, str]] = (),
-) -> str | None:
-    """The status a near-miss probably means: the status itself once normalised, else a status
-    one of whose ``synonyms`` it is, else the closest spelling, else the status of the first
-    of ``stems`` (stem, status) it contains."""
-    word = status_word(raw)
-    if word in statuses:
-        return word
-    for status, words in (synonyms or {}).items():
-        if word in words:
-            return status
-    import difflib  # only for a status no rule knows: 0.9 ms of every scan's start-up else
-
-    close = difflib.get_close_matches(word, statuses, n=1, cutoff=0.75)
-    if close:
-        return close[0]
-    for stem, status in stems:
-        if stem in word:
-            return status
-    return None
-
-
 def status_finding(
     raw: str, loc: str, statuses: Sequence[str], guess: str | None, note: str = ""
 ) -> Finding:
     """PF202: ``raw`` is not one of ``statuses``; ``note`` follows the list, then the guess."""
     hint = f'; did you mean "{guess}"?' if guess else ""
-    return finding(
-        "PF202", loc, f"{loc} {clip(raw)!r} is not one of {', '.join(statuses)}{note}{hint}"
-    )
+    fix = member(loc.rsplit(".", 1)[-1], guess) if guess else None
+    message = f"{loc} {clip(raw)!r} is not one of {', '.join(statuses)}{note}{hint}"
+    return finding("PF202", loc, message, fix=fix)
 
 
 # --- session and delegation (PF4xx) ---------------------------------------------------------
@@ -308,7 +282,8 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
             "letters or digits}, e.g. sess_1736700000_abc123",
         )
     if sid and expected is not None and sid != expected[0]:
-        yield finding("PF405", "metadata.session_id", _session_message(sid, *expected))
+        fix = member("session_id", expected[0])
+        yield finding("PF405", "metadata.session_id", _session_message(sid, *expected), fix=fix)
     depth = get_int(meta, "delegation_depth")
     if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
         yield finding(
@@ -416,10 +391,12 @@ def artifact_rules(
     success: bool,
     contract: ArtifactContract,
     probe: ArtifactProbe | None,
+    task_dir: str | None = None,
 ) -> Iterator[Finding]:
     """PF500-PF504 (and PF204, PF208) for ``doc``'s artifacts; the disk is asked only through
     ``probe`` (None: not at all). A missing or empty artifact is an error on a success status
-    and a warning otherwise, where an unfinished run may list files not written yet."""
+    and a warning otherwise, where an unfinished run may list files not written yet. PF501's
+    fix puts the file in ``task_dir`` (this task's directory: ``specs/949_x``)."""
     artifacts = get_list(doc, "artifacts")
     if artifacts is None:
         return
@@ -457,7 +434,7 @@ def artifact_rules(
         seen.add(path)
         problem = contract.path_problem(path)
         if problem is not None:
-            yield finding("PF501", loc, problem)
+            yield finding("PF501", loc, problem, fix=fix_path(path, art, task_dir, contract))
             continue
         if probe is None:
             continue
@@ -468,6 +445,7 @@ def artifact_rules(
                 loc,
                 f"artifact path {clip(path)!r} resolves outside the project root "
                 f"{contract.outside}",
+                fix=fix_path(path, art, task_dir, contract),
             )
         elif state is ArtifactState.MISSING:
             yield finding(

@@ -21,7 +21,6 @@ from postflightd.errors import UsageError
 from postflightd.inert import clip, inert, json_text
 from postflightd.journal.database import format_ts
 from postflightd.report.source import open_read_only
-from postflightd.rules.explanations import EXPLANATIONS
 from postflightd.timestamps import parse_timestamp
 
 #: Rows a poll reads at most; a backlog larger than this is read over the next polls.
@@ -47,25 +46,20 @@ def page_json(obj: Any) -> str:
     return json_text(obj).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def fix_for(code: str) -> str:
-    """What to write instead, from the rule's own explanation ("" for an unknown code)."""
-    explanation = EXPLANATIONS.get(code)
-    return explanation.fixed if explanation else ""
-
-
 def findings_json(findings: Sequence[Any]) -> list[dict[str, Any]]:
-    """Findings (``Finding`` objects or journal dicts) as the page shows them, each with its fix."""
+    """Findings (``Finding`` objects or journal dicts) as the page shows them, each with its
+    fix: what the rule that found it built from this file's values (``Finding.fix``), never an
+    example from the rule's explanation; "" when the rule names no one replacement."""
     out: list[dict[str, Any]] = []
     for f in findings[:MAX_FINDINGS]:
-        raw = f if isinstance(f, dict) else f.to_json()
-        code = str(raw.get("code", ""))
+        raw = f if isinstance(f, dict) else {**f.to_json(), "fix": f.fix}
         out.append(
             {
-                "code": text(code),
+                "code": text(raw.get("code", "")),
                 "severity": text(raw.get("severity", "")),
                 "location": text(raw.get("location", "")),
                 "message": text(raw.get("message", "")),
-                "fix": fix_for(code),
+                "fix": text(raw.get("fix") or ""),
             }
         )
     if len(findings) > MAX_FINDINGS:
