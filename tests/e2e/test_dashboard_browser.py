@@ -201,3 +201,58 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         assert browser.execute_script("return window.postflightdMarker") == "same page"
     for path in written:
         rewritten(path, SCREENSHOT_ENV)  # a run that wrote a file is never green
+
+
+def test_each_invalid_file_shows_its_own_fixes_grouped_by_code_errors_before_warnings(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The fixes are this file's (its task directory, the session state.json holds, the status
+    its message suggests), five findings of one code are one card, and the warnings stand
+    apart from the errors, each with its severity."""
+    from selenium.webdriver.common.by import By
+
+    from helpers.documents import SESSION, researched_doc
+    from helpers.project import project, write_meta
+
+    root = project(tmp_path / "project", 2)
+    doc = researched_doc("1_task1")
+    doc["artifacts"][0]["path"] = "/home/me/notes/research.md"
+    doc["metadata"]["session_id"] = "sess_1736700999_zzz999"
+    doc["next_step"] = "Plan the proof"
+    for n in range(4):
+        doc[f"extra_{n}"] = n
+    write_meta(root, "1_task1", doc)
+    near = researched_doc("2_task2")
+    near["status"] = "research_done"
+    write_meta(root, "2_task2", near)
+    with served(root) as (_, port):
+        browser.get(f"http://127.0.0.1:{port}/")
+        one = '#invalid article[data-file*="1_task1"]'
+        wait_until("the invalid files", _seen(browser, f'{one} .finding[data-code="PF205"]'), 30)
+
+        def card(file: str, code: str) -> Any:
+            (found,) = browser.find_elements(
+                By.CSS_SELECTOR,
+                f'#invalid article[data-file*="{file}"] .finding[data-code="{code}"]',
+            )
+            return found
+
+        def fixes(file: str, code: str) -> list[str]:
+            return [p.text for p in card(file, code).find_elements(By.TAG_NAME, "pre")]
+
+        unknown = card("1_task1", "PF205")
+        assert unknown.get_attribute("data-severity") == "warning"
+        assert "\u00d75" in unknown.text and "warning" in unknown.text
+        assert fixes("1_task1", "PF205") == ['"next_steps": "Plan the proof"']
+        assert fixes("1_task1", "PF501") == ['"path": "specs/1_task1/reports/research.md"']
+        assert fixes("1_task1", "PF405") == [f'"session_id": "{SESSION}"']
+        assert fixes("2_task2", "PF202") == ['"status": "researched"']
+        assert card("1_task1", "PF501").get_attribute("data-severity") == "error"
+        # Errors first, the warnings apart after them.
+        groups = browser.find_elements(By.CSS_SELECTOR, f"{one} > div")
+        assert [g.get_attribute("class") for g in groups] == ["errors", "warnings"]
+        assert browser.find_elements(
+            By.CSS_SELECTOR, f'{one} .warnings .finding[data-code="PF205"]'
+        )
+        assert not browser.find_elements(By.CSS_SELECTOR, f"{one} .errors .finding.warning")
+        assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]

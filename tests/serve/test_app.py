@@ -90,7 +90,9 @@ def test_state_shows_the_run_in_flight_and_the_invalid_file_with_its_fix(
     assert invalid["task"] == 3
     codes = {f["code"]: f for f in invalid["findings"]}
     assert "PF203" in codes
-    assert codes["PF203"]["fix"]  # what to write instead, from the rule's explanation
+    # What to write instead: this file's, from the rule that found it (a research run).
+    assert codes["PF203"]["fix"] == '"status": "researched"'
+    assert codes["PF203"]["severity"] == "error"
 
 
 def test_outcomes_hold_the_applied_runs_and_the_invalid_one(client: TestClient) -> None:
@@ -100,7 +102,8 @@ def test_outcomes_hold_the_applied_runs_and_the_invalid_one(client: TestClient) 
         (2, "applied", "researched"),
         (3, "invalid", "completed"),
     ]
-    assert "PF203" in [f["code"] for f in outcomes[2]["findings"]]
+    journaled = {f["code"]: f for f in outcomes[2]["findings"]}
+    assert journaled["PF203"]["fix"] == '"status": "researched"'  # kept with the finding
 
 
 def test_agent_values_are_inert_in_json_and_html(client: TestClient) -> None:

@@ -77,13 +77,29 @@ function renderRuns() {
   document.getElementById("flight-count").textContent = `(${rows.length}${stuck})`;
 }
 
-function findingNode(f) {
-  const node = el("div", { class: "finding" },
-    f.code ? el("b", {}, f.code) : null, f.code ? " " : null,
-    f.location ? el("code", {}, f.location) : null, f.location ? ": " : null,
-    f.message);
-  if (f.fix) node.append(el("div", { class: "muted" }, "Write instead:"), el("pre", {}, f.fix));
-  return node;
+/* One card per code of a file: its severity, how many, then each finding with the fix its
+   rule built from this file (none when the rule names no one replacement). Errors first,
+   the warnings apart after them. */
+function findingNodes(findings) {
+  const groups = new Map();
+  for (const f of findings) {
+    const key = `${f.severity}\u0000${f.code}`;
+    if (!groups.has(key)) groups.set(key, { code: f.code, severity: f.severity || "note", items: [] });
+    groups.get(key).items.push(f);
+  }
+  const card = (g) => el("div", { class: `finding ${g.severity}`, "data-code": g.code, "data-severity": g.severity },
+    el("span", { class: `badge ${g.severity}` }, g.severity), " ",
+    g.code ? el("b", {}, g.code) : null, g.items.length > 1 ? ` \u00d7${g.items.length}` : null,
+    el("ul", {}, ...g.items.map((f) => el("li", {},
+      f.location ? el("code", {}, f.location) : null, f.location ? ": " : null, f.message,
+      f.fix ? el("div", { class: "muted" }, "Write instead:") : null,
+      f.fix ? el("pre", {}, f.fix) : null))));
+  const all = [...groups.values()];
+  const errors = all.filter((g) => g.severity === "error"), others = all.filter((g) => g.severity !== "error");
+  return [
+    errors.length ? el("div", { class: "errors" }, ...errors.map(card)) : null,
+    others.length ? el("div", { class: "warnings" }, el("p", { class: "muted" }, "Warnings (applied anyway):"), ...others.map(card)) : null,
+  ].filter(Boolean);
 }
 
 function renderInvalid() {
@@ -93,7 +109,7 @@ function renderInvalid() {
     const details = el("details", {},
       el("summary", {}, el("code", {}, item.file), item.agent ? ` ${item.agent}` : "", " ",
         ...codes.map((c) => el("span", { class: "badge invalid" }, c))),
-      ...item.findings.map(findingNode));
+      ...findingNodes(item.findings));
     if (openFiles.has(item.file)) details.open = true;
     details.addEventListener("toggle", () => {
       if (details.open) openFiles.add(item.file); else openFiles.delete(item.file);
@@ -186,7 +202,8 @@ function applyState(doc) {
 function outcomeText(o) {
   switch (o.outcome) {
     case "applied": return `applied as ${o.status}`;
-    case "invalid": return `invalid (${o.findings.map((f) => f.code).filter(Boolean).join(", ")})`;
+    case "invalid": return `invalid (${[...new Set(o.findings.filter((f) => f.severity === "error").map((f) => f.code))].join(", ")})`;
+    case "incomplete": return o.cause ? `incomplete: ${o.cause}` : "incomplete";
     default: return o.outcome;
   }
 }
@@ -202,7 +219,7 @@ function addOutcome(o, live) {
     el("span", { class: `badge ${cls}` }, outcomeText(o)), " task ",
     el("b", {}, taskLabel(o)), o.agent ? ` by ${o.agent}` : "");
   if (o.findings && o.findings.length) {
-    const details = el("details", {}, el("summary", {}, "findings and the fix"), ...o.findings.map(findingNode));
+    const details = el("details", {}, el("summary", {}, "findings and the fix"), ...findingNodes(o.findings));
     li.append(details);
   }
   list.prepend(li);
