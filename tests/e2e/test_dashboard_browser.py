@@ -229,6 +229,11 @@ def test_each_invalid_file_shows_its_own_fixes_grouped_by_code_errors_before_war
         browser.get(f"http://127.0.0.1:{port}/")
         one = '#invalid article[data-file*="1_task1"]'
         wait_until("the invalid files", _seen(browser, f'{one} .finding[data-code="PF205"]'), 30)
+        # Each file is folded to its name and codes: opened, as a person opens it (it stays
+        # open across live updates).
+        browser.execute_script(
+            "document.querySelectorAll('#invalid details').forEach(d => d.open = true)"
+        )
 
         def card(file: str, code: str) -> Any:
             (found,) = browser.find_elements(
@@ -249,7 +254,7 @@ def test_each_invalid_file_shows_its_own_fixes_grouped_by_code_errors_before_war
         assert fixes("2_task2", "PF202") == ['"status": "researched"']
         assert card("1_task1", "PF501").get_attribute("data-severity") == "error"
         # Errors first, the warnings apart after them.
-        groups = browser.find_elements(By.CSS_SELECTOR, f"{one} > div")
+        groups = browser.find_elements(By.CSS_SELECTOR, f"{one} > details > div")
         assert [g.get_attribute("class") for g in groups] == ["errors", "warnings"]
         assert browser.find_elements(
             By.CSS_SELECTOR, f'{one} .warnings .finding[data-code="PF205"]'

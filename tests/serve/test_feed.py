@@ -42,7 +42,7 @@ def partial_doc(task_dir: str) -> dict[str, Any]:
 
 
 #: Why the postflight stays incomplete while errors.json holds a number.
-NUMBER = "errors.json is not usable (not a JSON array)"
+NUMBER = "errors.json is not usable (a number)"
 
 
 PARTIAL = "postflightd_outcomes_total{agent=neovim-research-agent,status=partial}"
