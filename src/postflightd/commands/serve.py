@@ -207,6 +207,8 @@ def run_serve(
     print(f"postflightd: dashboard at {address} (Ctrl-C stops it)", file=sys.stderr, flush=True)
     import uvicorn
 
+    from postflightd.serve.server import Server
+
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     # SIGINT and SIGTERM stop the server gracefully (it handles them while it runs, then
     # raises them again once it has stopped): a stop asked for is the normal end, exit 0, as
@@ -215,6 +217,6 @@ def run_serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: stopped.append(signum))
     with listener:
-        uvicorn.Server(config).run(sockets=[listener])
+        Server(config).run(sockets=[listener])
     print("postflightd: dashboard stopped", file=sys.stderr, flush=True)
     return int(ExitCode.OK)
