@@ -242,7 +242,8 @@ def _add_scan_parser(sub: _SubParsers) -> None:
     scan.add_argument(
         "--dry-run",
         action="store_true",
-        help="with --apply: print the diff of state.json and TODO.md; write nothing",
+        help="with --apply: print the diff of state.json and TODO.md and which metadata files "
+        "would be deleted (applied) or kept; write nothing",
     )
     scan.add_argument("--statistics", action="store_true", help="counts per code, not findings")
     scan.add_argument(

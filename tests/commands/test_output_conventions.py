@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -246,7 +247,8 @@ def test_scan_apply_dry_run_prints_the_diff_and_writes_nothing(
     assert "--- a/specs/TODO.md\n+++ b/specs/TODO.md\n" in out
     assert "+- **Status**: [RESEARCHED]" in out
     assert out.endswith(
-        "dry run: would write specs/state.json and specs/TODO.md; nothing was written\n"
+        "dry run: would write specs/state.json and specs/TODO.md and delete 1 metadata file; "
+        "nothing was written\n"
     )
     assert _tree(root) == before
     assert main(["history", "--format", "json"]) == 0
@@ -254,6 +256,63 @@ def test_scan_apply_dry_run_prints_the_diff_and_writes_nothing(
     assert main(["scan", "--dry-run"]) == 2
     assert "--apply" in capsys.readouterr().err
     assert main(["scan", "--apply", "--dry-run", "--format", "json"]) == 2
+
+
+_NOW = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _in_progress(root: Path, task_dir: str, started: str) -> None:
+    write_meta(
+        root,
+        task_dir,
+        {
+            "status": "in_progress",
+            "started_at": started,
+            "artifacts": [],
+            "partial_progress": {"stage": "initializing", "details": "Agent started"},
+            "metadata": researched_doc()["metadata"],
+        },
+    )
+
+
+def test_scan_apply_dry_run_says_which_metadata_files_would_be_deleted_and_which_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _project(tmp_path / "p")
+    state = root / "specs" / "state.json"
+    doc = json.loads(state.read_text(encoding="utf-8"))
+    doc["active_projects"] += [task_entry(261, "running"), task_entry(262, "stuck")]
+    state.write_text(json.dumps(doc), encoding="utf-8")
+    _in_progress(root, "261_running", _NOW)
+    _in_progress(root, "262_stuck", "2020-01-01T00:00:00Z")
+    before = _tree(root)
+    monkeypatch.chdir(root)
+    assert main(["scan", "--apply", "--dry-run"]) == 1
+    out = capsys.readouterr().out
+    fates = out[out.index("would delete") :].splitlines()
+    assert fates == [
+        f"would delete specs/{A}/.return-meta.json (applied to task 259 as researched)",
+        f"would keep specs/{B}/.return-meta.json (invalid: PF303)",
+        "would keep specs/261_running/.return-meta.json (in progress)",
+        "would keep specs/262_stuck/.return-meta.json (stuck: PF602)",
+        "dry run: would write specs/state.json and specs/TODO.md and delete 1 metadata file; "
+        "nothing was written",
+    ]
+    assert _tree(root) == before
+
+
+def test_scan_apply_dry_run_lists_fifty_metadata_files_then_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = project(tmp_path / "p", 60)
+    for n in range(1, 61):
+        _in_progress(root, f"{n}_task{n}", _NOW)
+    monkeypatch.chdir(root)
+    assert main(["scan", "--apply", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    kept = [line for line in lines if line.startswith("would keep ")]
+    assert len(kept) == 50
+    assert lines[-2:] == ["and 10 more", "dry run: nothing would change"]
 
 
 def test_process_dry_run_prints_the_diff_and_writes_nothing(

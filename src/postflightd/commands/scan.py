@@ -31,7 +31,7 @@ from postflightd.reporters.style import Options, use_color
 from postflightd.rules.findings import STATE_UNUSABLE, Policy
 
 if TYPE_CHECKING:
-    from postflightd.pipeline.dry_run import PlannedWrite
+    from postflightd.pipeline.dry_run import Plan
 
 
 class ScanOutput(Record):
@@ -134,7 +134,7 @@ def run_scan(
     if report is not None and out.dry_run:
         from postflightd.reporters.dry_run import report_scan_dry_run
 
-        report_scan_dry_run(_planned_writes(report, configs, now), sys.stdout, options.cwd)
+        report_scan_dry_run(_plan(report, configs, now), report.files, sys.stdout, options.cwd)
     code = tally.exit_code
     if out.exit_zero and code is ExitCode.FINDINGS:
         return int(ExitCode.OK)
@@ -168,20 +168,20 @@ def state_once(
         yield replace(file, findings=own, valid=valid)
 
 
-def _planned_writes(
-    report: ScanReport, configs: Mapping[Path, Config], now: datetime
-) -> list[PlannedWrite]:
-    """What ``scan --apply`` would write, root by root; nothing is written."""
-    from postflightd.pipeline.dry_run import preview
+def _plan(report: ScanReport, configs: Mapping[Path, Config], now: datetime) -> Plan:
+    """What ``scan --apply`` would write and apply, root by root; nothing is written."""
+    from postflightd.pipeline.dry_run import Plan, plan
 
     by_root: dict[Path, list[FileReport]] = {}
     for file in report.files:
         by_root.setdefault(file.root, []).append(file)
-    writes: list[PlannedWrite] = []
+    whole = Plan([], [])
     for root, files in by_root.items():
         with Project.open(root, configs[root]) as project:
-            writes.extend(preview(project, files, configs[root], now))
-    return writes
+            one = plan(project, files, configs[root], now)
+        whole.writes.extend(one.writes)
+        whole.applied.extend(one.applied)
+    return whole
 
 
 def scan_targets(

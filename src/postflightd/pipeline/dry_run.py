@@ -25,6 +25,15 @@ from postflightd.project.state import parse_state
 
 
 @dataclass(frozen=True, slots=True)
+class Plan:
+    """What applying would do: the files it would replace, and the metadata files it would
+    apply (and so delete); every other metadata file would be kept."""
+
+    writes: list[PlannedWrite]
+    applied: list[FileReport]
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedWrite:
     """A file postflight would replace, with its text before and after."""
 
@@ -36,7 +45,12 @@ class PlannedWrite:
 def preview(
     project: Project, reports: Sequence[FileReport], config: Config, now: datetime
 ) -> list[PlannedWrite]:
-    """What applying the valid final ``reports`` would write to state.json and TODO.md.
+    """What applying the valid final ``reports`` would write to state.json and TODO.md."""
+    return plan(project, reports, config, now).writes
+
+
+def plan(project: Project, reports: Sequence[FileReport], config: Config, now: datetime) -> Plan:
+    """What applying the valid final ``reports`` would write, and which of them it would apply.
 
     The same pure transformation ``commit_outcomes`` runs, on the files as they are now;
     nothing is locked, journaled, written or deleted (``scan --apply --dry-run``,
@@ -48,19 +62,20 @@ def preview(
         if r.valid and unrecordable(r) is None and (item := r.ready()) is not None
     ]
     if not ready or not project.state.usable:
-        return []
+        return Plan([], [])
     specs = project.require_specs()
     snapshot = read_snapshot(specs, config.postflight.state_file)
     if snapshot.raw is None:
-        return []
+        return Plan([], [])
     doc, problem = parse_state(snapshot.raw)
     if problem is not None:
-        return []
+        return Plan([], [])
     text = snapshot.raw.decode("utf-8")
     new = doc
     index = task_index(doc)
     status_map = config.postflight.status_map.as_mapping()
     edits: list[TodoEdit] = []
+    applied: list[FileReport] = []
     for item in ready:
         try:
             result = outcome_of(new, item, now=now, status_map=status_map, index=index)
@@ -69,6 +84,7 @@ def preview(
         if isinstance(result, TaskNotFound):
             continue  # PF600: nothing would be written for it
         new = advanced(new, result, item.task, index)
+        applied.append(item.report)
         if result.todo is not None:
             edits.append(result.todo)
     planned: list[PlannedWrite] = []
@@ -80,11 +96,11 @@ def preview(
             try:
                 todo_text = todo.raw.decode("utf-8")
             except UnicodeDecodeError:
-                return planned
+                return Plan(planned, applied)
             new_todo, _missing = apply_todo_edits(todo_text, edits)
             if new_todo != todo_text:
                 planned.append(PlannedWrite(todo.path, todo_text, new_todo))
-    return planned
+    return Plan(planned, applied)
 
 
 def unified_diff(write: PlannedWrite, shown_as: str) -> str:

@@ -7,10 +7,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from postflightd.inert import inert
 from postflightd.reporters.style import display_path
-from postflightd.words import joined
+from postflightd.words import counted, joined
+
+#: past this many metadata files, the list of what would be deleted or kept ends "and N more"
+LISTED_FILES = 50
 
 if TYPE_CHECKING:
-    from postflightd.pipeline.dry_run import PlannedWrite
+    from postflightd.pipeline.dry_run import Plan, PlannedWrite
     from postflightd.pipeline.results import FileReport
 
 
@@ -27,12 +30,55 @@ def _named(writes: Sequence[PlannedWrite], cwd: str) -> str:
     return joined([inert(display_path(w.path, cwd)) for w in writes])
 
 
-def report_scan_dry_run(writes: Sequence[PlannedWrite], out: TextIO, cwd: str) -> None:
+def _kept_because(file: FileReport) -> str:
+    """Why applying would keep ``file``: stuck, invalid (with its error codes), in progress."""
+    from postflightd.rules.findings import Severity
+
+    codes = list(dict.fromkeys(f.code for f in file.findings if f.severity is Severity.ERROR))
+    listed = f": {', '.join(codes)}" if codes else ""
+    if file.stuck:
+        return f"stuck{listed}"
+    if not file.valid:
+        return f"invalid{listed}"
+    if file.ready() is None:
+        return "in progress"
+    return f"not applied{listed}"
+
+
+def _fates(files: Sequence[FileReport], applied: Sequence[FileReport], cwd: str) -> list[str]:
+    """One line per metadata file: deleted (applied) first, then kept, with why."""
+    chosen = {id(f) for f in applied}
+    lines = [
+        f"would delete {inert(display_path(f.path_text, cwd))} "
+        f"(applied to task {f.task} as {inert(f.raw_status or '')})"
+        for f in applied
+    ]
+    lines += [
+        f"would keep {inert(display_path(f.path_text, cwd))} ({_kept_because(f)})"
+        for f in files
+        if id(f) not in chosen and not f.project_file
+    ]
+    if len(lines) > LISTED_FILES:
+        more = len(lines) - LISTED_FILES
+        lines = [*lines[:LISTED_FILES], f"and {more} more"]
+    return lines
+
+
+def report_scan_dry_run(plan: Plan, files: Sequence[FileReport], out: TextIO, cwd: str) -> None:
+    """The diffs of the writes, then which metadata files would be deleted and which kept."""
+    writes = plan.writes
     write_diffs(writes, out, cwd)
-    if not writes:
+    for line in _fates(files, plan.applied, cwd):
+        out.write(f"{line}\n")
+    done = []
+    if writes:
+        done.append(f"write {_named(writes, cwd)}")
+    if plan.applied:
+        done.append(f"delete {counted(len(plan.applied), 'metadata file')}")
+    if not done:
         out.write("dry run: nothing would change\n")
         return
-    out.write(f"dry run: would write {_named(writes, cwd)}; nothing was written\n")
+    out.write(f"dry run: would {' and '.join(done)}; nothing was written\n")
 
 
 def report_process_dry_run(
