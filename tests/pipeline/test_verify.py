@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import sqlite3
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.needs import require_tool
 from helpers.paths import FIXTURES
 from helpers.project import project, write_meta
 from postflightd.cli import main
@@ -363,7 +365,7 @@ def test_text_output_names_the_lost_outcome_and_the_fix(
     assert re.search(r"applied since \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: ", out), out
     # Paths from the current directory, as scan shows them.
     assert out.startswith("specs/1_task1/.return-meta.json: task 1 researched")
-    assert "lost: state.json has the task's entry from before this postflight" in out
+    assert "lost: state.json is an older version than the journal's record of it" in out
     assert "`postflightd verify --repair` re-applies it" in out
     assert re.search(r"\n3 outcomes applied since \S+: 3 lost\n$", out), out
     (tmp_path / "elsewhere").mkdir()
@@ -373,6 +375,38 @@ def test_text_output_names_the_lost_outcome_and_the_fix(
     assert capsys.readouterr().out.startswith(f"{resolved}/specs/1_task1/.return-meta.json: ")
     assert main(["verify", str(root), "--repair"]) == 0
     assert "; re-applied" in capsys.readouterr().out
+
+
+def test_state_json_checked_out_from_git_is_called_older_not_a_writer_that_ignored_the_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    git_path = require_tool("git", "the test puts state.json back with git checkout")
+    root = project(tmp_path / "proj", 1)
+    monkeypatch.chdir(root)
+
+    def git(*args: str) -> None:
+        subprocess.run(
+            [git_path, "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+        )
+
+    git("init", "-q")
+    git("add", "specs")
+    git("commit", "-q", "-m", "tasks")
+    write_meta(root, "1_task1", researched_doc("1_task1"))
+    assert main(["scan", "--apply"]) == 0
+    git("checkout", "specs/state.json")
+    capsys.readouterr()
+    assert main(["verify"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("specs/1_task1/.return-meta.json: task 1 researched ("), out
+    assert (
+        ": lost: state.json is an older version than the journal's record of it: the task's "
+        "entry is the one from before this outcome, which the journal holds as applied; "
+        "`postflightd verify --repair` re-applies it\n"
+    ) in out
+    assert "ignored the lock" not in out
 
 
 def test_a_deliberate_edit_is_reported_and_never_repaired(

@@ -17,8 +17,10 @@ if TYPE_CHECKING:
 
 
 _EXPLAIN: Final = {
-    Verdict.LOST: "state.json has the task's entry from before this postflight "
-    "(a writer that ignored the lock put it back)",
+    # What verify knows, not a guess at who: a `git checkout` or a restored copy leaves the
+    # same trace as a writer that ignored the lock (the journal keeps task entries only).
+    Verdict.LOST: "state.json is an older version than the journal's record of it: the "
+    "task's entry is the one from before this outcome, which the journal holds as applied",
     Verdict.REVERTED: "edited since: a value this outcome set is back to its old one "
     "(not repaired: edits are never fought)",
     Verdict.SUPERSEDED: "edited since: newer values replace this outcome's (kept)",
