@@ -73,6 +73,6 @@ def test_every_file_names_the_same_project_url() -> None:
             assert uses == owner_repo, path
     assert seen == {url}
     assert f"uses: {owner_repo}@" in (REPO / "action.yml").read_text(encoding="utf-8")
-    assert f"repo_url: {url}\n" in (REPO / "mkdocs.yml").read_text(encoding="utf-8")
+    assert f"link: {url}\n" in (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     for unit in (REPO / "src" / "postflightd" / "data" / "systemd").glob("*.service"):
         assert f"Documentation={url}#" in unit.read_text(encoding="utf-8")
