@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.paths import REPO
 from helpers.project import project, write_meta
 from postflightd.cli import main
 
@@ -94,6 +95,38 @@ def test_one_line_per_run_says_how_it_ended(
     # The interrupted run lasted until its interruption (the journal keeps no content of a
     # file never applied: it started when first seen in_progress).
     assert re.fullmatch(r"\d+s", lines[2][_column(header, "DURATION") :].split()[0])
+
+
+def _documented_outcomes() -> set[str]:
+    """The forms docs/postflight.md lists for the OUTCOME column, as written there."""
+    page = (REPO / "docs" / "postflight.md").read_text(encoding="utf-8")
+    listing = page[page.index("An outcome is one of these forms:") :].split("\n\n")[1]
+    return set(re.findall(r"^\* `([^`]+)`", listing, re.MULTILINE)) | set(
+        re.findall(r"\(`([^`]+)` alone", listing)
+    )
+
+
+def test_every_outcome_history_shows_is_a_form_the_docs_list(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(root)
+    header, *lines = _text(capsys)
+    at = _column(header, "OUTCOME")
+    shown = [ln[at:].split("  ")[0] for ln in lines]
+    forms = {
+        re.sub(r"PF\d{3}(, PF\d{3})*", "CODES", re.sub(r"^applied as \w+", "applied as STATUS", o))
+        for o in shown
+    }
+    assert forms == {
+        "applied as STATUS",
+        "applied as STATUS (after invalid CODES)",
+        "interrupted",
+        "invalid CODES",
+    }
+    documented = _documented_outcomes()
+    assert forms <= documented, forms - documented
+    # The bare words history can say of a run, as the fold names them.
+    assert {"stuck", "interrupted", "running", "invalid"} <= documented
 
 
 def test_json_is_one_object_per_run_in_a_fixed_shape(
