@@ -269,6 +269,16 @@ FAULTS: dict[str, tuple[dict[str, Any], TaskContext, dict[str, ArtifactState], s
         {},
         "PF602",
     ),
+    "a leftover": (_doc(), _context(written=NOW - timedelta(days=200)), {}, "PF607"),
+    "a leftover of a failed run": (
+        _doc(
+            "failed",
+            errors=[{"message": "m", "type": "t", "recoverable": True, "recommendation": "r"}],
+        ),
+        _context(written=NOW - timedelta(days=3), first_seen=NOW - timedelta(days=1)),
+        {},
+        "PF607",
+    ),
 }
 
 
@@ -306,6 +316,9 @@ starts = st.one_of(
     st.timedeltas(min_value=timedelta(days=-3), max_value=timedelta(hours=1)).map(
         lambda d: (NOW + d).isoformat()
     ),
+)
+written_times = st.timedeltas(min_value=timedelta(days=-300), max_value=timedelta(hours=1)).map(
+    lambda d: NOW + d
 )
 phases = st.one_of(st.none(), st.integers(min_value=-1, max_value=4))
 ERROR = {"message": "m", "type": "t", "recoverable": True, "recommendation": "r"}
@@ -409,6 +422,9 @@ def _mutate(draw: st.DrawFn, doc: dict[str, Any], ctx: TaskContext) -> TaskConte
             number=draw(st.sampled_from((14, None))),
             slug=draw(st.sampled_from(("fix_it", "other", None))),
             state_known=draw(st.booleans()),
+            # PF607: a final file written long before its first sight (or now) is a leftover.
+            written=draw(st.one_of(st.none(), written_times)),
+            first_seen=draw(st.one_of(st.none(), written_times)),
         )
     else:
         return ctx._replace(

@@ -514,6 +514,7 @@ class WatchedRoot:
                         now,
                         report_unparsed=report_unparsed,
                         lock_timeout_s=LOCK_WAIT_S,
+                        first_seen=self._first_seen(chunk),
                     )
                 except LockTimeoutError as exc:
                     self._lock_busy([r.path_text for r in refs[n * BATCH_MAX :]], exc)
@@ -533,6 +534,18 @@ class WatchedRoot:
                 self.lock_busy_since = None
             for report in reports:
                 self._after(report, now)
+
+    def _first_seen(self, refs: Sequence[MetaFileRef]) -> dict[str, datetime]:
+        """When this daemon first saw each file's run (those it follows): a final file it
+        saw written is no leftover (PF607) however long it waits afterwards; one it meets
+        first (at start-up, say) is first seen now."""
+        runs, root = self.shared.runs, str(self.root)
+        seen: dict[str, datetime] = {}
+        for ref in refs:
+            run = runs.get((root, ref.task_dir))
+            if run is not None:
+                seen[ref.path_text] = run.first_seen
+        return seen
 
     def _lock_busy(self, paths: Iterable[str], exc: LockTimeoutError) -> None:
         """Keep ``paths`` dirty until the project lock is free; say so once, not per attempt."""

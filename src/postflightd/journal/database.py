@@ -65,7 +65,9 @@ SIGHTING_KINDS: Final = frozenset({"validated", "stuck", "interrupted", "incompl
 PRUNE_CHUNK: Final = 500
 PRUNE_PAUSE_S: Final = 0.01
 
-_COLUMNS: Final = "id, ts, kind, root, file, task, session, status, findings, content, agent"
+_COLUMNS: Final = (
+    "id, ts, kind, root, file, task, session, status, findings, content, agent, leftover"
+)
 
 log = get_logger()
 
@@ -117,6 +119,8 @@ class Observation(NamedTuple):
     content: str | None
     #: the file's ``metadata.agent_type`` (journal version 3), on rows without content too
     agent: str | None = None
+    #: the file was a leftover (PF607, journal version 5): its run has no known duration
+    leftover: bool = False
 
 
 class TaskChange(NamedTuple):
@@ -214,13 +218,15 @@ class Journal:
         ref: int | None = None,
         agent: str | None = None,
         identity: str | None = None,
+        leftover: bool = False,
     ) -> bool:
         """Append one observation; False when the journal is off or the write failed.
 
         ``change``: what a postflight (or a re-application) did to the task; ``ref``: the
         ``postflighted`` row a ``reapplied``/``overwritten`` row is about; ``agent``: the
         file's ``metadata.agent_type``, when it has one; ``identity``: the file's identity
-        when it was read (``identity_text``).
+        when it was read (``identity_text``); ``leftover``: the file is a leftover (PF607),
+        whose run has no known duration.
 
         A sighting (``SIGHTING_KINDS``) with an identity that says what the file's last row of
         that kind said (same content, session, status and findings) is the same observation
@@ -254,6 +260,7 @@ class Journal:
             ref,
             _bounded(agent),
             identity,
+            1 if leftover else None,
         )
         with self._lock:
             conn = self._conn
@@ -265,8 +272,8 @@ class Journal:
                         conn.execute(
                             "INSERT INTO observations (ts, kind, root, file, task, session, "
                             "status, findings, content, entry_before, entry_after, todo_edits, "
-                            "ref, agent, identity) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            "ref, agent, identity, leftover) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                             row,
                         )
             except sqlite3.Error as exc:
@@ -646,7 +653,7 @@ def identity_text(dev: int, ino: int, size: int, mtime_ns: int) -> str:
 def _repeats(conn: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
     """True when ``row`` (a sighting about to be inserted) says what its file's last row of the
     same kind said: the same content (identity), session, status and findings."""
-    _ts, kind, root, file, task, session, status, findings, *_rest, identity = row
+    _ts, kind, root, file, task, session, status, findings, *_rest, identity, _leftover = row
     # The task index, newest first: "+kind" keeps SQLite off the (kind, ts) index, which would
     # visit every row of that kind.
     last = conn.execute(
@@ -685,7 +692,7 @@ def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, 
 
 
 def _observation(row: tuple[Any, ...]) -> Observation:
-    (id_, ts, kind, root, file, task, session, status, findings, content, agent) = row
+    (id_, ts, kind, root, file, task, session, status, findings, content, agent, leftover) = row
     return Observation(
         id=int(id_),
         ts=str(ts),
@@ -698,4 +705,5 @@ def _observation(row: tuple[Any, ...]) -> Observation:
         findings=json.loads(findings) if isinstance(findings, str) else None,
         content=content if isinstance(content, str) else None,
         agent=agent if isinstance(agent, str) else None,
+        leftover=leftover == 1,
     )

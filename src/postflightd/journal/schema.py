@@ -18,7 +18,7 @@ from typing import Final
 
 from postflightd.logs import get_logger
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 _SCHEMA_V1: Final = """
 CREATE TABLE IF NOT EXISTS observations (
@@ -65,12 +65,20 @@ _SCHEMA_V4: Final = """
 ALTER TABLE observations ADD COLUMN identity TEXT;
 """
 
+#: Version 5: ``leftover``, 1 on the rows of a final file first seen longer after it was written
+#: than its operation's timeout (PF607): when its run ended is not known, so ``report`` and
+#: the dashboard leave the run out of their durations. NULL (every earlier row) is not one.
+_SCHEMA_V5: Final = """
+ALTER TABLE observations ADD COLUMN leftover INTEGER;
+"""
+
 #: version -> the statements that take a journal from the version before to it.
 _MIGRATIONS: Final[Mapping[int, str]] = {
     1: _SCHEMA_V1,
     2: _SCHEMA_V2,
     3: _SCHEMA_V3,
     4: _SCHEMA_V4,
+    5: _SCHEMA_V5,
 }
 
 log = get_logger()

@@ -20,7 +20,7 @@ decides.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -125,8 +125,13 @@ def apply_files(
     report_unparsed: bool = True,
     interrupted: bool = False,
     lock_timeout_s: float = LOCK_TIMEOUT_S,
+    first_seen: Mapping[str, datetime] | None = None,
 ) -> list[FileReport]:
     """Validate ``refs`` and apply every valid final file in one locked commit.
+
+    ``first_seen`` (a file's path -> when postflightd first saw it: the daemon's runs) dates
+    the first sight PF607 compares with a file's modification time; a file not in it (every
+    file of a command) is first seen now.
 
     ``report_unparsed=False`` (the watcher, before a file has settled) leaves a file that does
     not parse alone without recording anything. ``interrupted=True`` (``process`` of an
@@ -143,7 +148,11 @@ def apply_files(
     ``_error_records`` (what errors.json gets for the others), then under the lock ``_commit``
     (the group commit, errors.json, the deletions).
     """
-    reports = [check_file(project, ref, config, policy, now) for ref in refs]
+    seen = first_seen or {}
+    reports = [
+        check_file(project, ref, config, policy, now, first_seen=seen.get(ref.path_text))
+        for ref in refs
+    ]
     ready = _triage(reports, journal, policy, report_unparsed=report_unparsed)
     if not project.state.usable:
         _refuse_unusable_state(ready, project.state.problem)

@@ -41,9 +41,13 @@ def check_file(
     policy: Policy,
     now: datetime,
     options: RuleOptions | None = None,
+    *,
+    first_seen: datetime | None = None,
 ) -> FileReport:
     """Read and validate one metadata file of ``project``; ``options``: ``rule_options(config)``
-    made once for many files."""
+    made once for many files; ``first_seen``: when postflightd first saw the file (the
+    daemon's run table knows; None: now, as for a command), which PF607 compares with the
+    file's modification time."""
     parsed = parse_task_dir(ref.task_dir)
     number = parsed[0] if parsed else None
     marker = None
@@ -74,7 +78,15 @@ def check_file(
     if loaded.failure is not None:
         findings.append(loaded.failure)
     else:
-        ctx = parsed_task_context(ref.task_dir, parsed, project.state, marker, config.specs_dir)
+        ctx = parsed_task_context(
+            ref.task_dir,
+            parsed,
+            project.state,
+            marker,
+            config.specs_dir,
+            written=loaded.written,
+            first_seen=first_seen,
+        )
         options = options or rule_options(config)
         # An array of more than MAX_LIST_ITEMS entries holds that many commas: a file with
         # fewer has none to cut, and the walk is skipped.

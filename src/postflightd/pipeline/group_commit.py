@@ -65,6 +65,8 @@ def outcome_of(
         now=now,
         status_map=status_map,
         index=index,
+        # The outcome's time is when the agent wrote the file, not when it was applied.
+        written=item.report.loaded.written,
     )
     if isinstance(result, Applied):
         _check_writable(result, item.task, index)

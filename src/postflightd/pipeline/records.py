@@ -80,6 +80,7 @@ def journal_row(
             change=change,
             agent=_agent_type(report),
             identity=identity_text(*identity) if identity is not None else None,
+            leftover=report.validation is not None and report.validation.leftover,
         )
     except (UnicodeEncodeError, OverflowError):
         # A value no row can hold (a finding quoting a lone surrogate): this row is skipped;

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, NotRequired, TypedDict
 
 from postflightd.models.terms import Status
 from postflightd.postflight.errors_json import ErrorRecord, error_record
-from postflightd.timestamps import iso_timestamp, utc
+from postflightd.timestamps import iso_timestamp, parse_timestamp, utc
 
 if TYPE_CHECKING:
     from postflightd.models.metadata import Artifact, MetadataFile
@@ -326,6 +326,24 @@ def _task_dir(file: str) -> str | None:
     return parent
 
 
+def outcome_time(written: datetime | None, started_at: str | None, now: datetime) -> datetime:
+    """When the outcome happened: when the agent wrote its final file (``written``, the
+    file's modification time), clamped between the run's ``started_at`` (when it is a time)
+    and ``now``; ``now`` when the file's time is not known.
+
+    Beside a running daemon the two are milliseconds apart; for a leftover applied months
+    later, the task's history stays true. A clock set wrong (a time in the future, before
+    the run started) cannot date an outcome outside its run.
+    """
+    if written is None:
+        return now
+    at = min(written, now)
+    started = parse_timestamp(started_at) if started_at is not None else None
+    if started is not None and at < started <= now:
+        at = started
+    return at
+
+
 def _todo_edit(
     task: int, meta: MetadataFile, marker: str | None, file: str, now: datetime
 ) -> TodoEdit | None:
@@ -451,8 +469,14 @@ def apply_outcome(
     status_map: Mapping[str, str],
     first_n: int = 1,
     index: Mapping[int, int] | None = None,
+    written: datetime | None = None,
 ) -> Applied | TaskNotFound:
     """Apply a final metadata file to the state.json document.
+
+    ``written`` is when the agent wrote the file (its modification time): the outcome's time
+    (``outcome_time``: ``last_updated``, the status timestamp, TODO.md's Completed date) is
+    it, clamped between the file's ``started_at`` and ``now``; without it, ``now``. The
+    errors.json records are stamped ``now``, when postflight recorded them.
 
     ``file`` is the metadata file's path as errors.json should name it; ``first_n`` numbers
     the error records' ids (``err_{unix}_{n}``). A task not in ``active_projects`` is
@@ -469,7 +493,8 @@ def apply_outcome(
         return TaskNotFound(task)
     projects: list[Any] = state["active_projects"]
     old_entry: dict[str, Any] = projects[position]
-    update, new_status = _task_update(old_entry, meta, status_map, now)
+    at = outcome_time(written, meta.started_at, now)
+    update, new_status = _task_update(old_entry, meta, status_map, at)
     # Copy on write: only the task that changes is copied, so a fold over a 1,000-task
     # state.json (group commit) does not deep-copy it once per file. A shallow copy is
     # enough: keys are only assigned, and the artifacts list is rebuilt, never mutated. Keys
@@ -491,7 +516,7 @@ def apply_outcome(
     return Applied(
         state=new_state,
         todo=_todo_edit(
-            task, meta, todo_marker(new_status) if new_status is not None else None, file, now
+            task, meta, todo_marker(new_status) if new_status is not None else None, file, at
         ),
         errors=errors,
         changed=changed,

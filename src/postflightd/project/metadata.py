@@ -12,6 +12,7 @@ the finding that says why (PF100-PF105).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final, NamedTuple
 
 from postflightd.fs.directory import Directory, DirIdentity, FileIdentity, RefusedError
@@ -36,6 +37,13 @@ class Loaded(NamedTuple):
     failure: Finding | None = None
     #: the task directory it was read from: clean-up works only in that very directory.
     dir_identity: DirIdentity | None = None
+
+    @property
+    def written(self) -> datetime | None:
+        """When the file was last written (its modification time, UTC); None: not read."""
+        if self.identity is None:
+            return None
+        return datetime.fromtimestamp(self.identity.mtime_ns / 1e9, UTC)
 
 
 def read_task(
@@ -164,8 +172,13 @@ def parsed_task_context(
     state: StateView,
     marker: Marker | None,
     specs_dir: str = "specs",
+    *,
+    written: datetime | None = None,
+    first_seen: datetime | None = None,
 ) -> TaskContext:
-    """``task_context`` with ``parse_task_dir(name)`` given (a scan has it already)."""
+    """``task_context`` with ``parse_task_dir(name)`` given (a scan has it already);
+    ``written``: the metadata file's modification time, ``first_seen``: when postflightd
+    first saw it (None: now)."""
     number, slug = parsed if parsed else (None, None)
     if marker is None:
         # The usual case, without the marker's fields to look at.
@@ -176,6 +189,8 @@ def parsed_task_context(
             state.usable,
             state.tasks.get(number) if number is not None else None,
             specs_dir=specs_dir,
+            written=written,
+            first_seen=first_seen,
         )
     marker_findings: tuple[Finding, ...] = ()
     if marker.problem is not None:
@@ -196,4 +211,6 @@ def parsed_task_context(
         marker_operation=marker.operation,
         marker_findings=marker_findings,
         specs_dir=specs_dir,
+        written=written,
+        first_seen=first_seen,
     )

@@ -58,6 +58,8 @@ class JournalRow(NamedTuple):
     step: str | None = None
     started_at: str | None = None
     duration_s: float | None = None
+    #: the row is of a leftover (PF607, journal version 5): its run has no known duration
+    leftover: bool | None = None
 
 
 Facts = tuple[str | None, str | None, str | None, float | None]
@@ -106,6 +108,7 @@ class Run:
         "first_ts",
         "interrupted_ts",
         "last_status",
+        "leftover",
         "near_misses",
         "op_word",
         "order",
@@ -134,6 +137,8 @@ class Run:
         self.op_word: str | None = None
         self.started_at: str | None = None
         self.duration_s: float | None = None
+        #: first seen final long after it was written (PF607): when it ended is not known
+        self.leftover = False
 
 
 RunKey = tuple[str, str, str | None]
@@ -172,7 +177,21 @@ def fold(rows: Iterable[Sequence[Any]]) -> Runs:
     current: dict[RunKey, Run] = {}
     valid = _VALID_STATUSES
     ts = ""
-    for ts, kind, root, file, task, session, status, findings, agent, step, started, secs in rows:
+    for (
+        ts,
+        kind,
+        root,
+        file,
+        task,
+        session,
+        status,
+        findings,
+        agent,
+        step,
+        started,
+        secs,
+        left,
+    ) in rows:
         key = (root, file, session)
         run = current.get(key)
         if run is None or (
@@ -214,6 +233,8 @@ def fold(rows: Iterable[Sequence[Any]]) -> Runs:
             run.agent = agent
         if status is not None:
             run.last_status = status
+        if left:
+            run.leftover = True
     if runs:
         out.first_ts, out.last_ts = runs[0][1].first_ts, ts
     return out
@@ -258,8 +279,12 @@ def duration_of(run: Run) -> float | None:
 
     The start is the final file's ``started_at``, else the first time the run was seen
     ``in_progress`` (agents often drop ``started_at`` from the final file, and the journal
-    keeps the content of the final file only).
+    keeps the content of the final file only). A leftover (PF607: first seen final long
+    after it was written) has none: when it ended is not known, and its first sight would
+    make a run of months.
     """
+    if run.leftover:
+        return None
     end = parse_timestamp(run.final_ts) if run.final_ts is not None else None
     for start_text in (run.started_at, run.progress_ts):
         start = parse_timestamp(start_text) if start_text is not None else None
@@ -283,6 +308,7 @@ def observation_row(o: Observation) -> JournalRow:
         step=step,
         started_at=started,
         duration_s=seconds,
+        leftover=o.leftover or None,
     )
 
 

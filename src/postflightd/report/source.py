@@ -66,6 +66,9 @@ _REPEAT_SQL = (
     "AND p.file = o.file AND p.findings IS o.findings FROM observations AS p "
     "WHERE p.session = o.session AND p.id < o.id{since} ORDER BY p.id DESC LIMIT 1), 0)"
 )
+# Journal version 5 marks a leftover's rows (PF607): its run has no known duration. An older
+# journal, read as it is, has none.
+_LEFTOVER_SQL: Final = "CASE WHEN leftover = 1 THEN 1 END"
 _KINDS: Final[tuple[JournalKind, ...]] = ("validated", "postflighted", "stuck", "interrupted")
 
 
@@ -110,6 +113,7 @@ def stream_rows(
     # found in the (kind, ts) index alone, so a short window still reads only its own rows.
     columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(observations)")}
     facts = _FACTS_V3_SQL if "agent" in columns else _FACTS_SQL
+    facts += f", {_LEFTOVER_SQL if 'leftover' in columns else 'NULL'}"
     kinds = ", ".join("?" * len(_KINDS))
     clauses = [f"+kind IN ({kinds})"]
     params: list[object] = list(_KINDS)

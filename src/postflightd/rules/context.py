@@ -9,6 +9,7 @@ so reading never imports validation logic and validation never imports reading.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -48,6 +49,12 @@ class TaskContext(NamedTuple):
     marker_findings: tuple[Finding, ...] = ()
     #: the specs directory, relative to the project root (where fixes put a task's files).
     specs_dir: str = "specs"
+    #: when the metadata file was last written (its modification time), and when postflightd
+    #: first saw it (None: now, as for ``scan``, ``process`` and the hook): a final file
+    #: written longer than its operation's timeout before it was first seen is a leftover
+    #: (PF607).
+    written: datetime | None = None
+    first_seen: datetime | None = None
 
     @property
     def is_meta(self) -> bool | None:

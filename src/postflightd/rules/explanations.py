@@ -382,6 +382,23 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
         bad="specs/TODO.md could not be written: No space left on device (exit 4, file kept)",
         fixed="df -h specs/  # free space, then: postflightd process FILE  (exit 0, done)",
     ),
+    "PF607": Explanation(
+        what="A final metadata file was written longer before postflightd first saw it than "
+        "its operation's timeout ([timeouts]): a leftover, such as the files a project "
+        "holds when postflightd is adopted, or those written while no daemon or hook ran. "
+        "`scan`, `process` and the hook first see a file when they run; the daemon when it "
+        "starts, or when the file is written.",
+        why="An outcome is dated when the agent wrote its final file (its modification time, "
+        "never before its started_at nor after now), not when postflightd got to it: "
+        "applying a leftover records that date in state.json (last_updated and the status "
+        "timestamp) and TODO.md's Completed line, so the task's history stays true. When "
+        "its run ended is not known, so `report` and the dashboard leave it out of their "
+        "durations. A warning: the file is applied (under --strict it fails, and is kept).",
+        bad="specs/959_x/.return-meta.json, written 2026-03-11, first seen 2026-11-28:\n"
+        '{"status": "implemented", ...}   (applied: "completed": "2026-03-11T01:30:00Z")',
+        fixed="run `postflightd watch`, or the stop hook, so that an agent's final file is "
+        "applied when it is written",
+    ),
     "PF700": Explanation(
         what="check-return found no JSON in the return: not bare JSON, no AGENT_OUTPUT "
         "markers, no fenced json block (or the input is empty).",

@@ -97,6 +97,12 @@ RULES: dict[str, Rule] = {
             E,
             "applied to state.json, but TODO.md or errors.json could not be written: file kept",
         ),
+        Rule(
+            "PF607",
+            W,
+            "a final file older than its operation's timeout when first seen (a leftover): "
+            "applying it records the file's own date",
+        ),
         # check-return only: rules of the two console return dialects.
         Rule("PF700", E, "check-return: no JSON found in the return or final message"),
         Rule("PF701", W, "check-return: summary over about 100 tokens (400 characters)"),

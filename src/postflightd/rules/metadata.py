@@ -62,7 +62,7 @@ from postflightd.rules.toolkit import (
 )
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.timestamps import parse_timestamp
-from postflightd.words import article
+from postflightd.words import article, counted
 
 if TYPE_CHECKING:
     from postflightd.models.metadata import MetadataFile
@@ -116,6 +116,9 @@ class Validation:
     started_at: datetime | None = None
     timeout_s: float | None = None
     stuck: bool = False
+    #: a final file written longer than its operation's timeout before it was first seen
+    #: (PF607, whether shown or not): when its run ended is not known, so it has no duration.
+    leftover: bool = False
 
 
 # --- status suggestions ---------------------------------------------------------------------
@@ -500,6 +503,33 @@ def _stuck(
     )
 
 
+def _leftover(
+    status: Status | None,
+    ctx: TaskContext,
+    operation: str | None,
+    timeout_s: float | None,
+    now: datetime,
+) -> Finding | None:
+    """PF607 when a final file was written longer than its operation's timeout before it was
+    first seen: a leftover, whose outcome is dated when it was written, not when applied."""
+    written = ctx.written
+    if status is None or not status.is_final or written is None or not timeout_s:
+        return None
+    age = ((ctx.first_seen or now) - written).total_seconds()
+    if age <= timeout_s:
+        return None
+    days = int(age // 86400)
+    left = counted(days, "day") if days else format_duration(age)
+    return finding(
+        "PF607",
+        "",
+        f"a final file left {left} ago; applying it records that date "
+        f"({written.date().isoformat()}), when the agent wrote it, not today (a leftover: "
+        f"older than the {operation} timeout of {format_duration(timeout_s)} when first seen)",
+        Severity.WARNING,
+    )
+
+
 # --- a clean document the rules have nothing to say about ---------------------------------------
 
 
@@ -637,7 +667,11 @@ def validate(
         operation = operation_of(meta["delegation_path"], meta["agent_type"], ctx.marker_operation)
         timeout_s = timeout_for(operation, options.timeouts)
         at = _quiet(doc, status, ctx, now, probe if options.check_artifacts else None)
-        if at is not False and _stuck(status, at, operation, timeout_s, now) is None:
+        if (
+            at is not False
+            and _stuck(status, at, operation, timeout_s, now) is None
+            and _leftover(status, ctx, operation, timeout_s, now) is None  # PF607
+        ):
             return Validation([], None, status, operation, at, timeout_s)
     return _validate_all(doc, ctx, now, options, probe, clean)
 
@@ -697,6 +731,18 @@ def _validate_all(
     stuck = _stuck(status, start.at, operation, timeout_s, now)
     if stuck is not None:
         out.append(stuck)
+    leftover = _leftover(status, ctx, operation, timeout_s, now)
+    if leftover is not None:
+        out.append(leftover)
     if not clean:
         out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
-    return Validation(out, model, status, operation, start.at, timeout_s, stuck is not None)
+    return Validation(
+        out,
+        model,
+        status,
+        operation,
+        start.at,
+        timeout_s,
+        stuck is not None,
+        leftover is not None,
+    )

@@ -196,9 +196,12 @@ def applied_since(conn: sqlite3.Connection, roots: Sequence[str], since: datetim
     return int(row[0] or 0)
 
 
+def _columns(conn: sqlite3.Connection) -> set[str]:
+    return {str(row[1]) for row in conn.execute("PRAGMA table_info(observations)")}
+
+
 def _agent_column(conn: sqlite3.Connection) -> str:
-    columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(observations)")}
-    return "agent" if "agent" in columns else "NULL"
+    return "agent" if "agent" in _columns(conn) else "NULL"
 
 
 @dataclass(slots=True)
@@ -220,7 +223,11 @@ def journal_figures(conn: sqlite3.Connection, roots: Sequence[str]) -> JournalFi
     """One pass of SQL aggregates (the kind index keeps each to its own rows)."""
     figures = JournalFigures()
     where_roots = ", ".join("?" * len(roots))
-    agent = _agent_column(conn)
+    columns = _columns(conn)
+    agent = "agent" if "agent" in columns else "NULL"
+    # A leftover (PF607, journal version 5) was first seen final long after it was written:
+    # when it ended is not known, so it is no apply latency.
+    not_leftover = "AND p.leftover IS NOT 1 " if "leftover" in columns else ""
     figures.rows = int(
         conn.execute(
             f"SELECT count(*) FROM observations WHERE root IN ({where_roots})",  # noqa: S608 - placeholders only
@@ -249,7 +256,8 @@ def journal_figures(conn: sqlite3.Connection, roots: Sequence[str]) -> JournalFi
         "SELECT p.ts, (SELECT v.ts FROM observations AS v WHERE v.session = p.session "  # noqa: S608 - placeholders only
         "AND v.id < p.id AND v.kind = 'validated' AND v.root = p.root AND v.file = p.file "
         "AND v.status IS p.status ORDER BY v.id DESC LIMIT 1) FROM observations AS p "
-        f"WHERE p.kind = 'postflighted' AND p.session IS NOT NULL AND p.root IN ({where_roots})",
+        f"WHERE p.kind = 'postflighted' AND p.session IS NOT NULL {not_leftover}"
+        f"AND p.root IN ({where_roots})",
         tuple(roots),
     ):
         if not isinstance(seen, str) or not isinstance(applied, str):
