@@ -377,3 +377,47 @@ def test_a_sighting_repeated_with_the_same_content_and_findings_is_recorded_once
         assert journal.record("validated", root="/r", file=file, task=259, findings=bad)
         assert journal.record("postflighted", root="/r", file=file, task=259, identity="1:3:31:41")
     assert len(query(journal.path, "SELECT id FROM observations")) == 9
+
+
+def test_a_version_4_journal_is_migrated_and_its_rows_are_no_leftovers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """tests/fixtures/journal/v4.sqlite3 was written by the version 4 code: a research run
+    validated and applied. Migrated, its rows are kept, none is a leftover (NULL), a new row
+    can be one, and ``report`` reads both."""
+    import shutil
+
+    from postflightd.cli import main
+
+    path = tmp_path / "journal.sqlite3"
+    shutil.copyfile(Path(__file__).parents[1] / "fixtures" / "journal" / "v4.sqlite3", path)
+    assert query(path, "PRAGMA user_version") == [(4,)]
+    with Journal.open(path) as j:
+        assert j.enabled, j.error
+        old = j.history()
+        assert [(r.kind, r.leftover) for r in old] == [
+            ("validated", False),
+            ("postflighted", False),
+        ]
+        assert j.record(
+            "postflighted",
+            root="/proj",
+            file="specs/260_y/.return-meta.json",
+            task=260,
+            session=OTHER,
+            status="planned",
+            leftover=True,
+        )
+        assert j.history()[-1].leftover
+    assert query(path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(path, "SELECT task, leftover FROM observations ORDER BY id") == [
+        (259, None),
+        (259, None),
+        (260, 1),
+    ]
+    # Opening it again migrates nothing twice; a report reads the migrated journal.
+    with Journal.open(path) as j:
+        assert len(j.history()) == 3
+    (tmp_path / "config.toml").write_text(f'[journal]\npath = "{path}"\n', encoding="utf-8")
+    code = main(["report", "--since", "all", "--config", str(tmp_path / "config.toml")])
+    assert code == 0, capsys.readouterr()
