@@ -4,6 +4,10 @@ No I/O: documents in, documents out, and the clock is an argument. ``pipeline.gr
 writes what this module returns (through ``fs.atomic``); ``todo_edit`` applies the
 ``TodoEdit`` it describes to TODO.md. What an outcome writes into its task's entry is a
 ``TaskUpdate``; the entry's other keys are kept as they are.
+
+Why this module stays whole at a little over 500 lines: it is one transformation, read top to
+bottom as an outcome is applied (its time, the task's update, its TODO.md edit, its errors);
+split, what decides each key of the entry would be spread over several files.
 """
 
 from __future__ import annotations
