@@ -59,7 +59,8 @@ def demo() -> int:
     """The daemon on a copy of the example project, following a simulated agent run."""
     with tempfile.TemporaryDirectory(prefix="postflightd-demo-") as tmp:
         project = Path(tmp) / "project"
-        shutil.copytree(HERE / "examples" / "project", project)
+        # Copied as new files (not their checkout time): the demo is a project being worked on now.
+        shutil.copytree(HERE / "examples" / "project", project, copy_function=shutil.copy)
         specs = project / "specs"
         env = {**os.environ, "XDG_STATE_HOME": str(Path(tmp) / "state")}
         say(f"postflightd watch on a copy of examples/project ({project})")

@@ -35,6 +35,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -152,14 +153,19 @@ def compare(t: Transcript, name: str) -> None:
 
 
 def example(tmp: Path, name: str = "project") -> Path:
-    """A copy of the example project, its stuck run started 3 hours ago: its elapsed time
-    keeps one width (``3h00m``), and with it the columns of the tables that show it."""
+    """A copy of the example project, its stuck run started 3 hours ago and every metadata file
+    last written 10 minutes ago (not when the repository was checked out): the times shown
+    keep one width (``3h00m``, ``10m..s``), and with them the columns of the tables that show
+    them; and no file is a leftover, whenever the checkout was made."""
     root = tmp / name
     shutil.copytree(EXAMPLE, root)
     stuck = root / "specs" / "262_parser_rewrite" / ".return-meta.json"
     doc = json.loads(stuck.read_text(encoding="utf-8"))
     doc["started_at"] = iso_timestamp(datetime.now(UTC) - timedelta(hours=3))
     stuck.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    written = time.time() - 600
+    for meta in (root / "specs").glob("*/.return-meta.json"):
+        os.utime(meta, (written, written))
     return root
 
 

@@ -157,7 +157,8 @@ def test_each_runtime_page_shows_the_exact_snippet_init_writes(runtime: Any) -> 
 
 def test_the_opencode_page_names_the_plugin_and_it_stays_short() -> None:
     plugin = packaged_plugin()
-    assert len(plugin.splitlines()) < 80
+    # A thin adapter (the hook does the work): about 100 lines, as its page says.
+    assert len(plugin.splitlines()) <= 110
     assert ".opencode/plugins/postflightd.ts" in (DOCS / "opencode.md").read_text("utf-8")
 
 
