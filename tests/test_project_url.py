@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tomllib
 from importlib.metadata import metadata
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import postflightd
-from helpers.paths import REPO
+from helpers.paths import REPO, copy_example
 from postflightd.cli import main
 
 #: Where a URL of the project's own could appear.
@@ -38,7 +37,7 @@ def test_sarif_output_and_the_schema_use_it(
 ) -> None:
     url = _homepage()
     root = tmp_path / "project"
-    shutil.copytree(REPO / "examples" / "project", root)
+    copy_example(root)
     main(["scan", str(root), "--format", "sarif"])
     sarif = json.loads(capsys.readouterr().out)
     driver = sarif["runs"][0]["tool"]["driver"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.paths import REPO
+from helpers.paths import REPO, copy_example
 from postflightd.cli import main
 from postflightd.config import load_config
 from postflightd.project.setup import systemd_escape_path
@@ -204,7 +204,7 @@ ONE_LINE = "{root}: already set up for postflightd; nothing to change\n"
 def _grown(tmp_path: Path, files: dict[str, str], errors: object = None) -> Path:
     """The example project, with the workflow ``files`` and an errors.json."""
     root = tmp_path / "proj"
-    shutil.copytree(EXAMPLE, root)
+    copy_example(root)
     for rel, text in files.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -5,11 +5,11 @@ an empty, green answer."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from helpers.paths import copy_example
 from helpers.project import project
 from postflightd.cli import main
 
@@ -21,7 +21,7 @@ PF502_FILE = "261_agent_registry/.return-meta.json"
 
 def _example(tmp_path: Path) -> Path:
     root = tmp_path / "project"
-    shutil.copytree(EXAMPLE, root)
+    copy_example(root)
     return root
 
 
@@ -57,7 +57,7 @@ def test_the_configured_specs_dir_and_the_config_file_mark_the_root(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "repo"
-    shutil.copytree(EXAMPLE / "specs", root / "work" / "tasks")
+    copy_example(root / "work" / "tasks", EXAMPLE / "specs")
     (root / ".postflightd.toml").write_text('specs_dir = "work/tasks"\n')
     (root / "work" / "tasks" / "src").mkdir()
     monkeypatch.chdir(root / "work" / "tasks" / "src")
@@ -71,7 +71,7 @@ def test_a_user_configured_specs_dir_is_what_the_search_looks_for(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "repo"
-    shutil.copytree(EXAMPLE / "specs", root / "tasks")
+    copy_example(root / "tasks", EXAMPLE / "specs")
     config = tmp_path / "user.toml"
     config.write_text('specs_dir = "tasks"\n')
     (root / "docs").mkdir()

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from helpers.paths import copy_example
 from postflightd.cli import main
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
@@ -104,7 +104,7 @@ def test_text_json_github_sarif_and_the_exit_code_agree(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     root = tmp_path / "project"
-    shutil.copytree(EXAMPLE, root)
+    copy_example(root)
     if config is not None:
         (root / ".postflightd.toml").write_text(config)
     monkeypatch.chdir(root)
@@ -134,7 +134,7 @@ def test_apply_under_select_keeps_a_file_it_cannot_apply_and_shows_why(
     """A file valid as far as the selected codes go but with no usable document (invalid JSON,
     a forbidden status) is not applied, and the finding that stops it is shown."""
     root = tmp_path / "project"
-    shutil.copytree(EXAMPLE, root)
+    copy_example(root)
     monkeypatch.chdir(root)
     assert main(["scan", "--apply", "--select", "PF5", "--format", "json"]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.paths import copy_example
 from helpers.update_mode import update, updating
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "project"
@@ -157,7 +157,7 @@ def _cases(task_dir: str) -> dict[str, Any]:
 
 def build_tree(root: Path, repeat: int = 1) -> Path:
     """The example project plus every case of ``_cases`` (``repeat`` times over)."""
-    shutil.copytree(EXAMPLE, root)
+    copy_example(root)
     specs = root / "specs"
     state = json.loads((specs / "state.json").read_text(encoding="utf-8"))
     tasks = state["active_projects"]

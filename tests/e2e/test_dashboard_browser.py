@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from helpers.needs import unavailable
-from helpers.paths import REPO
+from helpers.paths import REPO, copy_example
 from helpers.serve_process import served
 from helpers.update_mode import refuse_under_ci, rewritten
 from helpers.waiting import wait_until
@@ -85,7 +85,7 @@ def example(tmp_path: Path) -> Iterator[Path]:
     root = SCREENSHOT_ROOT if screenshot else tmp_path / "project"
     if screenshot and root.exists():
         pytest.fail(f"{root} exists: the screenshot's copy of the example goes there; move it")
-    shutil.copytree(REPO / "examples" / "project", root)
+    copy_example(root)
     daemon = subprocess.Popen(
         [sys.executable, "-m", "postflightd", "watch", str(root)],
         stdout=subprocess.DEVNULL,

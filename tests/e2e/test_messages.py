@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -44,7 +43,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import final_text
-from helpers.paths import REPO
+from helpers.paths import REPO, copy_example
 from helpers.project import project, user_config, write_meta
 from helpers.serve_process import answers
 from helpers.update_mode import update, updating
@@ -158,7 +157,7 @@ def example(tmp: Path, name: str = "project") -> Path:
     keep one width (``3h00m``, ``10m..s``), and with them the columns of the tables that show
     them; and no file is a leftover, whenever the checkout was made."""
     root = tmp / name
-    shutil.copytree(EXAMPLE, root)
+    copy_example(root)
     stuck = root / "specs" / "262_parser_rewrite" / ".return-meta.json"
     doc = json.loads(stuck.read_text(encoding="utf-8"))
     doc["started_at"] = iso_timestamp(datetime.now(UTC) - timedelta(hours=3))
@@ -281,7 +280,7 @@ def test_init(tmp_path: Path) -> None:
     run(t, "init", "--systemd", "fresh")  # the unit shown, nothing written: no terminal
     # A workflow that post-flights by hand: validator mode, and what to remove.
     adopted = tmp_path / "adopted"
-    shutil.copytree(EXAMPLE, adopted)
+    copy_example(adopted)
     skill = adopted / ".claude" / "skills" / "research" / "SKILL.md"
     skill.parent.mkdir(parents=True)
     skill.write_text(
