@@ -267,6 +267,32 @@ def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks
     record(run, stop, None, "rollout_update.jsonl")
 
 
+def test_an_agent_that_keeps_its_file_invalid_is_let_stop_and_the_person_told(
+    codex_cli: Path, root: Path
+) -> None:
+    """The agent rewrites its file, still invalid, when sent back: Codex's stop_hook_active
+    lets it stop at the second stop (before postflightd's own bound of 3 is reached), and the
+    person is told which file is still invalid and why, on `codex exec`'s stderr, which shows
+    no systemMessage itself."""
+    own = meta(root, OWN)
+    again = exec_command(f"cat > {OWN_META} <<'EOF'\n{BROKEN} \nEOF")
+    script = [patch(OWN_META, BROKEN), say("Done."), again, say("Done again.")]
+    run = run_codex(codex_cli, root, script, "Research task 259.")
+    first, second = only(run.calls, "Stop")
+    assert first.answer["decision"] == "block"
+    assert second.stdin["stop_hook_active"] is True
+    assert set(second.answer) == {"systemMessage"}
+    told = second.answer["systemMessage"]
+    assert told.startswith(
+        f"postflightd: specs/{OWN}/.return-meta.json is still invalid after the agent was sent "
+        "back once to repair it (PF102: "
+    )
+    assert told in run.stderr, (run.stdout, run.stderr)
+    assert len(run.server.agent_requests()) == 4
+    assert own.exists()
+    assert task_status(root, 259) != "researched"
+
+
 # --- trust -----------------------------------------------------------------------------------
 
 

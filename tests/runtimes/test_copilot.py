@@ -71,6 +71,7 @@ class Run:
     server: ModelServer
     calls: list[HookCall]
     stdout: str
+    stderr: str
 
 
 def init(root: Path, runtime: str) -> None:
@@ -132,7 +133,8 @@ def run_copilot(copilot: Path, root: Path, script: list[Turn], prompt: str) -> R
     # A turn asked for past the script's end: the hook sent the agent on when it should not.
     assert server.errors == [], answers
     assert server.script == [], ("the agent stopped before the end of its script", answers)
-    return Run(root, home, server, hook_calls(calls), out.stdout.decode("utf-8", "replace"))
+    stdout, stderr = (out.stdout.decode("utf-8", "replace"), out.stderr.decode("utf-8", "replace"))
+    return Run(root, home, server, hook_calls(calls), stdout, stderr)
 
 
 def meta(root: Path, task_dir: str) -> Path:
@@ -249,6 +251,39 @@ def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks
     assert not own.exists()
     assert theirs.read_text(encoding="utf-8") == BROKEN
     record(run, stop, None, "copilot_edit.jsonl")
+
+
+def test_an_agent_that_keeps_its_file_invalid_is_let_stop_and_the_person_told(
+    copilot_cli: Path, root: Path
+) -> None:
+    """The agent rewrites its file, still invalid, when sent back: Copilot CLI's
+    stop_hook_active lets it stop at the second stop (long before Copilot's own end of the
+    turn after 8 blocks, and before postflightd's bound of 3), and the person is told which
+    file is still invalid and why, on `copilot -p`'s stderr."""
+    own = meta(root, OWN)
+    script = [
+        create(own, BROKEN),
+        say("Done."),
+        edit(own, BROKEN, BROKEN + " "),
+        say("Done again."),
+    ]
+    run = run_copilot(copilot_cli, root, script, "Research task 259.")
+    first, second = stops(run.calls)
+    assert first.answer["decision"] == "block"
+    assert second.stdin["stop_hook_active"] is True
+    assert set(second.answer) == {"systemMessage"}
+    told = second.answer["systemMessage"]
+    assert told.startswith(
+        f"postflightd: specs/{OWN}/.return-meta.json is still invalid after the agent was sent "
+        "back once to repair it (PF102: "
+    )
+    assert second.stderr == told + "\n"
+    # What the person sees: `copilot -p` shows neither the systemMessage nor the hook's
+    # stderr; the hook writes the line on its stderr too.
+    assert told in run.stderr, (run.stdout, run.stderr)
+    assert len(run.server.agent_requests()) == 4
+    assert own.exists()
+    assert task_status(root, 259) != "researched"
 
 
 def test_a_subagents_invalid_file_blocks_the_subagent_until_it_is_fixed(

@@ -367,6 +367,32 @@ def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks
     record(run, stop, "idle_edit.json")
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_an_agent_that_keeps_its_file_invalid_is_stopped_by_the_bound_and_the_person_told(
+    opencode: Path, root: Path, mode: str
+) -> None:
+    """The agent rewrites its file, still invalid, at every try: the plugin sends it back 3
+    times (its `attempt` 0, 1, 2), then the hook's bound lets it stop, and its answer tells the
+    person which file is still invalid and why; the plugin shows that as a toast and writes it
+    on OpenCode's stderr."""
+    own = meta(root, OWN)
+    script: list[Turn] = []
+    for attempt in range(4):
+        script += [chat_write(str(own), BROKEN + " " * attempt), say(f"Done ({attempt}).")]
+    run = run_opencode(opencode, root, script, "Research task 259.", mode)
+    calls = answered(run.calls)
+    assert [c.stdin["attempt"] for c in calls] == [0, 1, 2, 3]
+    assert [c.answer.get("decision") for c in calls] == ["block", "block", "block", None]
+    last = calls[-1].answer
+    assert set(last) == {"systemMessage"}
+    told = last["systemMessage"]
+    assert f"specs/{OWN}/.return-meta.json is still invalid" in told
+    assert "sent back 3 times" in told and "PF102" in told
+    assert len(run.agent_requests()) == 8
+    assert own.exists()
+    assert task_status(root, 259) != "researched"
+
+
 # --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
 
 

@@ -41,13 +41,13 @@ under the TUI, which shows ``systemMessage``, and where there is no ``/proc``, n
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from postflightd.hooks.decision import Runtime, StopRequest, Verdict, decision_answer
 from postflightd.hooks.ownership import Ownership, ownership
+from postflightd.hooks.parents import runtime_pid, tell_stderr_of
 from postflightd.hooks.rollout import rollout_written
 from postflightd.hooks.stdin import directory, flag, text
 
@@ -68,59 +68,23 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     return StopRequest((cwd,), not active, whose, text(doc, "agent_type"), session=session)
 
 
-#: Parents looked at for ``codex exec``: the runtime's ``sh -c``, a wrapper script.
-MAX_PARENTS: Final = 4
 #: ``codex exec``'s subcommand and its alias.
 EXEC_WORDS: Final = frozenset({b"exec", b"e"})
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        return int(stat[stat.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _is_codex_exec(pid: int) -> bool:
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
+def _is_codex_exec(argv: list[bytes]) -> bool:
     return argv[0].rsplit(b"/", 1)[-1] == b"codex" and bool(EXEC_WORDS & set(argv[1:]))
 
 
 def codex_exec_pid(start: int | None = None) -> int | None:
     """The ``codex exec`` process among this process's nearest parents, or None."""
-    pid: int | None = os.getppid() if start is None else start
-    for _ in range(MAX_PARENTS):
-        if pid is None or pid <= 1:
-            return None
-        if _is_codex_exec(pid):
-            return pid
-        pid = _parent_of(pid)
-    return None
+    return runtime_pid(_is_codex_exec, start)
 
 
 def tell_exec_person(message: str) -> bool:
     """Append ``message`` to the standard error of the ``codex exec`` running this hook;
     whether it was written."""
-    pid = codex_exec_pid()
-    if pid is None:
-        return False
-    flags = os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK
-    try:
-        fd = os.open(f"/proc/{pid}/fd/2", flags)
-    except OSError:
-        return False
-    try:
-        os.write(fd, (message + "\n").encode("utf-8", "replace"))
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    return tell_stderr_of(codex_exec_pid(), message)
 
 
 def render(verdict: Verdict) -> dict[str, Any]:

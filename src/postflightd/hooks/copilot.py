@@ -21,8 +21,11 @@ the reason as its next prompt; ``{}`` lets it stop (GitHub's hooks reference,
 https://docs.github.com/en/copilot/reference/hooks-reference). Exit 2 with stderr is only a
 warning there, the agent stops anyway, so a block is always the JSON answer. The person's
 message is added as ``systemMessage``, as in Claude Code's answer, and the same line goes to
-stderr. Malformed stdin: exit 1 (any exit but 0 is a failed hook, the agent stops), one line
-on stderr.
+stderr. Measured on Copilot CLI 1.0.102, ``copilot -p`` shows neither (not in its output,
+nor in the session's ``events.jsonl``), so the message is also appended to the standard error
+of the ``copilot -p`` process that runs the hook (``hooks.parents``); the interactive screen
+is never written to. Malformed stdin: exit 1 (any exit but 0 is a failed hook, the agent
+stops), one line on stderr.
 
 Loop guard: ``stop_hook_active`` true means the agent already goes on because of a stop hook:
 never blocked twice in a row. (Copilot CLI also ends the turn itself after 8 blocks in a row.)
@@ -47,8 +50,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from postflightd.hooks.decision import Runtime, StopRequest, decision_answer
+from postflightd.hooks.decision import Runtime, StopRequest, Verdict, decision_answer
 from postflightd.hooks.ownership import Ownership, ownership
+from postflightd.hooks.parents import runtime_pid, tell_stderr_of
 from postflightd.hooks.stdin import directory, flag, text
 from postflightd.hooks.transcript import task_dirs_named
 from postflightd.timestamps import parse_timestamp
@@ -139,4 +143,21 @@ def _call(name: object, arguments: object) -> set[str]:
     return task_dirs_named(found) if isinstance(found, str) else set()
 
 
-RUNTIME: Final = Runtime("copilot", parse, decision_answer, person="both")
+#: Copilot CLI's prompt mode: it runs one prompt without its interactive screen.
+PROMPT_FLAGS: Final = frozenset({b"-p", b"--prompt"})
+
+
+def _is_copilot_prompt(argv: list[bytes]) -> bool:
+    name = argv[0].rsplit(b"/", 1)[-1]
+    flags = {a.split(b"=", 1)[0] for a in argv[1:]}
+    return name == b"copilot" and bool(PROMPT_FLAGS & flags)
+
+
+def render(verdict: Verdict) -> dict[str, Any]:
+    """Claude Code's shape; the person's message also where ``copilot -p`` shows it."""
+    if verdict.message is not None:
+        tell_stderr_of(runtime_pid(_is_copilot_prompt), verdict.message)
+    return decision_answer(verdict)
+
+
+RUNTIME: Final = Runtime("copilot", parse, render, person="both")
