@@ -165,7 +165,9 @@ def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ModelServer
         server.stop()
 
 
-def run_opencode(opencode: Path, root: Path, script: list[Turn], prompt: str, mode: str) -> Run:
+def run_opencode(
+    opencode: Path, root: Path, script: list[Turn], prompt: str, mode: str, complete: bool = True
+) -> Run:
     """OpenCode in ``root`` against the scripted model, ``prompt`` its one message, to the end
     of the script: `opencode run` to its exit, or `opencode serve` until every turn was asked
     for and the last hook call answered."""
@@ -188,7 +190,8 @@ def run_opencode(opencode: Path, root: Path, script: list[Turn], prompt: str, mo
     answers = [c.answer for c in calls]
     # A turn asked for past the script's end: the hook sent the agent on when it should not.
     assert server.errors == [], answers
-    assert server.script == [], ("the agent stopped before the end of its script", answers)
+    if complete:
+        assert server.script == [], ("the agent stopped before the end of its script", answers)
     # Nothing was installed or fetched: no warning of a failed install, only the model asked.
     assert "dependency install failed" not in log
     assert {r.path.split("?")[0] for r in server.requests} == {"/v1/chat/completions"}
@@ -371,24 +374,31 @@ def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks
 def test_an_agent_that_keeps_its_file_invalid_is_stopped_by_the_bound_and_the_person_told(
     opencode: Path, root: Path, mode: str
 ) -> None:
-    """The agent rewrites its file, still invalid, at every try: the plugin sends it back 3
-    times (its `attempt` 0, 1, 2), then the hook's bound lets it stop, and its answer tells the
-    person which file is still invalid and why; the plugin shows that as a toast and writes it
-    on OpenCode's stderr."""
+    """The agent rewrites its file, still invalid, at every try: it is sent back 3 times in
+    all, then the hook's bound lets it stop, and its answer tells the person which file is
+    still invalid and why; the plugin shows that as a toast (in the TUI) and writes it to
+    OpenCode's log, which `--print-logs` prints on stderr.
+
+    Under `opencode run`, OpenCode disposes of the project's instance at the first idle and
+    makes a new one (a new plugin, its counts at 0) for the plugin's prompt: two plugins then
+    check the same session, so the plugin's `attempt` alone would not stop it; postflightd's
+    bound counts per session and file, whichever plugin asks."""
     own = meta(root, OWN)
     script: list[Turn] = []
     for attempt in range(4):
         script += [chat_write(str(own), BROKEN + " " * attempt), say(f"Done ({attempt}).")]
-    run = run_opencode(opencode, root, script, "Research task 259.", mode)
+    run = run_opencode(opencode, root, script, "Research task 259.", mode, complete=False)
     calls = answered(run.calls)
-    assert [c.stdin["attempt"] for c in calls] == [0, 1, 2, 3]
-    assert [c.answer.get("decision") for c in calls] == ["block", "block", "block", None]
-    last = calls[-1].answer
-    assert set(last) == {"systemMessage"}
-    told = last["systemMessage"]
-    assert f"specs/{OWN}/.return-meta.json is still invalid" in told
-    assert "sent back 3 times" in told and "PF102" in told
-    assert len(run.agent_requests()) == 8
+    decisions = [c.answer.get("decision") for c in calls]
+    assert decisions.count("block") == 3, decisions
+    told = [c.answer["systemMessage"] for c in calls if "systemMessage" in c.answer]
+    assert told and all("decision" not in c.answer for c in calls[decisions.index(None) :])
+    assert f"specs/{OWN}/.return-meta.json is still invalid" in told[0]
+    assert "sent back 3 times" in told[0] and "PF102" in told[0]
+    # Never sent back past the bound: at most the script's 4 tries reached the model.
+    assert len(run.agent_requests()) <= 8
+    logged = [line for line in run.log.splitlines() if "level=WARN" in line]
+    assert any(told[0] in line for line in logged), logged
     assert own.exists()
     assert task_status(root, 259) != "researched"
 

@@ -41,8 +41,9 @@ export const PostflightdPlugin = async ({ client, directory }: { client: any; di
     if (typeof id !== "string" || typeof path !== "string" || !path) return
     written.set(id, (written.get(id) ?? new Set<string>()).add(resolve(directory, path)))
   }
-  const toast = async (message: string) => {
+  const toast = async (message: string) => { // the TUI's toast; OpenCode's log everywhere (`run` shows no toast)
     try { await client.tui.showToast({ body: { message, variant: "warning" } }) } catch {}
+    try { await client.app.log({ body: { service: "postflightd", level: "warn", message } }) } catch {}
   }
   async function check(id: string) {
     for (;;) {
