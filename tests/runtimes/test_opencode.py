@@ -403,6 +403,50 @@ def test_an_agent_that_keeps_its_file_invalid_is_stopped_by_the_bound_and_the_pe
     assert task_status(root, 259) != "researched"
 
 
+def test_a_subagents_invalid_file_is_sent_to_the_subagent_and_fixed(
+    opencode: Path, root: Path
+) -> None:
+    """The session delegates to a subagent (the `task` tool, a child session). The child's
+    result goes back to the parent when its turn ends, which is also when the child session
+    goes idle: the plugin checks the child's own files, and the hook's block reaches the child
+    as its next prompt (after the parent had its result, while the parent goes on), the child
+    fixes its file, and the fix is applied. The parent wrote nothing, so it is never blocked;
+    its stop, if it comes before the child's fix, tells the person of the file."""
+    own = meta(root, OWN)
+    delegate = ToolCall(
+        "task",
+        {
+            "description": "Research task 259",
+            "prompt": "Research task 259 and write its metadata.",
+            "subagent_type": "general",
+        },
+    )
+    script = [
+        Turn(calls=[delegate]),
+        chat_write(str(own), BROKEN),
+        say("Subagent done."),
+        say("Done."),
+        chat_write(str(own), VALID),
+        say("Subagent fixed it."),
+    ]
+    run = run_opencode(opencode, root, script, "Research task 259 with a subagent.", "run")
+    calls = answered(run.calls)
+    blocks = [c for c in calls if c.answer.get("decision") == "block"]
+    (block,) = blocks
+    child = block.stdin["session_id"]
+    assert block.stdin["files"] == [str(own)]
+    reason = block.answer["reason"]
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    parents = [c for c in calls if c.stdin["session_id"] != child]
+    assert parents and all(c.stdin["files"] == [] for c in parents)
+    # The reason went to the child session: its request starts from the subagent's prompt.
+    requests = run.agent_requests()
+    sent = next(r for r in requests if r.last_user_text() == reason)
+    assert "Research task 259 and write its metadata." in json.dumps(sent.body["messages"][:2])
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+
+
 # --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
 
 
