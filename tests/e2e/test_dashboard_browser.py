@@ -118,6 +118,16 @@ def _screenshots(driver: Any, shot: Path) -> list[Path]:
     return [shot, dark, narrow]
 
 
+def _text(driver: Any, selector: str) -> str | None:
+    """The rendered text of the first element ``selector`` finds, read in one call: the page
+    rebuilds its sections as it updates, so an element found in one call may be gone by the
+    next (a stale element)."""
+    text = driver.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText : null", selector
+    )
+    return None if text is None else str(text)
+
+
 def _seen(driver: Any, selector: str) -> Callable[[], bool]:
     from selenium.webdriver.common.by import By
 
@@ -133,16 +143,19 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         browser.get(f"http://127.0.0.1:{port}/")
         wait_until("the page is live", _seen(browser, '#connection[data-state="live"]'), 30)
         wait_until("the stuck run", _seen(browser, '#runs tr.stuck[data-task="262"]'), 30)
-        row = browser.find_element(By.CSS_SELECTOR, '#runs tr[data-task="262"]').text
+        row = _text(browser, '#runs tr[data-task="262"]')
         assert "STUCK" in row and "python-implementation-agent" in row
         assert browser.find_elements(By.CSS_SELECTOR, "#runs meter")  # elapsed against timeout
         # What matters first, first: the header's figures, the daemon's state.
-        stuck = browser.find_element(By.ID, "sum-stuck")
-        wait_until("the header's figures", lambda: stuck.text == "1", 30)
-        assert "alert" in stuck.find_element(By.XPATH, "./ancestor::li").get_attribute("class")
-        cards = browser.find_elements(By.CSS_SELECTOR, "#invalid article")
-        assert browser.find_element(By.ID, "sum-invalid").text == str(len(cards))
-        assert "Daemon watching" in browser.find_element(By.ID, "roots").text
+        wait_until("the header's figures", lambda: _text(browser, "#sum-stuck") == "1", 30)
+        assert "alert" in browser.execute_script(
+            "return document.getElementById('sum-stuck').closest('li').className"
+        )
+        cards = browser.execute_script(
+            "return document.querySelectorAll('#invalid article').length"
+        )
+        assert _text(browser, "#sum-invalid") == str(cards)
+        assert "Daemon watching" in (_text(browser, "#roots") or "")
         order = browser.execute_script(
             "return [...document.querySelectorAll('main > section')].map((s) => s.id)"
         )
@@ -153,9 +166,11 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
         for name in ("260_lsp_setup", "261_agent_registry", "263_flaky_ci"):
             assert name in invalid
         assert "PF203" in invalid and "Write instead:" in invalid
-        summaries = browser.find_elements(By.CSS_SELECTOR, "#invalid summary")
-        assert len(summaries) == len(cards) >= 3
-        assert "PF203" in browser.find_element(By.ID, "invalid").text  # its codes, unfolded
+        summaries = browser.execute_script(
+            "return document.querySelectorAll('#invalid summary').length"
+        )
+        assert summaries == cards >= 3
+        assert "PF203" in (_text(browser, "#invalid") or "")  # its codes, unfolded
         applied = _seen(browser, '#outcomes li[data-task="259"][data-outcome="applied"]')
         wait_until("task 259's outcome", applied, 30)
         browser.execute_script("window.postflightdMarker = 'same page'")
@@ -175,7 +190,7 @@ def test_the_page_shows_runs_in_flight_invalid_files_and_a_run_landing_live(
             wait_until("task 264's applied outcome", landed, 60)
         finally:
             agent.wait(60)
-        text = browser.find_element(By.CSS_SELECTOR, '#outcomes li[data-task="264"]').text
+        text = _text(browser, '#outcomes li[data-task="264"]') or ""
         assert "applied as researched" in text
         wait_until("task 264 leaves the runs in flight", lambda: not in_flight(), 30)
         assert browser.execute_script("return window.postflightdMarker") == "same page"

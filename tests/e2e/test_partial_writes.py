@@ -14,12 +14,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
 
 from helpers.documents import researched_doc, task_entry
 from helpers.needs import unavailable
@@ -350,25 +353,33 @@ def test_process_of_a_file_that_vanishes_while_it_waits_for_the_lock(tmp_path: P
     write_meta(root, "259_prove_completeness", researched_doc())
     second = write_meta(root, "260_second_task", researched_doc("260_second_task"))
     batch = _scan_apply_stopped_at(root, "before-delete")
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "postflightd", "process", str(second)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # `process` reads the file, then tries the project lock, opening its file at each try:
+    # the lock file opened while the batch holds it means the file was read. (Its own
+    # `validated` row is no sign: the journal records an unchanged file seen again once.)
+    opened = threading.Event()
+
+    class LockOpened(FileSystemEventHandler):
+        def on_opened(self, event: FileSystemEvent) -> None:
+            if str(event.src_path).endswith(".state.lock"):
+                opened.set()
+
+    observer = Observer()
+    observer.schedule(LockOpened(), str(root / "specs"))
+    observer.start()
     try:
-        # `process` has read the file once its own `validated` row is in the journal.
-        wait_until(
-            "process to read the file",
-            lambda: (
-                [f for f, _ in journal_rows("validated")].count(
-                    "specs/260_second_task/.return-meta.json"
-                )
-                >= 2
-            ),
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "postflightd", "process", str(second)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+        try:
+            assert opened.wait(60), "process never tried the lock"
+        finally:
+            assert _finish(batch) == 0
     finally:
-        assert _finish(batch) == 0
+        observer.stop()
+        observer.join(10)
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, out + err
     assert "already post-flighted" in out
