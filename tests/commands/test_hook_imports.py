@@ -82,3 +82,24 @@ def test_a_stop_with_a_final_file_still_applies_it(tmp_path: Path) -> None:
     assert task_status(root, 1) == "researched"
     assert not meta_path(root, 1).exists()
     assert "postflightd.pipeline.apply" in modules
+
+
+def test_a_stop_that_validates_and_applies_files_imports_no_pydantic(tmp_path: Path) -> None:
+    """The models' own schema, stored (``models.metadata_core``), checks each file and builds
+    the typed value postflight applies: pydantic (about half of such a stop) is never
+    imported, whether the file is clean, has fields of its own, or is of the wrong type.
+    (A configuration file is another matter: ``config`` validates one with pydantic.)"""
+    root = project(tmp_path / "proj", 3)
+    write_meta(root, "1_task1", researched_doc("1_task1"))
+    extras = researched_doc("2_task2")
+    extras["metadata"]["phase_count"] = 4  # its own field: not clean, still valid
+    write_meta(root, "2_task2", extras)
+    wrong = researched_doc("3_task3")
+    wrong["artifacts"][0]["summary"] = 5  # a type the contract refuses
+    write_meta(root, "3_task3", wrong)
+    answer, modules = _stop(root)
+    assert "PF201" in json.dumps(answer)  # the invalid file, blocked on or told of
+    assert [task_status(root, n) for n in (1, 2, 3)] == ["researched", "researched", "researching"]
+    assert [meta_path(root, n).exists() for n in (1, 2, 3)] == [False, False, True]
+    assert "pydantic_core" in modules
+    assert _loaded(modules, ("pydantic",)) == []

@@ -275,9 +275,11 @@ class Daemon:
         holding no lock, when every root is skipped, when a specs directory is missing or
         refused, or when another daemon holds a root; ``close`` is due either way.
         """
-        # Every file the daemon handles is checked, and a final one applied, with the metadata
-        # models: imported now (pydantic, about 100 ms), not inside the first file's check.
-        import postflightd.models.metadata  # noqa: F401
+        # Every file the daemon handles is checked, and a final one applied, with the models'
+        # stored schema: its validator built now, not inside the first file's check.
+        from postflightd.models.metadata_core import validator
+
+        validator()
 
         config = self._start_config
         # Each root's own configuration, all read before anything is locked or watched. A root

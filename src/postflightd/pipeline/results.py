@@ -273,9 +273,7 @@ class Processed(Record):
         doc["task_name"] = self.task_name
         model = self.report.validation.model if self.report and self.report.validation else None
         doc["artifacts"] = (
-            [a.model_dump(mode="json", exclude_none=True) for a in model.artifacts]
-            if model is not None
-            else None
+            [artifact_json(a) for a in model.artifacts] if model is not None else None
         )
         doc["state_entry"] = dict(self.state_entry) if self.state_entry is not None else None
         return doc
@@ -287,3 +285,12 @@ class Processed(Record):
         if self.report.outcome is None:
             return ExitCode.FINDINGS  # not post-flighted (postflight always sets an outcome)
         return EXIT_CODES.get(self.report.outcome, ExitCode.FINDINGS)
+
+
+def artifact_json(artifact: object) -> dict[str, Any]:
+    """An artifact of a typed document as JSON, its None fields left out: its fields, then
+    the keys of its own it kept. By attribute alone: the stored schema's validator builds
+    plain objects (``rules.metadata.Validation.model``), the models pydantic ones."""
+    fields = {k: v for k, v in vars(artifact).items() if not k.startswith("__pydantic")}
+    kept = getattr(artifact, "__pydantic_extra__", None) or {}
+    return {k: v for k, v in {**fields, **kept}.items() if v is not None}

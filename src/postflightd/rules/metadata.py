@@ -77,10 +77,11 @@ def _model() -> type[MetadataFile]:
     return MetadataFile
 
 
-def _type_check() -> Callable[[Any], object]:
-    """What checks a document's types when its model is not wanted: the models' own
+def _type_check() -> Callable[[Any], Any]:
+    """What checks a document's types and builds its typed value: the models' own
     pydantic-core schema, stored (``models.metadata_core``), which gives the models' very
-    errors without pydantic; the models where this pydantic-core cannot build it."""
+    errors and the same fields (read by attribute, as postflight reads them) without
+    pydantic; the models where this pydantic-core cannot build it."""
     from postflightd.models.metadata_core import validator
 
     checker = validator()
@@ -88,20 +89,18 @@ def _type_check() -> Callable[[Any], object]:
 
 
 def prepare_type_check(options: RuleOptions) -> None:
-    """Load what checks a document that is not clean under ``options`` (the models, or the
-    stored schema's validator), ahead of the first such document."""
-    if options.model:
-        _model()
-    else:
-        _type_check()
+    """Load what checks a document that is not clean (the stored schema's validator, or the
+    models), ahead of the first such document; ``options`` need not say which."""
+    del options  # one checker serves both: with the typed value wanted or not
+    _type_check()
 
 
 @dataclass(frozen=True, slots=True)
 class RuleOptions:
     timeouts: Mapping[str, float]
     check_artifacts: bool = True
-    #: the typed model of a valid document is wanted (postflight applies it); a plain scan,
-    #: which only reports, does without it, and a clean document then never meets pydantic.
+    #: the typed value of a valid document is wanted (postflight applies it); a plain scan,
+    #: which only reports, does without it, and a clean document then skips the type check.
     model: bool = True
 
 
@@ -110,6 +109,8 @@ class Validation:
     """What validating one document found."""
 
     findings: list[Finding] = field(default_factory=list)
+    #: the valid document typed: built by the stored schema's validator (``_type_check``), it
+    #: has the models' fields and values, read by attribute, but none of pydantic's methods
     model: MetadataFile | None = None
     status: Status | None = None
     operation: str | None = None
@@ -700,7 +701,7 @@ def _validate_all(
     model: MetadataFile | None = None
     if options.model:
         out, model = structure(
-            _model().model_validate, doc, "the document", quote_hint=True, on_status=on_status
+            _type_check(), doc, "the document", quote_hint=True, on_status=on_status
         )
     elif quick:
         out = []
