@@ -6,11 +6,15 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.documents import researched_doc
 from helpers.project import project, write_meta
+from postflightd import config as config_module
 from postflightd.cli import main
 from postflightd.config import (
     Config,
@@ -20,6 +24,7 @@ from postflightd.config import (
     user_config_path,
 )
 from postflightd.errors import ConfigError
+from postflightd.project.setup import config_template
 from postflightd.rules.findings import Severity
 
 
@@ -356,3 +361,73 @@ def test_a_table_given_as_a_value_names_the_table(tmp_path: Path) -> None:
         "or instance of StatusMap (got []); key 'hook': should be a valid dictionary or instance "
         "of HookConfig (got 1)"
     )
+
+
+# --- a file of tables and booleans, read without pydantic ---------------------------------
+
+#: The tables of a file, nested as in TOML; each key's boolean, or a value of another type.
+_TABLES = ("validation", "timeouts", "watch", "postflight", "journal", "log", "hook")
+_BOOLS = {
+    "validation": ("strict", "check_artifacts"),
+    "postflight": ("sync_todo",),
+    "hook": ("apply",),
+}
+#: Keys whose default a file may restate (and values of other types in their place).
+_OTHERS = {
+    "validation": ("select", "severity", "max_file_bytes"),
+    "timeouts": ("research", "default"),
+    "watch": ("settle_ms", "heal_window_s"),
+    "journal": ("keep_days", "path"),
+    "log": ("format",),
+}
+_OTHER_VALUES = st.sampled_from([1, 0, "true", None, 1.5, [], {}, "specs", 200, 200.0, 3600])
+
+
+_DEFAULTS = st.sampled_from([[], {}, 200, 600.0, 600, 3600.0, 90.0, 1048576, "", "auto"])
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for table in draw(st.lists(st.sampled_from(_TABLES), unique=True)):
+        known = _BOOLS.get(table, ()) + _OTHERS.get(table, ()) + ("x",)
+        keys = draw(st.lists(st.sampled_from(known), unique=True))
+        data[table] = {k: draw(st.booleans() | _OTHER_VALUES | _DEFAULTS) for k in keys}
+        if table == "postflight" and draw(st.booleans()):
+            data[table]["status_map"] = draw(st.sampled_from([{}, {"planned": "planned"}]))
+    if draw(st.booleans()):
+        data[draw(st.sampled_from(["apply", "specs_dir", "source", "file_keys"]))] = True
+    return data
+
+
+def _read(reader: Any, data: dict[str, Any]) -> Config | str:
+    try:
+        config: Config = reader(data, "test.toml")
+    except ConfigError as exc:
+        return str(exc)
+    assert config.file_keys == frozenset(data)
+    return config
+
+
+@settings(max_examples=300, deadline=None)
+@given(_tables())
+def test_a_file_of_tables_and_booleans_reads_as_pydantic_reads_it(data: dict[str, Any]) -> None:
+    assert _read(parse_config, data) == _read(config_module._validated, data)
+
+
+@pytest.mark.parametrize("apply", [True, False], ids=["apply", "validator"])
+def test_the_file_init_writes_is_read_without_pydantic(tmp_path: Path, apply: bool) -> None:
+    """The stop hook reads the project's file at every stop: the one init writes (tables
+    with every key commented out, ``[hook] apply`` perhaps set) is read as it is."""
+    root = project(tmp_path / "proj", 1, config=config_template(apply=apply))
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from postflightd.config import load_config\n"
+        "config = load_config(None, [Path(sys.argv[1])])\n"
+        "print(config.hook.apply, config.source, 'pydantic' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == [str(apply), str(root / ".postflightd.toml"), "False"]

@@ -12,15 +12,17 @@ the user's configuration (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, 
 The configuration is plain data: frozen records (``records.Record``), one per table, each
 field the one definition of a key (name, type, default, bounds). Without a file nothing is
 validated; a file's tables are validated by pydantic, imported only to read one, through a
-dataclass twin of each table made then.
+dataclass twin of each table made then. A file of tables and booleans alone, as ``init``
+writes it, needs no validator: it is read as it is (``_plain_tables``), at every stop.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import field
+from dataclasses import MISSING, Field, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
@@ -281,6 +283,8 @@ class Config(_Section):
 
 #: Config's fields that no file sets.
 _NOT_KEYS: Final = frozenset({"source", "file_keys"})
+#: Each table's record by the name its field's annotation gives it (``_plain_tables``).
+_SECTIONS: Final[dict[str, type[_Section]]] = {t.__name__: t for t in _Section.__subclasses__()}
 
 
 def user_config_path() -> Path:
@@ -458,6 +462,48 @@ def _adapter() -> tuple[Any, dict[type[Any], type[Record]]]:
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
+    plain = _plain_tables(Config, data)
+    if isinstance(plain, Config):
+        return plain.replace(source=source, file_keys=frozenset(data))
+    return _validated(data, source)
+
+
+def _plain_tables(cls: type[_Section], data: Mapping[str, Any]) -> Any:
+    """``data`` as a ``cls`` without pydantic, when it holds only tables of ``cls``'s own,
+    booleans of its ``bool`` keys and keys' defaults, each already what pydantic would make of
+    it: what ``init`` writes (every table with its keys commented out, an empty
+    ``[validation.severity]``, ``[hook] apply = false``), read at every stop. None for
+    anything else, which pydantic checks, and words when it is wrong."""
+    annotations = inspect.get_annotations(cls)
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        annotation = annotations.get(key) if key not in _NOT_KEYS else None
+        table = _SECTIONS.get(annotation) if isinstance(annotation, str) else None
+        if table is not None and isinstance(value, dict):
+            values[key] = _plain_tables(table, value)
+        elif (annotation == "bool" and type(value) is bool) or (  # strict: never 1 nor "true"
+            annotation is not None and _is_default(cls, key, value)
+        ):
+            values[key] = value
+        else:
+            return None
+        if values[key] is None:
+            return None
+    return cls(**values)
+
+
+def _is_default(cls: type[_Section], key: str, value: object) -> bool:
+    """``value`` is ``key``'s default, of the default's very type (``1.0`` is not ``1``)."""
+    default = cls._FIELDS[key]
+    if isinstance(default, Field):
+        default = (
+            default.default if default.default_factory is MISSING else default.default_factory()
+        )
+    return type(value) is type(default) and value == default
+
+
+def _validated(data: Mapping[str, Any], source: str) -> Config:
+    """``data`` validated by pydantic into ``Config``, or ConfigError saying each problem."""
     from pydantic import ValidationError
 
     adapter, sections = _adapter()

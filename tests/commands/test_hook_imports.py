@@ -17,6 +17,7 @@ import pytest
 
 from helpers.documents import researched_doc
 from helpers.project import meta_path, project, task_status, write_meta
+from postflightd.project.setup import config_template
 
 #: Modules a stop with no metadata file never needs.
 NOT_FOR_AN_EMPTY_STOP = (
@@ -32,6 +33,8 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.rollout",
     "structlog",
     "watchdog",
+    "pydantic",
+    "pydantic_core",
 )
 
 #: Runs the hook in-process in a fresh interpreter, then prints the modules it loaded.
@@ -62,7 +65,11 @@ def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
 
 
-@pytest.mark.parametrize("config", [None, "[hook]\napply = false\n"], ids=["apply", "validate"])
+@pytest.mark.parametrize(
+    "config",
+    [None, "[hook]\napply = false\n", config_template(apply=True)],
+    ids=["apply", "validate", "init"],
+)
 def test_a_stop_with_no_metadata_file_imports_no_pipeline(
     tmp_path: Path, config: str | None
 ) -> None:
@@ -84,12 +91,20 @@ def test_a_stop_with_a_final_file_still_applies_it(tmp_path: Path) -> None:
     assert "postflightd.pipeline.apply" in modules
 
 
-def test_a_stop_that_validates_and_applies_files_imports_no_pydantic(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "config",
+    [None, config_template(apply=True), config_template(apply=False)],
+    ids=["no-config", "init-apply", "init-validate"],
+)
+def test_a_stop_that_validates_and_applies_files_imports_no_pydantic(
+    tmp_path: Path, config: str | None
+) -> None:
     """The models' own schema, stored (``models.metadata_core``), checks each file and builds
     the typed value postflight applies: pydantic (about half of such a stop) is never
-    imported, whether the file is clean, has fields of its own, or is of the wrong type.
-    (A configuration file is another matter: ``config`` validates one with pydantic.)"""
-    root = project(tmp_path / "proj", 3)
+    imported, whether the file is clean, has fields of its own, or is of the wrong type; nor
+    to read the configuration ``init`` writes (only a file with values of its own is
+    validated by pydantic: ``config._plain_tables``)."""
+    root = project(tmp_path / "proj", 3, config=config)
     write_meta(root, "1_task1", researched_doc("1_task1"))
     extras = researched_doc("2_task2")
     extras["metadata"]["phase_count"] = 4  # its own field: not clean, still valid
@@ -99,7 +114,8 @@ def test_a_stop_that_validates_and_applies_files_imports_no_pydantic(tmp_path: P
     write_meta(root, "3_task3", wrong)
     answer, modules = _stop(root)
     assert "PF201" in json.dumps(answer)  # the invalid file, blocked on or told of
-    assert [task_status(root, n) for n in (1, 2, 3)] == ["researched", "researched", "researching"]
-    assert [meta_path(root, n).exists() for n in (1, 2, 3)] == [False, False, True]
+    applied = config != config_template(apply=False)  # validator mode applies nothing
+    assert [task_status(root, n) == "researched" for n in (1, 2, 3)] == [applied, applied, False]
+    assert [meta_path(root, n).exists() for n in (1, 2, 3)] == [not applied, not applied, True]
     assert "pydantic_core" in modules
     assert _loaded(modules, ("pydantic",)) == []
