@@ -14,6 +14,10 @@ field the one definition of a key (name, type, default, bounds). Without a file 
 validated; a file's tables are validated by pydantic, imported only to read one, through a
 dataclass twin of each table made then. A file of tables and booleans alone, as ``init``
 writes it, needs no validator: it is read as it is (``_plain_tables``), at every stop.
+
+Why this module stays whole at a little over 500 lines: each key is declared once here, with
+its type, default and bounds, and both readers of a file (as it is, and pydantic's) read
+those declarations; split, a key's definition and the code that reads it would part.
 """
 
 from __future__ import annotations

@@ -119,3 +119,16 @@ def test_a_stop_that_validates_and_applies_files_imports_no_pydantic(
     assert [meta_path(root, n).exists() for n in (1, 2, 3)] == [not applied, not applied, True]
     assert "pydantic_core" in modules
     assert _loaded(modules, ("pydantic",)) == []
+
+
+def test_a_stop_that_applies_clean_files_loads_no_validator(tmp_path: Path) -> None:
+    """A clean file (``rules.clean``: most files) is of the models' shape exactly, and its
+    typed value is built without a validator (``rules.typed``): not even pydantic-core."""
+    root = project(tmp_path / "proj", 2, config=config_template(apply=True))
+    for n in (1, 2):
+        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
+    answer, modules = _stop(root)
+    assert answer == {}
+    assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
+    assert [meta_path(root, n).exists() for n in (1, 2)] == [False, False]
+    assert _loaded(modules, ("pydantic", "pydantic_core")) == []

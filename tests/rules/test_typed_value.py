@@ -1,6 +1,7 @@
 """The typed value a valid document gets for postflight (``Validation.model``) is built by the
-models' stored schema (``models.metadata_core``), without pydantic: the outcome it applies,
-and the artifacts ``process`` reports, are the very ones the models give, for any document."""
+models' stored schema (``models.metadata_core``), or for a clean document by ``rules.typed``,
+without pydantic: the outcome it applies, and the artifacts ``process`` reports, are the very
+ones the models give, for any document."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from postflightd.models.metadata import MetadataFile
 from postflightd.models.metadata_core import validator
 from postflightd.pipeline.results import artifact_json
 from postflightd.postflight.transform import apply_outcome
+from postflightd.rules.clean import is_clean
 from postflightd.rules.context import TaskContext
 from postflightd.rules.metadata import RuleOptions, validate
+from postflightd.rules.typed import typed_value
 
 TASK_DIR = "259_prove_completeness"
 FILE = f"specs/{TASK_DIR}/.return-meta.json"
@@ -119,3 +122,102 @@ def test_a_valid_documents_value_is_built_without_the_models() -> None:
     assert not isinstance(found.model, MetadataFile)
     assert found.model.status.value == "researched"
     assert found.model.metadata.session_id == doc["metadata"]["session_id"]
+
+
+_word = st.text(alphabet="abc xyz/._-", min_size=1, max_size=8).filter(lambda t: t.strip() != "")
+
+
+def _some(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    """Objects with any of ``fields``."""
+    return st.fixed_dictionaries({}, optional=fields)
+
+
+@st.composite
+def clean_documents(draw: st.DrawFn) -> dict[str, Any]:
+    """Documents ``clean.is_clean`` accepts, of every final status, optional parts or not."""
+    artifact = st.fixed_dictionaries(
+        {
+            "path": st.sampled_from(["src/a.py", f"specs/{TASK_DIR}/reports/r.md"]),
+            "type": st.sampled_from(["report", "plan", "summary", "implementation", "other"]),
+            "summary": _word,
+        }
+    )
+    doc: dict[str, Any] = {
+        "status": draw(st.sampled_from(FINAL)),
+        "artifacts": draw(st.lists(artifact, max_size=3)),
+        "metadata": {
+            "session_id": "sess_1736640000_abc123",
+            "agent_type": draw(_word),
+            "delegation_depth": draw(st.integers(0, 3)),
+            "delegation_path": draw(st.lists(_word, max_size=3)),
+            **draw(
+                _some({"phases_completed": st.integers(0, 9), "duration_seconds": st.floats(0, 9)})
+            ),
+        },
+    }
+    doc.update(
+        draw(
+            _some(
+                {
+                    "next_steps": _word,
+                    "started_at": st.just("2026-01-08T14:00:00Z"),
+                    "partial_progress": st.fixed_dictionaries(
+                        {"stage": _word, "details": _word},
+                        optional={"phases_completed": st.integers(0, 9)},
+                    ),
+                    "completion_data": st.fixed_dictionaries(
+                        {"completion_summary": _word},
+                        optional={
+                            "roadmap_items": st.lists(_word, max_size=2),
+                            "claudemd_suggestions": _word,
+                        },
+                    ),
+                    "errors": st.lists(
+                        st.fixed_dictionaries(
+                            {
+                                "message": _word,
+                                "type": _word,
+                                "recoverable": st.booleans(),
+                                "recommendation": _word,
+                            }
+                        ),
+                        max_size=2,
+                    ),
+                }
+            )
+        )
+    )
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(clean_documents())
+def test_a_clean_documents_value_applies_the_models_outcome(doc: dict[str, Any]) -> None:
+    assert is_clean(doc)
+    built = typed_value(doc)
+    model = MetadataFile.model_validate(doc)
+    state = _state()
+    kwargs: dict[str, Any] = {
+        "task": 259,
+        "file": FILE,
+        "now": NOW,
+        "status_map": {"implemented": "completed"},
+    }
+    assert apply_outcome(state, built, **kwargs) == apply_outcome(state, model, **kwargs)
+    assert [artifact_json(a) for a in built.artifacts] == [
+        a.model_dump(mode="json", exclude_none=True) for a in model.artifacts
+    ]
+    # every field, at every depth, as the models have it
+    assert _plain(built) == _plain(model)
+
+
+def _plain(value: Any) -> Any:
+    """A typed value's fields as plain data, whoever built it."""
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if value is None or isinstance(value, str | int | float | dict):  # Status is a str
+        return value
+    if hasattr(value, "__dict__"):
+        fields = {k: v for k, v in vars(value).items() if not k.startswith("__pydantic")}
+        return {k: _plain(v) for k, v in fields.items()}
+    return value

@@ -60,6 +60,7 @@ from postflightd.rules.toolkit import (
     structure,
     unknown_fields,
 )
+from postflightd.rules.typed import typed_value
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.timestamps import parse_timestamp
 from postflightd.words import article, counted
@@ -109,8 +110,9 @@ class Validation:
     """What validating one document found."""
 
     findings: list[Finding] = field(default_factory=list)
-    #: the valid document typed: built by the stored schema's validator (``_type_check``), it
-    #: has the models' fields and values, read by attribute, but none of pydantic's methods
+    #: the valid document typed: built by the stored schema's validator (``_type_check``), or
+    #: for a clean one by ``rules.typed``, it has the models' fields and values, read by
+    #: attribute, but none of pydantic's methods
     model: MetadataFile | None = None
     status: Status | None = None
     operation: str | None = None
@@ -699,7 +701,11 @@ def _validate_all(
         return _status_finding(value, operation)
 
     model: MetadataFile | None = None
-    if options.model:
+    if options.model and clean:
+        # Of the models' shape exactly: its typed value needs no validator (``rules.typed``).
+        out: list[Finding] = []
+        model = typed_value(doc)
+    elif options.model:
         out, model = structure(
             _type_check(), doc, "the document", quote_hint=True, on_status=on_status
         )
