@@ -6,10 +6,10 @@ system time), medians of --runs runs, every answer checked:
 
 * nothing to do: a Stop in a project with no metadata file (most stops), without and with the
   project's `.postflightd.toml` as `init` writes it (read at every stop);
-* files to validate and apply: three final files, two valid (one with a field of its own) and
-  the agent's own invalid one, in a project set up as `init` leaves it; they are written
-  again, untimed, before each run; the answer must block on the invalid one, and the valid
-  ones must be applied;
+* files to validate and apply, in a project set up as `init` leaves it, written again,
+  untimed, before each run: two clean final files (as most are), which must be applied; and
+  three, one clean, one with a field of its own (valid, not clean) and the agent's own
+  invalid one, on which the answer must block while the valid ones are applied;
 * a subagent's 1 MB and 50 MB transcripts: a SubagentStop naming the transcript, a broken
   `.return-meta.json` last written a minute ago that only the transcript makes the agent's
   own (the answer must block on it), and the same stop without a transcript path (its floor);
@@ -154,14 +154,15 @@ def researched(task: int, slug: str) -> dict[str, Any]:
 
 
 class FilesProject:
-    """Three final files to validate and apply, laid out again before each run."""
+    """Final files to validate and apply, laid out again before each run: two clean ones, or
+    one clean, one with a field of its own (valid) and the agent's own invalid one."""
 
-    TASKS = (1, 2, 3)
-
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, invalid: bool) -> None:
         self.root = root
+        self.invalid = invalid
+        self.tasks = (1, 2, 3) if invalid else (1, 2)
         self.specs = root / "specs"
-        for n in self.TASKS:
+        for n in self.tasks:
             (self.specs / f"{n}_task{n}" / "reports").mkdir(parents=True)
             (self.specs / f"{n}_task{n}" / "reports" / "research-001.md").write_text("# r\n")
         (root / ".postflightd.toml").write_text(config_template(apply=True), encoding="utf-8")
@@ -171,27 +172,29 @@ class FilesProject:
             "next_project_number": 4,
             "active_projects": [
                 {"project_number": n, "project_name": f"task{n}", "status": "researching"}
-                for n in self.TASKS
+                for n in self.tasks
             ],
         }
         (self.specs / "state.json").write_text(json.dumps(state, indent=2) + "\n")
-        todo = "".join(f"### {n}. Task {n}\n- **Status**: [RESEARCHING]\n\n" for n in self.TASKS)
+        todo = "".join(f"### {n}. Task {n}\n- **Status**: [RESEARCHING]\n\n" for n in self.tasks)
         (self.specs / "TODO.md").write_text("# TODO\n\n" + todo)
         (self.specs / "errors.json").unlink(missing_ok=True)
-        docs = [researched(n, f"task{n}") for n in self.TASKS]
-        docs[1]["metadata"]["phase_count"] = 4  # a field of its own: valid, not clean
-        docs[2]["artifacts"][0]["summary"] = 5  # the agent's own file, of a wrong type
-        for n, doc in zip(self.TASKS, docs, strict=True):
+        docs = [researched(n, f"task{n}") for n in self.tasks]
+        if self.invalid:
+            docs[1]["metadata"]["phase_count"] = 4  # a field of its own: valid, not clean
+            docs[2]["artifacts"][0]["summary"] = 5  # the agent's own file, of a wrong type
+        for n, doc in zip(self.tasks, docs, strict=True):
             meta = self.specs / f"{n}_task{n}" / ".return-meta.json"
             meta.write_text(json.dumps(doc, indent=2) + "\n")
             a_minute_ago(meta)
 
     def check(self, answer: dict[str, Any]) -> None:
-        if answer.get("decision") != "block" or "PF201" not in answer.get("reason", ""):
-            raise SystemExit(f"the hook did not block on the invalid file: {answer}")
+        blocked = answer.get("decision") == "block" and "PF201" in answer.get("reason", "")
+        if blocked != self.invalid or (not self.invalid and answer != {}):
+            raise SystemExit(f"the hook's answer is not the expected one: {answer}")
         state = json.loads((self.specs / "state.json").read_text())
         statuses = [t["status"] for t in state["active_projects"]]
-        if statuses != ["researched", "researched", "researching"]:
+        if statuses != ["researched", "researched", "researching"][: len(self.tasks)]:
             raise SystemExit(f"the hook did not apply the valid files: {statuses}")
 
 
@@ -300,9 +303,12 @@ def processes(args: argparse.Namespace, work: Path) -> None:
     inited = empty_project(work / "inited", config_template(apply=True))
     paired("nothing to do, the .postflightd.toml init writes", sides, args.runs,
            stop_payload(inited), expect_nothing, TARGET_IDLE_S)  # fmt: skip
-    files = FilesProject(work / "files")
+    clean = FilesProject(work / "clean", invalid=False)
+    paired("2 files to validate and apply, both clean", sides, args.runs,
+           stop_payload(clean.root), clean.check, TARGET_FILES_S, clean.lay_out)  # fmt: skip
+    mixed = FilesProject(work / "mixed", invalid=True)
     paired("3 files to validate, 2 to apply, 1 to block on", sides, args.runs,
-           stop_payload(files.root), files.check, TARGET_FILES_S, files.lay_out)  # fmt: skip
+           stop_payload(mixed.root), mixed.check, TARGET_FILES_S, mixed.lay_out)  # fmt: skip
 
     root = work / "proj"
     (root / "specs" / TASK_DIR).mkdir(parents=True)
@@ -346,7 +352,9 @@ def runtime_calls(top: Path) -> int:
     for path in sorted(top.rglob("hook-calls/*.json")):
         try:
             call = json.loads(path.read_text(encoding="utf-8"))
-            event = json.loads(call["stdin"]).get("hook_event_name", "?")
+            stdin = json.loads(call["stdin"])
+            # Copilot CLI names no event: its stop is a stop.
+            event = stdin.get("hook_event_name") or stdin.get("hookEventName") or "Stop"
             argv = " ".join(call["argv"])
             times[f"{argv}, {event}"].append((call["ended"] - call["started"]) / 1e9)
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
