@@ -275,8 +275,8 @@ class Daemon:
         holding no lock, when every root is skipped, when a specs directory is missing or
         refused, or when another daemon holds a root; ``close`` is due either way.
         """
-        # Every file the daemon handles is checked, and a final one applied, with the models'
-        # stored schema: its validator built now, not inside the first file's check.
+        # A file that is not clean is checked with the models' stored schema (a clean one
+        # needs no validator): its validator built now, not inside the first such file's check.
         from postflightd.models.metadata_core import validator
 
         validator()
