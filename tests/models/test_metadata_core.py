@@ -4,7 +4,9 @@ they say: the same errors, in the same order, on any document."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import pprint
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,32 +19,53 @@ from pydantic import ValidationError
 
 from helpers.documents import researched_doc
 from helpers.update_mode import rewritten, updating
-from postflightd.models import metadata_core
-from postflightd.models.metadata import MetadataFile, storable_core_schema
-from postflightd.rules.toolkit import structure
+from postflightd.models import metadata_core, metadata_fields
+from postflightd.models.metadata import Metadata, MetadataFile, field_shape, storable_core_schema
+from postflightd.models.terms import KNOWN_FIELDS
+from postflightd.rules.clean import is_clean, object_check
+from postflightd.rules.toolkit import structure, unknown_fields
 
 GENERATED = Path(metadata_core.__file__)
+GENERATED_FIELDS = Path(metadata_fields.__file__)
 UPDATE_ENV = "POSTFLIGHTD_UPDATE_CORE_SCHEMA"
 MARK = "#: Generated from ``models.metadata``"
+#: What follows the generated value in each module: kept as it is.
+END = "\n\n#: "
 
 
-def _rewrite() -> None:
-    text = GENERATED.read_text(encoding="utf-8")
-    head = text[: text.index(MARK)]
-    body = pprint.pformat(storable_core_schema(), width=96, sort_dicts=False)
-    GENERATED.write_text(
-        f"{head}{MARK} (see the module's text).\nSCHEMA: Final[dict[str, Any]] = {body}\n",
+def generate(path: Path, name: str, annotation: str, value: Any) -> None:
+    """Write ``value`` as ``NAME: ANNOTATION = ...`` after the mark of the generated module
+    at ``path``, keeping the module's text before the mark and what follows the value."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(MARK)
+    after = text.find(END, start)
+    tail = "" if after == -1 else text[after:]
+    body = pprint.pformat(value, width=96, sort_dicts=False)
+    path.write_text(
+        f"{text[:start]}{MARK} (see the module's text).\n{name}: {annotation} = {body}\n{tail}",
         encoding="utf-8",
     )
     # Formatted as the rest of src/ is, so that the rewrite's diff is only what changed.
-    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(GENERATED)], check=True)
+    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(path)], check=True)
 
 
 def test_the_stored_schema_is_what_the_models_give() -> None:
     current = storable_core_schema() == metadata_core.SCHEMA
     if updating(UPDATE_ENV) and not current:
-        _rewrite()
+        generate(GENERATED, "SCHEMA", "Final[dict[str, Any]]", storable_core_schema())
         rewritten(GENERATED, UPDATE_ENV)
+    assert current, f"the metadata models changed: run {UPDATE_ENV}=1 pytest {Path(__file__).name}"
+
+
+SHAPE_ANNOTATION = "Final[Mapping[str, Mapping[str, tuple[str, bool]]]]"
+
+
+def test_the_stored_fields_are_what_the_models_give() -> None:
+    """The known fields (PF205) and the clean shape come from the models alone."""
+    current = field_shape() == metadata_fields.SHAPE
+    if updating(UPDATE_ENV) and not current:
+        generate(GENERATED_FIELDS, "SHAPE", SHAPE_ANNOTATION, field_shape())
+        rewritten(GENERATED_FIELDS, UPDATE_ENV)
     assert current, f"the metadata models changed: run {UPDATE_ENV}=1 pytest {Path(__file__).name}"
 
 
@@ -135,3 +158,68 @@ def near_valid(draw: st.DrawFn) -> Any:
 @given(doc=st.one_of(near_valid(), json_values))
 def test_the_same_errors_as_the_models_on_any_document(doc: Any) -> None:
     _same(doc)
+
+
+# --- a field added to a model, and nowhere else ------------------------------------------------
+
+
+class _ReviewedMetadata(Metadata):
+    reviewed_at: str | None = None
+
+
+class _Reviewed(MetadataFile):
+    """The metadata file with two fields more, declared only here."""
+
+    metadata: _ReviewedMetadata
+    reviewer: str | None = None
+
+
+def _generated_copy(source: Path, tmp_path: Path, name: str, value: Any, annotation: str) -> Any:
+    """The module at ``source`` generated anew from ``value`` (in ``tmp_path``), imported."""
+    path = tmp_path / source.name
+    shutil.copyfile(source, path)
+    generate(path, name, annotation, value)
+    spec = importlib.util.spec_from_file_location(f"_generated_{source.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_field_added_to_the_model_reaches_the_schema_the_known_fields_and_the_shape(
+    tmp_path: Path,
+) -> None:
+    """One edit, the model's: the stored schema, the known fields (PF205) and the clean shape
+    that the generator writes from it all have the new fields."""
+    core = _generated_copy(
+        GENERATED, tmp_path, "SCHEMA", storable_core_schema(_Reviewed), "Final[dict[str, Any]]"
+    )
+    fields = _generated_copy(
+        GENERATED_FIELDS, tmp_path, "SHAPE", field_shape(_Reviewed), SHAPE_ANNOTATION
+    )
+    assert "reviewer" in fields.KNOWN_FIELDS[""]
+    assert "reviewed_at" in fields.KNOWN_FIELDS["metadata"]
+    assert fields.SHAPE[""]["reviewer"] == ("text", False)
+    assert fields.SHAPE["metadata"]["reviewed_at"] == ("text", False)
+    # What the real modules say is unchanged: the new fields are this test's own.
+    assert "reviewer" not in metadata_fields.KNOWN_FIELDS[""]
+
+    doc = researched_doc()
+    doc["reviewer"] = "someone"
+    doc["metadata"]["reviewed_at"] = "2026-11-26T12:00:00Z"
+    # Clean under the generated shape (nothing to report), not under the real one (unknown).
+    assert object_check("", shape=fields.SHAPE)(doc)
+    assert not is_clean(doc)
+    assert list(unknown_fields(doc, fields.KNOWN_FIELDS, "kept")) == []
+    assert [f.location for f in unknown_fields(doc, KNOWN_FIELDS, "kept")] == [
+        "reviewer",
+        "metadata.reviewed_at",
+    ]
+    # The stored schema checks the new fields' types, as the model does.
+    checker = core.validator()
+    assert checker is not None
+    doc["reviewer"] = 5
+    found, _ = structure(checker.validate_python, doc, "the document")
+    assert [(f.code, f.location) for f in found] == [("PF201", "reviewer")]
+    assert found == structure(_Reviewed.model_validate, doc, "the document")[0]
+    assert not object_check("", shape=fields.SHAPE)(doc)

@@ -7,6 +7,8 @@ in the generated JSON Schema: a missing one is a PF207 warning, not a parse fail
 
 from __future__ import annotations
 
+import types
+import typing
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -142,10 +144,11 @@ def json_schema() -> dict[str, Any]:
 _NOT_STORED: Final = frozenset({"metadata", "serialization", "ref"})
 
 
-def storable_core_schema() -> dict[str, Any]:
-    """``MetadataFile``'s pydantic-core schema as plain data (``models.metadata_core``): the
-    model classes, the status enum and its members, and the artifact function as
-    ``{"$class": name}``, ``{"$enum": name}``, ``{"$member": value}``, ``{"$function": name}``."""
+def storable_core_schema(model: type[BaseModel] = MetadataFile) -> dict[str, Any]:
+    """``model``'s (by default ``MetadataFile``'s) pydantic-core schema as plain data
+    (``models.metadata_core``): the model classes, the status enum and its members, and the
+    artifact function as ``{"$class": name}``, ``{"$enum": name}``, ``{"$member": value}``,
+    ``{"$function": name}``."""
 
     def plain(value: Any, names: bool = False) -> Any:
         # names: a mapping of field names (``fields``), whose keys are never dropped.
@@ -170,5 +173,80 @@ def storable_core_schema() -> dict[str, Any]:
             return value
         raise TypeError(f"cannot store {value!r} in the core schema")
 
-    result: dict[str, Any] = plain(MetadataFile.__pydantic_core_schema__)
+    result: dict[str, Any] = plain(model.__pydantic_core_schema__)
     return result
+
+
+#: Value kinds of ``field_shape`` (read by ``rules.clean``, which checks a value of each):
+#: text, an integer (not a boolean), a number, a boolean, one of the statuses, a list of
+#: text, an object of a kind (``obj:KIND``) or a list of them (``list:KIND``).
+_SCALAR_KINDS: Final[dict[Any, str]] = {
+    str: "text",
+    int: "int",
+    float: "number",
+    bool: "bool",
+    Status: "status",
+}
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """``X`` of ``X | None`` and of ``Annotated[X, ...]``."""
+    while True:
+        origin = typing.get_origin(annotation)
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if (origin in (typing.Union, types.UnionType) and len(args) == 1) or origin is Annotated:
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def field_shape(model: type[BaseModel] = MetadataFile) -> dict[str, dict[str, tuple[str, bool]]]:
+    """Each kind of object of ``model``'s document -> field -> (value kind, required), in the
+    models' field order: the table ``rules.clean`` checks a clean document by and whose keys
+    are the known fields (PF205), stored in ``models.metadata_fields``.
+
+    A kind is named as ``models.terms.KNOWN_FIELDS`` names it: ``""`` the document, a field's
+    name for the object it holds, ``name[]`` for the objects of a list. Required: what the
+    model needs plus what the schema asks for (a missing one is a PF207 warning)."""
+    shape: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    def walk(kind: str, cls: type[BaseModel]) -> None:
+        if kind in shape:
+            raise ValueError(f"two kinds of object named {kind!r}")
+        fields: dict[str, tuple[str, bool]] = {}
+        shape[kind] = fields
+        asked = set(cls.model_json_schema(mode="validation").get("required", []))
+        nested: list[tuple[str, type[BaseModel]]] = []
+        for name, info in cls.model_fields.items():
+            annotation = _unwrapped(info.annotation)
+            inner = _nested_model(annotation)
+            if inner is not None:
+                value_kind = f"obj:{name}"
+                nested.append((name, inner))
+            elif typing.get_origin(annotation) is list:
+                (item,) = typing.get_args(annotation)
+                item = _unwrapped(item)
+                inner = _nested_model(item)
+                if inner is not None:
+                    value_kind = f"list:{name}[]"
+                    nested.append((f"{name}[]", inner))
+                elif item is str:
+                    value_kind = "texts"
+                else:
+                    raise TypeError(f"{cls.__name__}.{name}: no value kind for a list of {item}")
+            elif annotation in _SCALAR_KINDS:
+                value_kind = _SCALAR_KINDS[annotation]
+            else:
+                raise TypeError(f"{cls.__name__}.{name}: no value kind for {annotation}")
+            fields[name] = (value_kind, info.is_required() or name in asked)
+        for name, inner in nested:
+            walk(name, inner)
+
+    walk("", model)
+    return shape

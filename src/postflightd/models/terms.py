@@ -4,7 +4,8 @@ knows, the delegation limit.
 
 Plain data, so that a command that reads no metadata file (a scan of a project with none, a
 stop hook with nothing to do) does not import pydantic: ``models.metadata`` builds the models
-from these, and a test checks that ``KNOWN_FIELDS`` is what the models declare.
+from these. ``KNOWN_FIELDS`` is not written here: it is generated from the models
+(``models.metadata_fields``), so a field added to a model is known with no other edit.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import PurePosixPath
 from typing import Any, Final
+
+from postflightd.models.metadata_fields import KNOWN_FIELDS
+
+__all__ = ["KNOWN_FIELDS"]  # re-exported: the rules read the known fields with the other words
 
 
 class Status(StrEnum):
@@ -45,40 +50,6 @@ TYPE_BY_FOLDER: Final = {"reports": "report", "plans": "plan", "summaries": "sum
 def type_from_folder(path: str) -> str | None:
     """The type of a plain-string artifact: ``specs/14_x/reports/r.md`` -> ``report``."""
     return TYPE_BY_FOLDER.get(PurePosixPath(path.replace("\\", "/")).parent.name)
-
-
-#: Known field names per JSON location kind, for unknown-field (PF205) reporting: the fields
-#: of ``models.metadata``'s models, one per kind.
-KNOWN_FIELDS: Final[dict[str, frozenset[str]]] = {
-    "": frozenset(
-        {
-            "status",
-            "artifacts",
-            "metadata",
-            "next_steps",
-            "started_at",
-            "partial_progress",
-            "completion_data",
-            "errors",
-        }
-    ),
-    "metadata": frozenset(
-        {
-            "session_id",
-            "agent_type",
-            "delegation_depth",
-            "delegation_path",
-            "duration_seconds",
-            "findings_count",
-            "phases_completed",
-            "phases_total",
-        }
-    ),
-    "artifacts[]": frozenset({"path", "type", "summary"}),
-    "errors[]": frozenset({"message", "type", "recoverable", "recommendation"}),
-    "partial_progress": frozenset({"stage", "details", "phases_completed", "phases_total"}),
-    "completion_data": frozenset({"completion_summary", "roadmap_items", "claudemd_suggestions"}),
-}
 
 
 def artifact_from_path(value: Any) -> Any:

@@ -7,9 +7,10 @@ fields, PF206/PF207; unknown fields, PF205) find nothing, and checking that in o
 fifth of running them: a scan of 10,000 files, most of them clean, is spent mostly in those
 passes otherwise. ``is_clean`` answers only yes or "look closer": a document it does not
 accept goes through every pass as before, so a finding is always worded by the pass that owns
-it. What it accepts, the model accepts too (``tests/rules/test_clean.py`` holds ``SHAPE``
-to the models field by field, and checks on random and mutated documents that a clean one
-gets no finding from the passes it stands in for).
+it. What it accepts, the model accepts too: ``SHAPE`` is generated from the models
+(``models.metadata_fields``), and ``tests/rules/test_clean.py`` checks it against the models
+field by field, and on random and mutated documents that a clean one gets no finding from the
+passes it stands in for.
 
 A document clean but for keys the contract does not know (``is_clean_but_for_extras``)
 skips the same passes but the unknown-field one, which reports those keys.
@@ -22,69 +23,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from postflightd.models.metadata_fields import SHAPE
 from postflightd.models.terms import Status
+
+__all__ = ["SHAPE", "is_clean", "is_clean_but_for_extras", "object_check"]
 
 #: A value check: True when the value is certainly fine where it stands.
 Check = Callable[[Any], bool]
 
-#: Value kinds of ``SHAPE``: text (a string with something but whitespace in it), an integer
-#: (not a boolean), a number, a boolean, one of the statuses, a list of text, an object of a
-#: kind (``obj:KIND``) or a list of them (``list:KIND``).
+#: Value kinds of ``SHAPE`` (``models.metadata.field_shape`` names them): text (a string with
+#: something but whitespace in it), an integer (not a boolean), a number, a boolean, one of the
+#: statuses, a list of text, an object of a kind (``obj:KIND``) or a list of them
+#: (``list:KIND``). ``SHAPE`` itself, kind -> field -> (value kind, required), is generated from
+#: the models (``models.metadata_fields``): "required" is what the model requires plus what
+#: the contract asks for (a missing one is a PF207 warning, so a clean document has it). Null
+#: is never clean: an optional field is either absent or of its type.
 TEXT: Final = "text"
 INT: Final = "int"
 NUMBER: Final = "number"
 BOOL: Final = "bool"
 STATUS: Final = "status"
 TEXTS: Final = "texts"
-
-#: kind -> field -> (value kind, required). The kinds are those of
-#: ``models.terms.KNOWN_FIELDS``; "required" is what the model requires plus what the
-#: contract asks for (a missing one is a PF207 warning, so a clean document has it). Null is
-#: never clean: an optional field is either absent or of its type.
-SHAPE: Final[Mapping[str, Mapping[str, tuple[str, bool]]]] = {
-    "": {
-        "status": (STATUS, True),
-        "artifacts": ("list:artifacts[]", True),
-        "metadata": ("obj:metadata", True),
-        "next_steps": (TEXT, False),
-        "started_at": (TEXT, False),
-        "partial_progress": ("obj:partial_progress", False),
-        "completion_data": ("obj:completion_data", False),
-        "errors": ("list:errors[]", False),
-    },
-    "metadata": {
-        "session_id": (TEXT, True),
-        "agent_type": (TEXT, True),
-        "delegation_depth": (INT, True),
-        "delegation_path": (TEXTS, True),
-        "duration_seconds": (NUMBER, False),
-        "findings_count": (INT, False),
-        "phases_completed": (INT, False),
-        "phases_total": (INT, False),
-    },
-    "artifacts[]": {
-        "path": (TEXT, True),
-        "type": (TEXT, True),
-        "summary": (TEXT, True),
-    },
-    "partial_progress": {
-        "stage": (TEXT, True),
-        "details": (TEXT, True),
-        "phases_completed": (INT, False),
-        "phases_total": (INT, False),
-    },
-    "completion_data": {
-        "completion_summary": (TEXT, True),
-        "roadmap_items": (TEXTS, False),
-        "claudemd_suggestions": (TEXT, False),
-    },
-    "errors[]": {
-        "message": (TEXT, True),
-        "type": (TEXT, True),
-        "recoverable": (BOOL, True),
-        "recommendation": (TEXT, True),
-    },
-}
 
 #: The status values; "completed" is not one (PF203).
 STATUSES: Final = frozenset(status.value for status in Status)
@@ -145,25 +104,31 @@ def _list_of(check: Check) -> Check:
     return each
 
 
-def _value_check(kind: str, extras: bool) -> Check:
+Shape = Mapping[str, Mapping[str, tuple[str, bool]]]
+
+
+def _value_check(kind: str, extras: bool, shape: Shape) -> Check:
     scalar = _SCALARS.get(kind)
     if scalar is not None:
         return scalar
     if kind.startswith("obj:"):
-        return object_check(kind[4:], extras=extras)
+        return object_check(kind[4:], extras=extras, shape=shape)
     if kind.startswith("list:"):
-        return _list_of(object_check(kind[5:], extras=extras))
+        return _list_of(object_check(kind[5:], extras=extras, shape=shape))
     raise ValueError(f"unknown value kind {kind!r} in SHAPE")
 
 
-def object_check(kind: str, *, extras: bool = False) -> Check:
-    """The check of an object of ``kind`` (a key of ``SHAPE``), built once: one set
-    comparison for the keys, then one call per value. ``extras``: keys the contract does not
-    know are let be, at any depth (the model keeps them; PF205 reports them)."""
-    fields = SHAPE[kind]
+def object_check(kind: str, *, extras: bool = False, shape: Shape = SHAPE) -> Check:
+    """The check of an object of ``kind`` (a key of ``shape``, by default ``SHAPE``), built
+    once: one set comparison for the keys, then one call per value. ``extras``: keys the
+    contract does not know are let be, at any depth (the model keeps them; PF205 reports
+    them)."""
+    fields = shape[kind]
     known = frozenset(fields)
     required = frozenset(name for name, (_, needed) in fields.items() if needed)
-    checks = {name: _value_check(value_kind, extras) for name, (value_kind, _) in fields.items()}
+    checks = {
+        name: _value_check(value_kind, extras, shape) for name, (value_kind, _) in fields.items()
+    }
 
     def check(value: Any) -> bool:
         if type(value) is not dict:
