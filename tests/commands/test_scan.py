@@ -435,3 +435,37 @@ def test_pf308_says_a_or_an_as_the_status_word_needs(
     main(["scan", "--select", "PF308"])
     out = capsys.readouterr().out
     assert f"partial_progress is left over on {words} file" in out
+
+
+def test_a_bad_status_hides_no_other_finding_and_each_step_follows_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "done" is reported with the plain-path artifact and the missing one, all at once (an
+    agent would otherwise see the artifacts only on its next try), and the findings of one
+    step come in the order of their lines."""
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")])
+    doc = researched_doc()
+    doc["status"] = "done"
+    doc["artifacts"] = [
+        "specs/259_prove_completeness/reports/research-001.md",
+        {"type": "report", "path": "specs/259_prove_completeness/reports/gone.md"},
+    ]
+    doc["metadata"]["agent_type"] = ""
+    write_artifact(root, "specs/259_prove_completeness/reports/research-001.md")
+    write_meta(root, "259_prove_completeness", doc)
+    monkeypatch.chdir(root)
+    assert main(["scan"]) == 1
+    lines = [
+        re.sub(r"^\S+?:(\d+):(\d+): (PF\d+).*$", r"\1:\2 \3", line)
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("specs/")
+    ]
+    assert lines == [
+        # the fields, in the file's order (a missing summary points at its artifact)
+        "2:3 PF202",
+        "5:5 PF207",
+        "13:5 PF207",
+        # the artifacts, judged as a research run's success (researched): an error
+        "4:5 PF208",
+        "7:7 PF502",
+    ]

@@ -401,3 +401,25 @@ def test_closed_stdin_is_malformed_input_not_a_crash() -> None:
     assert out.returncode == 1, out.stderr
     assert one_object(out) == {}
     assert out.stderr.count(b"\n") == 1
+
+
+def test_the_block_reason_says_every_finding_at_once(tmp_path: Path) -> None:
+    """A bad status and a missing artifact are in one block reason: the agent fixes both in
+    one try, not the status first and the artifact at its next stop."""
+    root = project(tmp_path / "proj", TASKS)
+    doc = researched_doc()
+    doc["status"] = "done"
+    doc["artifacts"] = [
+        "specs/259_prove_completeness/reports/gone.md",
+        {"type": "report", "path": "specs/259_prove_completeness/reports/also-gone.md"},
+    ]
+    write_meta(root, "259_prove_completeness", doc)
+    out = hook({"cwd": str(root), "stop_hook_active": False})
+    decision = one_object(out)
+    assert decision["decision"] == "block"
+    reason = decision["reason"]
+    # The errors (the reason leaves the warnings out), in the order of the file: the status,
+    # then each missing artifact.
+    at = [reason.find(text) for text in ("PF202 (status)", "artifacts[0]", "artifacts[1].path")]
+    assert -1 not in at and at == sorted(at), reason
+    assert reason.count("PF502") == 2, reason

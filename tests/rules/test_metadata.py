@@ -266,15 +266,60 @@ def test_pf202_success_without_known_operation_has_no_guess() -> None:
     assert suggest_status("success", "research") is Status.RESEARCHED
 
 
-def test_pf202_skips_status_and_artifact_rules() -> None:
-    """The status is a prerequisite of the artifact checks: they depend on whether it is a
-    success."""
+def test_pf202_hides_no_other_finding() -> None:
+    """A bad status is one finding among the others: the artifacts are still checked (an
+    agent gets few tries at its stop, and each must show it everything), judged as the
+    status the message suggests (``success`` on a research run: researched)."""
     doc = researched_doc()
     doc["status"] = "success"
-    doc["artifacts"] = []
-    result = run(doc)
-    assert "PF500" not in codes(result)
+    doc["artifacts"] = ["specs/1_x/reports/r.md", "specs/1_x/reports/gone.md"]
+    doc["partial_progress"] = {"stage": "s", "details": "d"}
+    result = run(doc, disk={"specs/1_x/reports/gone.md": ArtifactState.MISSING})
+    assert codes(result) == ["PF202", "PF308", "PF208", "PF208", "PF502"]
+    assert only(result, "PF502").severity is Severity.ERROR
     assert result.status is None
+
+
+def test_pf202_judges_a_status_with_no_suggestion_as_a_success_for_the_artifacts() -> None:
+    """With no status to suggest, the artifact rules judge it a success (a missing file is
+    an error, no artifact a phantom operation), and the rules that need the very status say
+    nothing."""
+    doc = researched_doc()
+    doc["status"] = "zebra"
+    doc["artifacts"] = []
+    doc["completion_data"] = {"completion_summary": "Done."}
+    result = run(doc)
+    assert codes(result) == ["PF202", "PF500"]
+    assert "status 'zebra' with no artifacts" in only(result, "PF500").message
+
+
+def test_pf202_on_a_status_judged_unfinished_makes_a_missing_artifact_a_warning() -> None:
+    doc = researched_doc()
+    doc["status"] = "failure"
+    doc["errors"] = [{"message": "m", "type": "t", "recoverable": True, "recommendation": "r"}]
+    result = run(doc, disk={doc["artifacts"][0]["path"]: ArtifactState.MISSING})
+    assert codes(result) == ["PF202", "PF502"]
+    assert only(result, "PF502").severity is Severity.WARNING
+
+
+def test_findings_of_a_step_come_in_the_order_of_the_file() -> None:
+    """Within a step, the findings follow the file, whichever rule found them."""
+    doc = researched_doc()
+    doc["next_steps"] = " "
+    doc["metadata"]["agent_type"] = ""
+    doc["artifacts"][0]["summary"] = ""
+    doc["zz_unknown"] = 1
+    doc["metadata"]["yy_unknown"] = 1
+    result = run(doc)
+    order = list(doc)
+    assert order.index("artifacts") < order.index("next_steps") < order.index("metadata")
+    assert [f.location for f in result.findings] == [
+        "artifacts[0].summary",
+        "next_steps",
+        "metadata.agent_type",
+        "metadata.yy_unknown",
+        "zz_unknown",
+    ]
 
 
 @pytest.mark.parametrize(

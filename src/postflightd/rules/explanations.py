@@ -101,7 +101,11 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
         what="status is not one of in_progress, researched, planned, implemented, partial, "
         "failed, blocked.",
         why="The status decides what postflight does; an unknown one makes the outcome "
-        "ambiguous. The message names the status it probably means.",
+        "ambiguous. The message names the status it probably means. It hides no other "
+        "finding: the rules that depend on the status take it for the one the message "
+        "suggests; with none suggested, the artifacts are checked as for a success (a missing "
+        "file is an error) and the rules that need the very status (PF300, PF302-PF305, "
+        "PF307-PF309) wait for it.",
         bad='{"status": "research_done", ...}',
         fixed='{"status": "researched", ...}',
     ),

@@ -6,7 +6,9 @@ structure allows one. It never raises on any JSON value: rules read the raw docu
 type-checking accessors, so one wrong type does not hide the rest of the findings.
 
 The rules run in the order an agent's file is read: required fields, status, session,
-artifacts; then the project checks. The checks check-return shares are in ``toolkit``; what
+artifacts; then the project checks. Every step runs whatever an earlier one found (a bad
+status hides nothing: ``_judged``), and the findings of a step come in the order of their
+place in the file (``in_file_order``). The checks check-return shares are in ``toolkit``; what
 is left here is one contract's rule set, read top to bottom in that order. What validation is
 told of the project (``TaskContext``, ``ArtifactProbe``) is ``context``'s.
 
@@ -281,7 +283,7 @@ class RunStart(NamedTuple):
     at: datetime | None
 
 
-def _run_start(doc: dict[str, Any], status: Status, now: datetime) -> RunStart:
+def _run_start(doc: dict[str, Any], status: Status | None, now: datetime) -> RunStart:
     found: list[Finding] = []
     at = None
     started_raw = doc.get("started_at")
@@ -318,7 +320,8 @@ def _run_start(doc: dict[str, Any], status: Status, now: datetime) -> RunStart:
     return RunStart(found, at)
 
 
-def _status_rules(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iterator[Finding]:
+def _status_specific(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iterator[Finding]:
+    """The rules that ask which status the file has (PF302-PF305, PF307-PF309)."""
     progress = get_object(doc, "partial_progress")
     if status in {Status.IN_PROGRESS, Status.PARTIAL} and progress is None:
         yield finding(
@@ -365,6 +368,23 @@ def _status_rules(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iter
             "completion_data",
             f"completion_data is only read for implemented, not {status.value}; it is ignored",
         )
+    if status in TROUBLE_STATUSES and not get_list(doc, "errors"):
+        yield finding(
+            "PF307",
+            "errors",
+            f"{status.value} with no errors entry: say what went wrong "
+            "(postflight records a generic error instead)",
+        )
+
+
+def _status_rules(
+    doc: dict[str, Any], status: Status | None, ctx: TaskContext
+) -> Iterator[Finding]:
+    """PF302-PF310. ``status`` None: the status is unknown and suggests none (``_judged``);
+    only the rules that do not ask which status it is run (PF306, PF310)."""
+    if status is not None:
+        yield from _status_specific(doc, status, ctx)
+    completion = get_object(doc, "completion_data")
     if completion is not None and ctx.is_meta is not None:
         if ctx.is_meta and "roadmap_items" in completion:
             yield finding(
@@ -378,14 +398,6 @@ def _status_rules(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iter
                 "completion_data.claudemd_suggestions",
                 "claudemd_suggestions is for meta tasks; this task's language is not meta",
             )
-
-    if status in TROUBLE_STATUSES and not get_list(doc, "errors"):
-        yield finding(
-            "PF307",
-            "errors",
-            f"{status.value} with no errors entry: say what went wrong "
-            "(postflight records a generic error instead)",
-        )
 
     for parent in ("partial_progress", "metadata"):
         obj = get_object(doc, parent)
@@ -637,6 +649,57 @@ def _quiet(
     return at
 
 
+# --- an unknown status, and the order of the findings ------------------------------------------
+
+
+def _judged(raw: object, operation: str | None) -> Status | None:
+    """What the rules that ask which status a file has take an unknown status for: the one
+    its PF202 or PF203 finding suggests (``done`` on a research run: researched), else None,
+    which those rules read as a success status where they only ask success or not (the
+    artifacts: a missing file is an error), and skip where they need the very status (PF300,
+    PF302-PF305, PF307-PF309): no finding is made up from a status nobody wrote."""
+    if not isinstance(raw, str):
+        return None
+    if raw.strip().lower() == "completed":
+        return _SUCCESS_BY_OPERATION.get(operation or "")
+    return suggest_status(raw, operation)
+
+
+def _shown_status(raw: object) -> str:
+    """An unknown status, as a message names it."""
+    return repr(clip(raw)) if isinstance(raw, str) else "unknown"
+
+
+def _rank(doc: dict[str, Any], location: str) -> tuple[int, ...]:
+    """Where ``location`` lies in ``doc``, as the index of each key (in the file's order, which
+    the parsed object keeps) and item on the way to it. A location that is not there ranks
+    as the nearest value holding it, where its finding's line is: before what that holds."""
+    rank: list[int] = []
+    value: Any = doc
+    for key, index in _LOCATION_PART.findall(location):
+        if key and isinstance(value, dict) and key in value:
+            rank.append(list(value).index(key))
+            value = value[key]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            rank.append(int(index))
+            value = value[int(index)]
+        else:
+            break
+    return tuple(rank)
+
+
+#: A key (``metadata``, ``.session_id``) or an item (``[2]``) of a location.
+_LOCATION_PART: Final = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def in_file_order(doc: dict[str, Any], findings: list[Finding]) -> list[Finding]:
+    """``findings`` of one step in the order of their place in the file (the file as a whole
+    first); findings at one place keep the order their rules gave them."""
+    if len(findings) < 2:
+        return findings
+    return sorted(findings, key=lambda f: _rank(doc, f.location))
+
+
 # --- entry point ----------------------------------------------------------------------------
 
 
@@ -703,53 +766,51 @@ def _validate_all(
     model: MetadataFile | None = None
     if options.model and clean:
         # Of the models' shape exactly: its typed value needs no validator (``rules.typed``).
-        out: list[Finding] = []
+        fields: list[Finding] = []
         model = typed_value(doc)
     elif options.model:
-        out, model = structure(
+        fields, model = structure(
             _type_check(), doc, "the document", quote_hint=True, on_status=on_status
         )
     elif quick:
-        out = []
+        fields = []
     else:
-        out, _ = structure(_type_check(), doc, "the document", quote_hint=True, on_status=on_status)
-    if not quick:
-        out.extend(_schema_fields(doc))
-    start = RunStart([], None)
-    if status is not None:
-        start = _run_start(doc, status, now)
-        out.extend(start.findings)
-        out.extend(_status_rules(doc, status, ctx))
-    out.extend(session_rules(doc.get("metadata"), ctx.expected_session))
-    out.extend(ctx.marker_findings)
-    if status is not None:
-        probe_or_none = probe if options.check_artifacts else None
-        out.extend(
-            artifact_rules(
-                doc,
-                status.value,
-                status.is_success,
-                _ARTIFACTS,
-                probe_or_none,
-                f"{ctx.specs_dir}/{ctx.dir_name}",
-            )
+        fields, _ = structure(
+            _type_check(), doc, "the document", quote_hint=True, on_status=on_status
         )
-    out.extend(_task_rules(ctx))
-    stuck = _stuck(status, start.at, operation, timeout_s, now)
+    if not quick:
+        fields.extend(_schema_fields(doc))
+    # Every step runs whatever the status is: a bad status does not hide the other findings.
+    # A rule that asks which status it is judges an unknown one as ``_judged`` says.
+    judged = status if status is not None else _judged(raw_status, operation)
+    start = _run_start(doc, judged, now)
+    run = [*start.findings, *_status_rules(doc, judged, ctx)]
+    session = [*session_rules(doc.get("metadata"), ctx.expected_session), *ctx.marker_findings]
+    artifacts = list(
+        artifact_rules(
+            doc,
+            status.value if status is not None else _shown_status(raw_status),
+            judged is None or judged.is_success,
+            _ARTIFACTS,
+            probe if options.check_artifacts else None,
+            f"{ctx.specs_dir}/{ctx.dir_name}",
+        )
+    )
+    project = list(_task_rules(ctx))
+    # Stuck is said of a file that is in_progress, never of one judged so.
+    at = start.at if status is not None else None
+    stuck = _stuck(status, at, operation, timeout_s, now)
     if stuck is not None:
-        out.append(stuck)
+        project.append(stuck)
     leftover = _leftover(status, ctx, operation, timeout_s, now)
     if leftover is not None:
-        out.append(leftover)
-    if not clean:
-        out.extend(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
+        project.append(leftover)
+    unknown = [] if clean else list(unknown_fields(doc, _KNOWN_IN_ORDER, "kept as is"))
+    out = [
+        f
+        for step in (fields, run, session, artifacts, project, unknown)
+        for f in in_file_order(doc, step)
+    ]
     return Validation(
-        out,
-        model,
-        status,
-        operation,
-        start.at,
-        timeout_s,
-        stuck is not None,
-        leftover is not None,
+        out, model, status, operation, at, timeout_s, stuck is not None, leftover is not None
     )
