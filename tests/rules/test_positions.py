@@ -73,3 +73,13 @@ def test_a_value_off_the_way_is_stepped_over_not_walked() -> None:
     near = field_offsets(text, ["status"])
     assert "status" in near and "big[0]" not in near
     assert near["status"] == field_offsets(text)["status"]
+
+
+def test_a_positioned_finding_keeps_its_fix() -> None:
+    """The github and sarif formats and ``postflightd mcp`` show positioned findings: the
+    fix a rule built must survive the placing (it was dropped)."""
+    raw = b'{\n  "status": "research-done"\n}\n'
+    fix = '"status": "researched"'
+    found = Finding("PF202", Severity.ERROR, "status", "not a status", fix=fix)
+    (placed,) = with_positions([found], raw)
+    assert (placed.line, placed.col, placed.fix) == (2, 3, fix)

@@ -147,6 +147,6 @@ def with_positions(findings: Sequence[Finding], raw: bytes | None) -> list[Findi
         out.append(
             f
             if position is None
-            else Finding(f.code, f.severity, f.location, f.message, position[0], position[1])
+            else Finding(f.code, f.severity, f.location, f.message, position[0], position[1], f.fix)
         )
     return out
