@@ -53,7 +53,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("daemon",),
     ("hooks",),
     ("reporters",),
-    ("serve",),
+    ("serve", "mcp_server"),
     ("commands",),
     ("cli",),
     ("__main__",),

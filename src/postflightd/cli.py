@@ -142,6 +142,11 @@ def _parser(*, only: str | None = None) -> argparse.ArgumentParser:
     )
 
     sub.add_parser("schema", help="print the JSON Schema of the metadata file")
+    sub.add_parser(
+        "mcp",
+        help="an MCP server on stdio: agents check their metadata before writing it (the [mcp] "
+        "extra)",
+    )
     rules = sub.add_parser("rules", help="list the rule codes, or explain one (rules PF405)")
     rules.add_argument("code", nargs="?", metavar="CODE", help="explain this rule")
 
@@ -505,6 +510,10 @@ def _dispatch(args: argparse.Namespace) -> int:
                 log_format=args.log_format,
                 log_level=args.log_level,
             )
+        case "mcp":
+            from postflightd.commands.mcp import run_mcp
+
+            return run_mcp()
         case "serve":
             from postflightd.commands.serve import resolve_token, run_serve
 

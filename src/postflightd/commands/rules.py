@@ -13,21 +13,27 @@ def run_rules(*, code: str | None = None) -> int:
     if code is not None:
         from postflightd.rules.explanations import explain
 
-        key = code.strip().upper()
-        if key.isdigit():
-            key = f"PF{key}"  # `rules 205`: the number alone names the rule too
-        if key not in RULES:
-            # The words --select and --ignore use for a code that does not exist.
-            try:
-                expand_codes([key])
-            except UnknownCodeError as exc:
-                raise UsageError(str(exc)) from None
-            raise UsageError(
-                f"{code} is a group of rules, not one: give a full code, e.g. "
-                f"`postflightd rules {next(c for c in RULES if c.startswith(key))}`"
-            )
-        sys.stdout.write(explain(key))
+        sys.stdout.write(explain(rule_code(code)))
         return int(ExitCode.OK)
     for rule in RULES.values():
         print(f"{rule.code}  {rule.severity.value:<7}  {rule.summary}")
     return int(ExitCode.OK)
+
+
+def rule_code(code: str) -> str:
+    """The rule ``code`` names (``PF405``, ``pf405``, ``405``); a UsageError for a code that
+    does not exist or names a group of rules."""
+    key = code.strip().upper()
+    if key.isdigit():
+        key = f"PF{key}"  # `rules 205`: the number alone names the rule too
+    if key not in RULES:
+        # The words --select and --ignore use for a code that does not exist.
+        try:
+            expand_codes([key])
+        except UnknownCodeError as exc:
+            raise UsageError(str(exc)) from None
+        raise UsageError(
+            f"{code} is a group of rules, not one: give a full code, e.g. "
+            f"`postflightd rules {next(c for c in RULES if c.startswith(key))}`"
+        )
+    return key

@@ -88,7 +88,7 @@ def _since(st_mtime_ns: int) -> str:
     return datetime.fromtimestamp(st_mtime_ns / 1e9, UTC).isoformat()
 
 
-class _Facts:
+class Facts:
     """A root's ``RootFacts``, read at the first waiting file only (a lock probe, errors.json)."""
 
     def __init__(self, project: Project, config: Config, daemon_pid: int | None) -> None:
@@ -138,58 +138,63 @@ def collect_status(
             if entry.daemon_pid is not None:
                 pid_file = project.specs.lstat(PID_FILE_NAME)
                 entry.daemon_since = _since(pid_file.st_mtime_ns) if pid_file else None
-            facts = _Facts(project, config, entry.daemon_pid)
+            facts = Facts(project, config, entry.daemon_pid)
             for ref in find_metadata_files(project.specs):
                 report = check_file(project, ref, config, policy, now)
-                v = report.validation
-                s = Sighting.from_doc(
-                    str(root),
-                    ref.task_dir,
-                    report.task,
-                    report.loaded.doc,
-                    operation=v.operation if v else None,
-                    started_at=v.started_at if v else None,
-                    timeout_s=v.timeout_s if v else None,
-                )
-                elapsed = (now - s.started_at).total_seconds() if s.started_at else None
-                state = _state(s.status, report)
-                if _being_written(report, now, config.watch.settle_ms / 1000):
-                    state = WRITING
-                elif findings is not None and state == "invalid":
+                run = file_status(report, ref.task_dir, config, now, facts)
+                if findings is not None and run.state == "invalid":
                     findings[(str(root), report.rel_path)] = report.findings
-                waiting = since = None
-                identity = report.loaded.identity
-                if state == "waiting" and identity is not None:
-                    age = now.timestamp() - identity.mtime_ns / 1e9
-                    needs_errors = s.status in ERROR_STATUSES
-                    _, waiting = waiting_reason(
-                        facts.get(needs_errors), age_s=age, needs_errors=needs_errors
-                    )
-                    since = _since(identity.mtime_ns)
-                entry.runs.append(
-                    RunStatus(
-                        file=report.rel_path,
-                        task=report.task,
-                        status=s.status,
-                        state=state,
-                        valid=report.valid,
-                        stuck=report.stuck,
-                        agent=s.agent,
-                        session=s.session,
-                        operation=s.operation,
-                        stage=s.stage,
-                        phases_completed=s.phases_completed,
-                        phases_total=s.phases_total,
-                        started_at=s.started_at.isoformat() if s.started_at else None,
-                        elapsed_s=round(elapsed, 1) if elapsed is not None else None,
-                        timeout_s=s.timeout_s,
-                        waiting=waiting,
-                        waiting_since=since,
-                    )
-                )
+                entry.runs.append(run)
             # Tasks in numerical order (the directory listing puts 100_x before 14_x).
             entry.runs.sort(key=lambda r: (r.task is None, r.task or 0, r.file))
     return out
+
+
+def file_status(
+    report: FileReport, task_dir: str, config: Config, now: datetime, facts: Facts
+) -> RunStatus:
+    """One checked metadata file (``check_file``'s report) as ``status`` shows it: what its
+    run is doing, and for a final file, why it waits and since when."""
+    v = report.validation
+    s = Sighting.from_doc(
+        str(report.root),
+        task_dir,
+        report.task,
+        report.loaded.doc,
+        operation=v.operation if v else None,
+        started_at=v.started_at if v else None,
+        timeout_s=v.timeout_s if v else None,
+    )
+    elapsed = (now - s.started_at).total_seconds() if s.started_at else None
+    state = _state(s.status, report)
+    if _being_written(report, now, config.watch.settle_ms / 1000):
+        state = WRITING
+    waiting = since = None
+    identity = report.loaded.identity
+    if state == "waiting" and identity is not None:
+        age = now.timestamp() - identity.mtime_ns / 1e9
+        needs_errors = s.status in ERROR_STATUSES
+        _, waiting = waiting_reason(facts.get(needs_errors), age_s=age, needs_errors=needs_errors)
+        since = _since(identity.mtime_ns)
+    return RunStatus(
+        file=report.rel_path,
+        task=report.task,
+        status=s.status,
+        state=state,
+        valid=report.valid,
+        stuck=report.stuck,
+        agent=s.agent,
+        session=s.session,
+        operation=s.operation,
+        stage=s.stage,
+        phases_completed=s.phases_completed,
+        phases_total=s.phases_total,
+        started_at=s.started_at.isoformat() if s.started_at else None,
+        elapsed_s=round(elapsed, 1) if elapsed is not None else None,
+        timeout_s=s.timeout_s,
+        waiting=waiting,
+        waiting_since=since,
+    )
 
 
 def add_healing(statuses: Sequence[RootStatus], config: Config, now: datetime) -> None:

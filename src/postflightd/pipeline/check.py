@@ -43,11 +43,13 @@ def check_file(
     options: RuleOptions | None = None,
     *,
     first_seen: datetime | None = None,
+    document: bytes | None = None,
 ) -> FileReport:
     """Read and validate one metadata file of ``project``; ``options``: ``rule_options(config)``
     made once for many files; ``first_seen``: when postflightd first saw the file (the
     daemon's run table knows; None: now, as for a command), which PF607 compares with the
-    file's modification time."""
+    file's modification time; ``document``: these bytes judged in the file's place (the file
+    is not read: what an agent is about to write)."""
     parsed = parse_task_dir(ref.task_dir)
     number = parsed[0] if parsed else None
     marker = None
@@ -59,6 +61,7 @@ def check_file(
             ref,
             config.validation.max_file_bytes,
             identify=not project.read_only,
+            document=document,
         )
         if loaded.raw is not None:
             # Read through the directory opened without following links: the artifact probe

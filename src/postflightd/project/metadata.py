@@ -47,14 +47,20 @@ class Loaded(NamedTuple):
 
 
 def read_task(
-    specs: Directory, ref: MetaFileRef, max_bytes: int, *, identify: bool = True
+    specs: Directory,
+    ref: MetaFileRef,
+    max_bytes: int,
+    *,
+    identify: bool = True,
+    document: bytes | None = None,
 ) -> tuple[Loaded, Marker | None]:
     """Open the task directory of ``ref`` once and read its metadata file and its marker.
 
     Both are read relative to the one descriptor, so a task directory swapped for a link at
     any moment is either refused (PF100) or not seen at all: nothing outside is ever read.
     ``identify``: note the directory's identity (``Loaded.dir_identity``), which clean-up
-    needs and a read-only scan does not.
+    needs and a read-only scan does not. ``document``: the metadata to judge instead of the
+    file's (what an agent is about to write, asked of ``postflightd mcp``); the file is not read.
     """
     if ref.refused is not None:
         return Loaded(failure=ref.refused), None
@@ -69,6 +75,8 @@ def read_task(
     except OSError as exc:
         return Loaded(failure=_unreadable(exc)), None
     try:  # not a with block: this runs for every file of a scan
+        if document is not None:
+            return loaded_document(document, max_bytes), read_marker(task)
         return read_metadata(task, max_bytes), read_marker(task)
     finally:
         task.close()
@@ -93,6 +101,16 @@ def read_metadata(task: Directory, max_bytes: int) -> Loaded:
     if problem is not None:
         return Loaded(identity, raw, failure=finding("PF102", "", problem), dir_identity=where)
     return Loaded(identity, raw, doc, dir_identity=where)
+
+
+def loaded_document(raw: bytes, max_bytes: int) -> Loaded:
+    """A document given as bytes, judged as a file of those bytes would be (PF101, PF102)."""
+    if len(raw) > max_bytes:
+        return Loaded(raw=None, failure=_too_big(len(raw), max_bytes))
+    doc, problem = parse_json(raw)
+    if problem is not None:
+        return Loaded(raw=raw, failure=finding("PF102", "", problem))
+    return Loaded(raw=raw, doc=doc)
 
 
 def _vanished() -> Finding:
