@@ -211,6 +211,12 @@ def _parser(*, only: str | None = None) -> argparse.ArgumentParser:
         f"{', '.join(RUNTIME_NAMES)}; default: those whose directory the project has "
         "(.claude/, .codex/, .gemini/, .github/hooks/, .cursor/, .opencode/), else claude",
     )
+    init.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also register `postflightd mcp` in each runtime's project MCP configuration "
+        "(docs/mcp.md)",
+    )
     init.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
     places = "\n".join(f"  {shell}: {line}" for shell, line in COMPLETION_INSTALL.items())
     completion = sub.add_parser(
@@ -580,6 +586,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 config_path=args.config,
                 out=sys.stdout,
                 runtimes=args.runtime,
+                mcp=args.mcp,
             )
         case "completion":
             from postflightd.commands.completion import run_completion

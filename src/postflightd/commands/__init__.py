@@ -1,7 +1,7 @@
 """One module per command: each takes typed arguments and returns an exit code, running the
 pipeline (or the daemon, the report, a hook) and handing the result to its reporters.
 
-May import: ``serve``, ``mcp_server``, ``reporters``, ``hooks``, ``daemon``, ``daemon.watch``, ``report``,
-``pipeline``, ``project``, ``config``, ``postflight``, ``rules``, ``runs``, ``fs``, ``models``,
-``journal`` and the shared top-level modules.
+May import: ``serve``, ``mcp_server``, ``reporters``, ``hooks``, ``daemon``, ``daemon.watch``,
+``report``, ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``, ``runs``, ``fs``,
+``models``, ``journal`` and the shared top-level modules.
 """

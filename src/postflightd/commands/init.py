@@ -30,6 +30,7 @@ from postflightd.project.hook_files import (
     hook_config_with,
     packaged_plugin,
 )
+from postflightd.project.mcp_files import mcp_paths, plan_mcp
 from postflightd.project.root import resolve_root, why_not_a_directory
 from postflightd.project.setup import (
     CONFIG_NAME,
@@ -59,6 +60,7 @@ def run_init(
     config_path: str | None,
     out: TextIO,
     runtimes: Sequence[str] | None = None,
+    mcp: bool = False,
 ) -> int:
     """Exit 0 set up (or already), 1 changes shown but not written, 2 error."""
     given = Path(root_arg).expanduser()
@@ -72,8 +74,10 @@ def run_init(
     config = load_config(config_path, [root])
     chosen, why = _choose_runtimes(root, runtimes)
     titles = [r.title for r in chosen]
+    # Before Copilot CLI gives way to Claude Code's hook: its MCP file is Claude Code's.
+    mcp_files = mcp_paths([r.name for r in chosen]) if mcp else []
     chosen, served = _served_by_claude(root, chosen)
-    names = (GITIGNORE_NAME, CONFIG_NAME, *(r.path for r in chosen))
+    names = (GITIGNORE_NAME, CONFIG_NAME, *(r.path for r in chosen), *(f.path for f in mcp_files))
     current = {name: read_project_text(root, name) for name in names}
     found = _survey(root, config.specs_dir, config.postflight.errors_file)
     has_config = current[CONFIG_NAME] is not None
@@ -83,6 +87,7 @@ def run_init(
     program, program_note = _hook_program(chosen)
     try:
         changes = plan_init(current, config.specs_dir, chosen, apply=apply, program=program)
+        changes = plan_mcp(current, changes, mcp_files, program)
     except SettingsShapeError as exc:
         raise UsageError(f"{root / exc.path}: {exc}") from None
     unit = f"postflightd@{systemd_escape_path(str(root))}.service"
@@ -151,6 +156,11 @@ def run_init(
         if runtime.needs:
             out.write(f"{runtime.needs}\n")
     _print_codex_trust(root, chosen, out)
+    if mcp_files:
+        out.write(
+            f"Agents can now check their metadata before writing it: the MCP server "
+            f"`{program} mcp` (docs/mcp.md; it needs postflightd's mcp extra)\n"
+        )
     _print_dashboard_line(root, out)
     return int(ExitCode.OK)
 
