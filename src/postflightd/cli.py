@@ -142,11 +142,7 @@ def _parser(*, only: str | None = None) -> argparse.ArgumentParser:
     )
 
     sub.add_parser("schema", help="print the JSON Schema of the metadata file")
-    sub.add_parser(
-        "mcp",
-        help="an MCP server on stdio: agents check their metadata before writing it (the [mcp] "
-        "extra)",
-    )
+    sub.add_parser("mcp", help="an MCP server for agents to check their metadata ([mcp] extra)")
     rules = sub.add_parser("rules", help="list the rule codes, or explain one (rules PF405)")
     rules.add_argument("code", nargs="?", metavar="CODE", help="explain this rule")
 
