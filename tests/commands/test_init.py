@@ -15,6 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers.agent_system import (
+    HAND_WORKFLOW,
+    RESEARCH_SKILL,
+    RESEARCHER_AGENT,
+    SUBAGENT_POSTFLIGHT_HOOK,
+)
 from helpers.paths import REPO, copy_example
 from postflightd.cli import main
 from postflightd.config import load_config
@@ -126,77 +132,6 @@ def test_no_warning_when_the_installed_unit_turns_private_tmp_off(
 
 EXAMPLE = REPO / "examples" / "project"
 
-#: A research skill as real agent systems write them: a subagent writes the metadata file, the
-#: skill reads it with jq, records it with jq, and deletes it.
-RESEARCH_SKILL = """\
----
-name: research
-description: Research a task, then post-flight its metadata by hand
----
-# Research
-
-## Stage 5: delegate
-
-Spawn the `researcher` subagent with the task number; it writes its report and
-`specs/{N}_{SLUG}/.return-meta.json`.
-
-## Stage 6: read the metadata file
-
-```bash
-meta="specs/${task}_${slug}/.return-meta.json"
-if [ -f "$meta" ] && jq empty "$meta" 2>/dev/null; then
-  status=$(jq -r '.status' "$meta")
-  artifact_path=$(jq -r '.artifacts[0].path // ""' "$meta")
-else
-  status=failed
-fi
-```
-
-## Stage 7: update state.json
-
-```bash
-jq --arg ts "$now" \\
-  '(.active_projects[] | select(.project_number == '"$task"')) |= . + {status: "researched"}' \\
-  specs/state.json > /tmp/state.json && mv /tmp/state.json specs/state.json
-```
-
-## Stage 10: clean up
-
-```bash
-rm -f specs/.postflight-pending specs/${task}_${slug}/.return-meta.json
-```
-"""
-
-#: The subagent's own instructions: it writes the file and reads nothing back.
-RESEARCHER_AGENT = """\
----
-name: researcher
----
-Read the task's description in specs/TODO.md, research it, write the report under
-specs/{N}_{SLUG}/reports/, then write specs/{N}_{SLUG}/.return-meta.json with status
-"researched" and the report as an artifact.
-"""
-
-SUBAGENT_POSTFLIGHT_HOOK = """\
-#!/usr/bin/env bash
-# SubagentStop: post-flight the subagent's metadata file.
-set -euo pipefail
-for meta in "$CLAUDE_PROJECT_DIR"/specs/*/.return-meta.json; do
-  [ -f "$meta" ] || continue
-  status=$(jq -r .status "$meta")
-  echo "postflight: $status"
-done
-"""
-
-OPENCODE_COMMAND = """\
----
-description: Plan a task
----
-When the planner returns, Read specs/$TASK/.return-meta.json and copy its plan path into
-state.json; then delete the metadata file:
-specs/$TASK/.return-meta.json
-"""
-
 NOT_ON_PATH = "postflightd is not on PATH"
 ONE_LINE = "{root}: already set up for postflightd; nothing to change\n"
 
@@ -212,15 +147,6 @@ def _grown(tmp_path: Path, files: dict[str, str], errors: object = None) -> Path
     if errors is not None:
         (root / "specs" / "errors.json").write_text(json.dumps(errors), encoding="utf-8")
     return root
-
-
-HAND_WORKFLOW = {
-    ".claude/skills/research/SKILL.md": RESEARCH_SKILL,
-    ".claude/skills/plan/SKILL.md": RESEARCH_SKILL.replace("research", "plan"),
-    ".claude/agents/researcher.md": RESEARCHER_AGENT,
-    ".claude/hooks/subagent-postflight.sh": SUBAGENT_POSTFLIGHT_HOOK,
-    ".opencode/command/plan.md": OPENCODE_COMMAND,
-}
 
 
 def test_a_workflow_that_post_flights_by_hand_gets_validator_mode_and_is_told_what_to_remove(
