@@ -80,12 +80,14 @@ def test_case_2_missing_required_field(root: Path, capsys: pytest.CaptureFixture
 
 
 def test_case_3_invalid_status(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Case 3: ``"status": "success"`` is not a status; the probable one is named."""
+    """Case 3: ``"status": "success"`` is not a status; the probable one is named, and the
+    file is judged as that one at the same time (every finding at once): a research run with
+    no artifact is a phantom too."""
     doc = {"status": "success", "summary": "Done", "artifacts": [], "metadata": _metadata()}
     write_meta(root, TASK, doc)
     code, file = _scan(root, capsys)
     assert code == 1
-    assert _codes(file) == ["PF202"]
+    assert _codes(file) == ["PF202", "PF500"]
     assert 'did you mean "researched"' in file["findings"][0]["message"]
     assert file["status"] == "success"
 
