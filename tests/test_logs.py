@@ -7,6 +7,7 @@ import ast
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,4 +102,75 @@ def test_a_megabyte_long_field_is_a_line_of_bounded_length(fmt: LogFormat) -> No
     out = stream.getvalue()
     assert out.count("\n") == 1
     assert len(out) < 4 * MAX_LOG_FIELD_CHARS
-    assert f"a\u2026[+{1_000_000 - MAX_LOG_FIELD_CHARS} chars]" in out
+    assert "a\u2026[+" in out
+    if fmt == "json":
+        assert f"a\u2026[+{1_000_000 - MAX_LOG_FIELD_CHARS} chars]" in out
+
+
+def _console(method: str, event: str, **fields: object) -> str:
+    stream = io.StringIO()
+    previous = structlog.get_config()
+    configure_logging("console", "debug", stream)
+    try:
+        getattr(structlog.get_logger(), method)(event, **fields)
+    finally:
+        structlog.configure(**previous)
+    return stream.getvalue()
+
+
+_CONTEXT = {
+    "root": "/home/me/project",
+    "task": 262,
+    "session": "sess_1736700300_jkl012",
+    "file": "specs/262_parser_rewrite/.return-meta.json",
+}
+
+
+def test_a_console_line_is_the_time_task_event_status_and_agent() -> None:
+    out = _console(
+        "info", "applied", **_CONTEXT, status="researched", agent="python-implementation-agent"
+    )
+    assert re.fullmatch(
+        r"\d\d:\d\d:\d\d 262 applied researched \(python-implementation-agent\)\n", out
+    )
+
+
+def test_a_console_line_names_the_codes_of_findings_not_their_text() -> None:
+    findings = [f"PF{200 + i} field_{i}: " + "a long explanation " * 20 for i in range(40)]
+    out = _console(
+        "warning",
+        "invalid",
+        **{**_CONTEXT, "task": 260, "file": "specs/260_lsp_setup/.return-meta.json"},
+        status="planned",
+        agent="planner-agent",
+        findings=[*findings, "PF200 again: the same code twice"],
+    )
+    assert out.count("\n") == 1
+    assert "explanation" not in out
+    assert re.match(r"\d\d:\d\d:\d\d 260 invalid PF200, PF201, PF202, ", out), out
+    assert out.count("PF200") == 1
+    assert out.endswith("(planner-agent): specs/260_lsp_setup/.return-meta.json\n"), out
+    assert len(out) < 200  # forty codes are cut short, marked
+
+
+def test_a_console_line_keeps_agent_text_inert() -> None:
+    """Agent text on a terminal: an ESC sequence or a line break is shown, never acted on."""
+    out = _console(
+        "warning",
+        "invalid",
+        **{**_CONTEXT, "file": "specs/262_x\x1b[2J/.return-meta.json"},
+        agent="evil\x1b]0;title\x07\nforged 12:00:00 1 applied done",
+        findings=["PF404\x1b[31m metadata.agent_type: x"],
+    )
+    assert out.count("\n") == 1
+    assert "\x1b" not in out and "\x07" not in out
+    assert "\\x1b" in out
+
+
+def test_a_console_line_of_the_daemon_names_the_root_and_the_error() -> None:
+    out = _console(
+        "error", "root_skipped", root="/srv/p", error="permission denied", hint="x " * 200
+    )
+    assert "root=/srv/p" in out
+    assert "error='permission denied'" in out
+    assert len(out) < 300

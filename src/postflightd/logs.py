@@ -118,8 +118,8 @@ def _human_values(
     _logger: object, _method: str, event: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
     # On a terminal a person reads the line: a duration in seconds (``elapsed_s=27762005.6``)
-    # reads as the rest of the product writes it (``elapsed=321d07h``), and a list (findings)
-    # as its items, not a Python repr. JSON keeps the numbers and the list, for machines.
+    # reads as the rest of the product writes it (``elapsed=321d07h``). JSON keeps the
+    # numbers, for machines.
     for key in list(event):
         value = event[key]
         if key.endswith("_s") and isinstance(value, int | float) and not isinstance(value, bool):
@@ -128,23 +128,115 @@ def _human_values(
             shown = f"{seconds:.3g}s" if abs(seconds) < 60 else format_duration(seconds)
             event[key.removesuffix("_s")] = shown
             del event[key]
-        elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-            event[key] = "; ".join(value)
     return event
 
 
-def _inert_values(
-    _logger: object, _method: str, event: MutableMapping[str, Any]
-) -> MutableMapping[str, Any]:
-    # The console renderer prints str values raw (other values go through repr, which
-    # escapes): an ESC or a line break in a task directory name would reach the terminal.
-    for key, value in event.items():
-        if key == "exception" and isinstance(value, str):
-            # Our own traceback: kept on its lines, each line escaped.
-            event[key] = "\n".join(inert(line) for line in value.split("\n"))
-        elif isinstance(value, str):
-            event[key] = inert(value)
-    return event
+#: Fields a console line shows in its own place (time, task, event, status, codes, agent,
+#: file), or leaves to the JSON log: a session id, the root of a task's event, a process id
+#: and a run's phase counts are there for queries, not for a person following the daemon.
+_PLACED: Final = frozenset(
+    {
+        "timestamp",
+        "level",
+        "event",
+        "exception",
+        "root",
+        "task",
+        "session",
+        "file",
+        "status",
+        "agent",
+        "code",
+        "findings",
+        "warnings",
+        "stage",
+        "message",
+        "replaced_session",
+        "pid",
+        "specs_dir",
+        "phases_completed",
+        "phases_total",
+        "root_configs",
+    }
+)
+
+#: The most characters of one value on a console line (an error message, a reason): the
+#: line stays a line on a terminal; the JSON log keeps the value whole.
+MAX_CONSOLE_VALUE_CHARS: Final = 80
+
+_COLORS: Final = {"error": "\x1b[31m", "critical": "\x1b[31m", "warning": "\x1b[33m"}
+
+
+def _codes(event: Mapping[str, Any]) -> list[str]:
+    """The rule codes an event names: its ``code``, its ``warnings`` (codes already) and the
+    first word of each of its ``findings`` (``PF303 completion_data: message``)."""
+    codes: list[str] = []
+    found = [event.get("code"), *(event.get("warnings") or ()), *(event.get("findings") or ())]
+    for item in found:
+        if isinstance(item, str) and item:
+            code = item.split(":", 1)[0].split(" ", 1)[0]
+            if code not in codes:
+                codes.append(code)
+    return codes
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, list | tuple):
+        text = ", ".join(str(v) for v in value)
+    elif isinstance(value, dict):
+        text = ", ".join(f"{k}: {v}" for k, v in value.items())
+    else:
+        text = str(value)
+    text = inert(clip(text, MAX_CONSOLE_VALUE_CHARS))
+    return repr(text) if " " in text or not text else text
+
+
+class _ConsoleLine:
+    """One short line per event, for a person: ``12:04:31 262 applied researched
+    (python-implementation-agent)``; ``12:04:31 260 invalid PF203, PF502 (planner-agent):
+    specs/260_lsp_setup/.return-meta.json``. The time, the task, what happened (the event, the
+    status, the codes of the findings, never their text), the agent, then the few other
+    fields the event has (durations, an error's message), and the file where a warning or an
+    error asks a person to look. Every value is written by ``inert``; the JSON log keeps every
+    field whole."""
+
+    def __init__(self, colors: bool) -> None:
+        self._colors = colors
+
+    def __call__(self, _logger: object, method: str, event: MutableMapping[str, Any]) -> str:
+        level = str(event.get("level", method))
+        parts = [str(event.get("timestamp", ""))]
+        if event.get("task") is not None:
+            parts.append(inert(str(event["task"])))
+        name = inert(str(event.get("event", "")))
+        color = _COLORS.get(level) if self._colors else None
+        parts.append(f"{color}{name}\x1b[0m" if color else name)
+        problem = _LEVELS.get(level, 40) >= _LEVELS["warning"]
+        # A problem's line names its codes; the status is the JSON log's to keep.
+        if isinstance(event.get("status"), str) and not problem:
+            parts.append(inert(clip(event["status"], MAX_CONSOLE_VALUE_CHARS)))
+        if isinstance(event.get("stage"), str):
+            parts.append(_shown(event["stage"]))
+        if codes := _codes(event):
+            parts.append(inert(clip(", ".join(codes), MAX_CONSOLE_VALUE_CHARS)))
+        extras = [
+            f"{key}={_shown(value)}"
+            for key, value in event.items()
+            if key not in _PLACED and value is not None
+        ]
+        if event.get("task") is None and event.get("root") is not None:
+            extras.insert(0, f"root={_shown(event['root'])}")
+        parts.extend(extras)
+        if isinstance(event.get("agent"), str):
+            parts.append(f"({inert(clip(event['agent'], MAX_CONSOLE_VALUE_CHARS))})")
+        line = " ".join(p for p in parts if p)
+        file = event.get("file")
+        if isinstance(file, str) and problem:
+            line += f": {inert(clip(file, MAX_CONSOLE_VALUE_CHARS * 2))}"
+        exception = event.get("exception")
+        if isinstance(exception, str) and exception:
+            line += "\n" + "\n".join(inert(x) for x in exception.split("\n"))
+        return line
 
 
 def resolve_format(fmt: LogFormat, stream: TextIO) -> Literal["json", "console"]:
@@ -165,7 +257,7 @@ def configure_logging(
     renderer: Any
     console = resolve_format(fmt, out) == "console"
     if console:
-        renderer = structlog.dev.ConsoleRenderer(colors=out.isatty(), sort_keys=False)
+        renderer = _ConsoleLine(colors=out.isatty())
     else:
         renderer = structlog.processors.JSONRenderer(serializer=json_text, sort_keys=False)
     if under_journald(out):
@@ -173,12 +265,15 @@ def configure_logging(
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            # A person at a terminal reads the time of day where they are; machines get UTC.
+            structlog.processors.TimeStamper(fmt="%H:%M:%S", utc=False)
+            if console
+            else structlog.processors.TimeStamper(fmt="iso", utc=True),
             _with_context_keys,
             *([_drop_none] if console else []),
             structlog.processors.format_exc_info,
             _bounded_values,
-            *([_human_values, _inert_values] if console else []),
+            *([_human_values] if console else []),
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),

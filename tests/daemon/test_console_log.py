@@ -58,9 +58,38 @@ def test_console_log_writes_durations_and_findings_for_people(tmp_path: Path) ->
     assert re.search(r"elapsed=3d0[34]h", stuck), stuck  # as durations read everywhere else
     assert re.search(r"timeout=1h00m", stuck), stuck
     invalid = next(line for line in text.splitlines() if "PF102" in line)
-    assert "['" not in invalid  # not a Python list's repr
-    assert "PF102 :" not in invalid
-    assert "PF102: " in invalid
+    assert re.match(r"\d\d:\d\d:\d\d 2 invalid PF102: specs/2_task2/.return-meta.json$", invalid)
+
+
+def _invalid_planner_file(root: Path) -> None:
+    """A file with many findings, each of which has a long message, written by planner-agent."""
+    project(root, 1)
+    write_meta(
+        root,
+        "1_task1",
+        {
+            "status": "planned",
+            "summary": "x" * 5000,
+            "metadata": {"agent_type": "planner-agent", "session_id": "sess_1_a"},
+            "artifacts": [{"type": "plan", "path": "../" * 200 + "etc/passwd"}],
+            "next_steps": 7,
+        },
+    )
+
+
+@pytest.mark.slow
+def test_console_log_names_an_invalid_files_codes_and_agent_on_a_short_line(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    _invalid_planner_file(root)
+    text = _daemon_log(root, tmp_path, "console", " invalid ")
+    invalid = next(line for line in text.splitlines() if " invalid " in line)
+    assert len(invalid) < 200, invalid
+    assert re.match(r"\d\d:\d\d:\d\d 1 invalid PF\d\d\d(, PF\d\d\d)+ \(planner-agent\): ", invalid)
+    assert invalid.endswith(": specs/1_task1/.return-meta.json"), invalid
+    assert "session" not in invalid
+    assert "root=" not in invalid
 
 
 @pytest.mark.slow
@@ -76,3 +105,19 @@ def test_json_log_keeps_seconds_and_lists_for_machines(tmp_path: Path) -> None:
     invalid = next(e for e in events if e["event"] == "invalid")
     assert isinstance(invalid["findings"], list)
     assert any(f.startswith("PF102: ") for f in invalid["findings"])
+
+
+@pytest.mark.slow
+def test_json_log_keeps_an_invalid_files_full_findings_and_agent(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    _invalid_planner_file(root)
+    text = _daemon_log(root, tmp_path, "json", '"invalid"')
+    events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    invalid = next(e for e in events if e["event"] == "invalid")
+    assert invalid["agent"] == "planner-agent"
+    assert invalid["session"] == "sess_1_a"
+    assert invalid["root"] == str(root)
+    assert invalid["status"] == "planned"
+    assert len(invalid["findings"]) > 2
+    assert all(re.match(r"PF\d\d\d[ :].*: \S", f) for f in invalid["findings"])
+    assert sum(len(f) for f in invalid["findings"]) > 200  # the messages, whole

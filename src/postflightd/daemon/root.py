@@ -38,7 +38,7 @@ from postflightd.models.files import META_NAME
 from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
-from postflightd.pipeline.records import record_stuck
+from postflightd.pipeline.records import agent_type, record_stuck
 from postflightd.pipeline.results import FileReport, Outcome
 from postflightd.project.artifacts import artifact_probe
 from postflightd.project.metafiles import MetaFileRef
@@ -640,6 +640,7 @@ class WatchedRoot:
                 "applied",
                 **self._context(report),
                 status=report.raw_status,
+                agent=agent_type(report),
                 warnings=[f.code for f in report.findings],
                 notes=list(report.notes) or None,
             )
@@ -665,6 +666,7 @@ class WatchedRoot:
                 "invalid",
                 **self._context(report),
                 status=report.raw_status,
+                agent=agent_type(report),
                 findings=[_finding_line(f) for f in report.findings],
             )
 

@@ -78,7 +78,7 @@ def journal_row(
             findings=findings,
             content=content_text(raw) if content and raw is not None else None,
             change=change,
-            agent=_agent_type(report),
+            agent=agent_type(report),
             identity=identity_text(*identity) if identity is not None else None,
             leftover=report.validation is not None and report.validation.leftover,
         )
@@ -103,7 +103,7 @@ def _metadata(report: FileReport) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _agent_type(report: FileReport) -> str | None:
+def agent_type(report: FileReport) -> str | None:
     """``metadata.agent_type`` when it is a string, encodable: a journal row must not be lost
     to a lone surrogate."""
     agent = _metadata(report).get("agent_type")
