@@ -216,7 +216,7 @@ class _ConsoleLine:
         if isinstance(event.get("status"), str) and not problem:
             parts.append(inert(clip(event["status"], MAX_CONSOLE_VALUE_CHARS)))
         if isinstance(event.get("stage"), str):
-            parts.append(_shown(event["stage"]))
+            parts.append(inert(clip(event["stage"], MAX_CONSOLE_VALUE_CHARS)))
         if codes := _codes(event):
             parts.append(inert(clip(", ".join(codes), MAX_CONSOLE_VALUE_CHARS)))
         extras = [
