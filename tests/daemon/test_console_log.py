@@ -121,3 +121,26 @@ def test_json_log_keeps_an_invalid_files_full_findings_and_agent(tmp_path: Path)
     assert len(invalid["findings"]) > 2
     assert all(re.match(r"PF\d\d\d[ :].*: \S", f) for f in invalid["findings"])
     assert sum(len(f) for f in invalid["findings"]) > 200  # the messages, whole
+
+
+@pytest.mark.slow
+def test_a_restart_sums_up_the_files_unchanged_since_the_last_run_in_one_line(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    project(root, 3)
+    for n in (1, 2, 3):
+        meta = write_meta(root, f"{n}_task{n}", {"status": "planned", "metadata": {}})
+        old = meta.stat().st_mtime - 120  # settled
+        os.utime(meta, (old, old))
+    first = _daemon_log(root, tmp_path, "console", "daemon_started")
+    assert first.count(" invalid ") == 3, first
+    rewritten = write_meta(root, "3_task3", {"status": "planned", "metadata": {"x": 1}})
+    old = rewritten.stat().st_mtime - 120
+    os.utime(rewritten, (old, old))
+    again = _daemon_log(root, tmp_path, "console", "daemon_started")
+    invalid = [line for line in again.splitlines() if " invalid " in line]
+    assert len(invalid) == 1, again  # the rewritten file only
+    assert invalid[0].endswith("specs/3_task3/.return-meta.json"), again
+    assert "run_reported" not in again.replace("3 run_reported", ""), again
+    assert re.search(r"unchanged_since_last_run root=\S+ files=2$", again, re.MULTILINE), again

@@ -32,7 +32,7 @@ from postflightd.daemon.watch.observer import POLL_INTERVAL_S, RootWatch
 from postflightd.errors import PostflightError
 from postflightd.fs.directory import FileIdentity
 from postflightd.fs.locks import InstanceLock, InstanceLockError, LockTimeoutError, project_lock
-from postflightd.journal.database import Journal
+from postflightd.journal.database import Journal, identity_text
 from postflightd.logs import get_logger
 from postflightd.models.files import META_NAME
 from postflightd.pipeline.apply import apply_files
@@ -209,6 +209,11 @@ class WatchedRoot:
         self.litter_cursor = 0
         #: files of runs flagged stuck whose record a busy lock postponed.
         self.stuck_unrecorded: set[str] = set()
+        #: During the start's rescan, the journal's newest row before it (``Journal.last_id``):
+        #: a file whose sighting the journal already held then is unchanged since the last run,
+        #: counted in ``unchanged`` and summed up in one line, not logged again line by line.
+        self.journal_mark: int | None = None
+        self.unchanged = 0
 
     @property
     def _config(self) -> Config:
@@ -457,8 +462,17 @@ class WatchedRoot:
             changed=len(dirty),
             watches_added=added or None,
         )
-        if dirty:
-            self.process(dirty, report_unparsed=False)
+        if reason == "start":
+            self.journal_mark = shared.journal.last_id()
+            self.unchanged = 0
+        try:
+            if dirty:
+                self.process(dirty, report_unparsed=False)
+        finally:
+            if reason == "start":
+                self.journal_mark = None
+                if self.unchanged:
+                    log.info("unchanged_since_last_run", root=str(self.root), files=self.unchanged)
 
     def _sweep_litter(self, task_dirs: list[str]) -> None:
         """What a killed writer left (another process's, since the start): the temporary files
@@ -646,10 +660,15 @@ class WatchedRoot:
             )
             return
         identity = report.loaded.identity
+        unchanged = path not in self.identities and self._seen_before(report)
         new_content = self.identities.get(path) != identity or identity is None
         self.identities[path] = identity
         for t in runs.seen(self._sighting(report), now):
-            self._log_transition(t)
+            if not unchanged:
+                self._log_transition(t)
+        if unchanged:
+            self.unchanged += 1
+            new_content = False
         if outcome is Outcome.STATE_UNUSABLE:
             self.held.add(path)
             problem = next(
@@ -669,6 +688,19 @@ class WatchedRoot:
                 agent=agent_type(report),
                 findings=[_finding_line(f) for f in report.findings],
             )
+
+    def _seen_before(self, report: FileReport) -> bool:
+        """The file is as the last run saw it (``journal_mark``), by its journal rows."""
+        identity = report.loaded.identity
+        if self.journal_mark is None or identity is None:
+            return False
+        return self.shared.journal.seen_before(
+            self.journal_mark,
+            root=str(self.root),
+            file=report.rel_path,
+            task=report.task,
+            identity=identity_text(*identity),
+        )
 
     def _context(self, report: FileReport) -> dict[str, Any]:
         return {

@@ -526,6 +526,31 @@ class Journal:
             return None  # a value no row can hold was never recorded
         return _observation(rows[0]) if rows else None
 
+    def last_id(self) -> int | None:
+        """The id of the newest row (0: none yet; None: no journal): a mark to compare later
+        rows with (``seen_before``)."""
+        if self._conn is None:
+            return None
+        rows = self._read("SELECT coalesce(max(id), 0) FROM observations", ())
+        return int(rows[0][0]) if rows else None
+
+    def seen_before(
+        self, mark: int, *, root: str, file: str, task: int | None, identity: str
+    ) -> bool:
+        """True when ``file``'s newest ``validated`` row is older than ``mark`` (``last_id``)
+        and holds ``identity``: the file was seen then as it is now, with the same findings
+        (a sighting that repeats the last one adds no row, ``record``)."""
+        try:
+            rows = self._read(
+                # The task index, newest first ("+kind": not the (kind, ts) index).
+                "SELECT id, identity FROM observations WHERE task IS ? AND root = ? "
+                "AND file = ? AND +kind = 'validated' ORDER BY id DESC LIMIT 1",
+                (task, root, file),
+            )
+        except (UnicodeEncodeError, OverflowError):
+            return False  # a value no row can hold was never recorded
+        return bool(rows) and rows[0][0] <= mark and rows[0][1] == identity
+
     def prune(
         self,
         *,
