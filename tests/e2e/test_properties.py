@@ -139,6 +139,9 @@ def contexts() -> st.SearchStrategy[TaskContext]:
         marker_session=st.one_of(st.none(), st.text(max_size=12)),
         marker_operation=st.one_of(st.none(), st.text(max_size=12)),
         marker_findings=st.just(()),
+        # As the file's reader gives them: aware, in UTC (a naive time is never passed in).
+        written=st.one_of(st.none(), st.datetimes(timezones=st.just(UTC))),
+        first_seen=st.one_of(st.none(), st.datetimes(timezones=st.just(UTC))),
     )
 
 
