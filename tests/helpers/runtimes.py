@@ -26,9 +26,14 @@ import pytest
 
 PINNED = Path(__file__).resolve().parents[1] / "runtimes" / "pinned.txt"
 #: The hook recorder put first on the runtime's PATH as ``postflightd``: it runs the real CLI
-#: (``python -m postflightd``) on the same stdin and arguments, and keeps the call.
+#: (``python -m postflightd``) on the same stdin and arguments, and keeps the call. Any other
+#: command (``postflightd mcp``, the MCP server the runtime starts from the same PATH) is the
+#: real CLI in its place: the server answers each message as it comes, while stdin is still
+#: open, so it cannot wait for stdin's end as a hook call is read.
 RECORDER = """#!{python}
 import json, os, subprocess, sys, time
+if sys.argv[1:2] != ["hook"]:
+    os.execv(sys.executable, [sys.executable, "-m", "postflightd", *sys.argv[1:]])
 started = time.time_ns()
 data = sys.stdin.buffer.read()
 out = subprocess.run([sys.executable, "-m", "postflightd", *sys.argv[1:]], input=data,
