@@ -59,7 +59,8 @@ def test_the_agent_checks_its_document_through_the_mcp_server_before_writing_it(
     tmp = root.parent
     home = tmp / "claude-home"
     (home / ".claude").mkdir(parents=True)
-    # Project MCP servers run once approved: this user approves those of .mcp.json.
+    # This user approved the project's servers of .mcp.json, as an interactive session asks
+    # once (`claude -p` here starts them unapproved too).
     (home / ".claude" / "settings.json").write_text(
         json.dumps({"enableAllProjectMcpServers": True, "enabledMcpjsonServers": ["postflightd"]}),
         "utf-8",
