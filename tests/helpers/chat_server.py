@@ -1,4 +1,4 @@
-"""The scripted model server (helpers.model_server) speaking OpenAI's chat completions API, for
+"""The scripted model server (helpers.scripted_server) speaking OpenAI's chat completions API, for
 runtimes that take an OpenAI-compatible provider (OpenCode).
 
 A request to ``.../chat/completions`` that offers one of the agent's tools (``tools`` holds a
@@ -6,7 +6,7 @@ function named in ``AGENT_TOOLS``) is answered by the next turn of the script, s
 API streams (``data:`` chunks of ``chat.completion.chunk``: the text as ``content``, each tool
 call whole in one ``tool_calls`` delta, a last chunk with the ``finish_reason`` and the usage,
 then ``data: [DONE]``). Every other request (a session's title) gets a short text; every
-request is recorded as sent. The turns are ``helpers.model_server.Turn``: a ``ToolCall``'s
+request is recorded as sent. The turns are ``helpers.scripted_server.Turn``: a ``ToolCall``'s
 ``input`` is the tool's arguments as the runtime names them (OpenCode's ``write`` takes
 ``filePath`` and ``content``).
 """
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, ClassVar
 
-from helpers.model_server import ModelServer, Request, ToolCall, Turn
+from helpers.scripted_server import Exchange, Request, ScriptedServer, ToolCall, Turn, serving
 
 #: A request offering one of these tools is the agent's (or a subagent's) turn.
 AGENT_TOOLS = frozenset({"write", "edit", "bash"})
@@ -35,7 +35,7 @@ class ChatRequest(Request):
     @property
     def agent_turn(self) -> bool:
         tools = self.body.get("tools")
-        if not self.path.split("?")[0].endswith("/chat/completions"):
+        if not self.route.endswith("/chat/completions"):
             return False
         if not isinstance(tools, list):
             return False
@@ -67,7 +67,7 @@ class ChatRequest(Request):
         return out
 
 
-def _chunk(server: ModelServer, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
+def _chunk(server: ScriptedServer, model: str, delta: dict[str, Any], finish: str | None) -> bytes:
     doc = {
         "id": "chatcmpl-scripted",
         "object": "chat.completion.chunk",
@@ -78,7 +78,7 @@ def _chunk(server: ModelServer, model: str, delta: dict[str, Any], finish: str |
     return f"data: {json.dumps(doc)}\n\n".encode()
 
 
-def _events(server: ModelServer, turn: Turn, model: str) -> Iterator[bytes]:
+def _events(server: ScriptedServer, turn: Turn, model: str) -> Iterator[bytes]:
     yield _chunk(server, model, {"role": "assistant", "content": ""}, None)
     if turn.text:
         yield _chunk(server, model, {"content": turn.text}, None)
@@ -104,7 +104,7 @@ def _events(server: ModelServer, turn: Turn, model: str) -> Iterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
-def _whole(server: ModelServer, turn: Turn, model: str) -> dict[str, Any]:
+def _whole(server: ScriptedServer, turn: Turn, model: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text or None}
     if turn.calls:
         message["tool_calls"] = [
@@ -131,56 +131,27 @@ def _whole(server: ModelServer, turn: Turn, model: str) -> dict[str, Any]:
     }
 
 
-def chat_handler(server: ModelServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class ChatServer(ScriptedServer):
+    """The scripted server of OpenAI's chat completions API."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    request_type = ChatRequest
+    thread_name = "chat-server"
+    not_found: ClassVar[dict[str, Any]] = {
+        "error": {"message": "not found", "type": "invalid_request_error"}
+    }
 
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                doc = json.loads(raw) if raw else {}
-            except ValueError:
-                doc = {"unparsed": raw.decode("utf-8", "replace")}
-            return doc if isinstance(doc, dict) else {"unparsed": doc}
+    def answer(self, http: Exchange, request: Request) -> None:
+        if not request.route.endswith("/chat/completions"):
+            self.record(request)
+            http.send_json(404, {"error": {"message": "not found"}})
+            return
+        turn = self.next_turn(request)
+        model = str(request.body.get("model") or MODEL)
+        if not request.body.get("stream"):
+            http.send_json(200, _whole(self, turn, model))
+            return
+        http.send_stream(_events(self, turn, model))
 
-        def _json(self, status: int, doc: dict[str, Any]) -> None:
-            raw = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
 
-        def do_GET(self) -> None:
-            server.record(ChatRequest("GET", self.path, {}))
-            self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-
-        def do_POST(self) -> None:
-            body = self._body()
-            request = ChatRequest("POST", self.path, body)
-            if not self.path.split("?")[0].endswith("/chat/completions"):
-                server.record(request)
-                self._json(404, {"error": {"message": "not found"}})
-                return
-            turn = server.next_turn(request)
-            if turn.before is not None:
-                turn.before(body)
-            model = str(body.get("model") or MODEL)
-            if not body.get("stream"):
-                self._json(200, _whole(server, turn, model))
-                return
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.end_headers()
-            for chunk in _events(server, turn, model):
-                self.wfile.write(chunk)
-                self.wfile.flush()
-            self.close_connection = True
-
-    return Handler
+def chat_server(script: list[Turn]) -> AbstractContextManager[ChatServer]:
+    return serving(ChatServer(script))

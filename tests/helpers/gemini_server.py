@@ -12,16 +12,13 @@ Every request is recorded, its JSON body as sent, so a test can read what reache
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
-from helpers.model_server import ToolCall, Turn
+from helpers.scripted_server import Exchange, ScriptedServer, ToolCall, Turn, serving
+from helpers.scripted_server import Request as ScriptedRequest
 
 #: A request offering one of these tools is the agent's turn.
 AGENT_TOOLS = frozenset({"write_file", "replace", "run_shell_command"})
@@ -49,14 +46,10 @@ def shell(command: str) -> Turn:
 
 
 @dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    body: dict[str, Any]
-
+class Request(ScriptedRequest):
     @property
     def agent_turn(self) -> bool:
-        if not self.path.split("?")[0].endswith(("generateContent", "GenerateContent")):
+        if not self.route.endswith(("generateContent", "GenerateContent")):
             return False
         for tool in self.body.get("tools") or []:
             declared = tool.get("functionDeclarations") if isinstance(tool, dict) else None
@@ -83,60 +76,34 @@ class Request:
         return ""
 
 
-class GeminiServer:
-    """The server and its script; ``requests`` grows as the runtime asks."""
+class GeminiServer(ScriptedServer):
+    """The scripted server of the Gemini API."""
 
-    def __init__(self, script: list[Turn]) -> None:
-        self.script = list(script)
-        self.requests: list[Request] = []
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.port: int = self._http.server_address[1]
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, name="gemini-server", daemon=True
-        )
+    request_type = Request
+    thread_name = "gemini-server"
+    side_answer = SIDE_ANSWER
+    not_found: ClassVar[dict[str, Any]] = {"error": {"code": 404, "status": "NOT_FOUND"}}
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def agent_requests(self) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.agent_turn]
-
-    def next_turn(self, request: Request) -> Turn:
-        with self._lock:
-            self.requests.append(request)
-            if not request.agent_turn:
-                return Turn(SIDE_ANSWER)
-            if not self.script:
-                self.errors.append("a turn was asked for after the script ended")
-                return Turn("The script has ended.")
-            return self.script.pop(0)
-
-    def record(self, request: Request) -> None:
-        with self._lock:
-            self.requests.append(request)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(10)
+    def answer(self, http: Exchange, request: ScriptedRequest) -> None:
+        # /v1beta/models/<model>:<method>
+        model, _, method = request.route.rsplit("/", 1)[-1].partition(":")
+        if method == "countTokens":
+            self.record(request)
+            http.send_json(200, {"totalTokens": 100})
+            return
+        if method not in ("generateContent", "streamGenerateContent"):
+            self.record(request)
+            http.send_json(404, self.not_found)
+            return
+        doc = response(self.next_turn(request), model or MODEL)
+        if method == "generateContent":
+            http.send_json(200, doc)
+            return
+        http.send_stream([f"data: {json.dumps(doc)}\r\n\r\n".encode()])
 
 
-@contextmanager
-def gemini_server(script: list[Turn]) -> Iterator[GeminiServer]:
-    server = GeminiServer(script)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def gemini_server(script: list[Turn]) -> AbstractContextManager[GeminiServer]:
+    return serving(GeminiServer(script))
 
 
 def response(turn: Turn, model: str) -> dict[str, Any]:
@@ -157,64 +124,3 @@ def response(turn: Turn, model: str) -> dict[str, Any]:
         },
         "modelVersion": model,
     }
-
-
-def _handler(server: GeminiServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                doc = json.loads(raw) if raw else {}
-            except ValueError:
-                doc = {"unparsed": raw.decode("utf-8", "replace")}
-            return doc if isinstance(doc, dict) else {"unparsed": doc}
-
-        def _json(self, status: int, doc: dict[str, Any]) -> None:
-            raw = json.dumps(doc).encode()
-            self.send_response(status)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def do_GET(self) -> None:
-            server.record(Request("GET", self.path, {}))
-            self._json(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
-
-        def do_POST(self) -> None:
-            body = self._body()
-            request = Request("POST", self.path, body)
-            path = self.path.split("?")[0]
-            # /v1beta/models/<model>:<method>
-            model, _, method = path.rsplit("/", 1)[-1].partition(":")
-            if method == "countTokens":
-                server.record(request)
-                self._json(200, {"totalTokens": 100})
-                return
-            if method not in ("generateContent", "streamGenerateContent"):
-                server.record(request)
-                self._json(404, {"error": {"code": 404, "status": "NOT_FOUND"}})
-                return
-            turn = server.next_turn(request)
-            if turn.before is not None:
-                turn.before(body)
-            doc = response(turn, model or MODEL)
-            if method == "generateContent":
-                self._json(200, doc)
-                return
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.end_headers()
-            self.wfile.write(f"data: {json.dumps(doc)}\r\n\r\n".encode())
-            self.wfile.flush()
-            self.close_connection = True
-
-    return Handler

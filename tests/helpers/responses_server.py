@@ -14,16 +14,14 @@ exchange. Every request is recorded, its JSON body as sent.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
-from helpers.model_server import ToolCall, Turn
+from helpers.scripted_server import Exchange, ScriptedServer, ToolCall, Turn, serving, sse
+from helpers.scripted_server import Request as ScriptedRequest
 
 #: A request offering one of these tools is the agent's turn.
 AGENT_TOOLS = frozenset({"apply_patch", "exec_command", "shell", "shell_command"})
@@ -55,15 +53,11 @@ def exec_command(cmd: str) -> Turn:
 
 
 @dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    body: dict[str, Any]
-
+class Request(ScriptedRequest):
     @property
     def agent_turn(self) -> bool:
         tools = self.body.get("tools")
-        if self.path.split("?")[0] != "/v1/responses" or not isinstance(tools, list):
+        if self.route != "/v1/responses" or not isinstance(tools, list):
             return False
         return any(isinstance(t, dict) and t.get("name") in AGENT_TOOLS for t in tools)
 
@@ -95,68 +89,33 @@ class Request:
         return ""
 
 
-class ResponsesServer:
-    """The server and its script; ``requests`` grows as the runtime asks."""
+class ResponsesServer(ScriptedServer):
+    """The scripted server of OpenAI's Responses API."""
 
-    def __init__(self, script: list[Turn]) -> None:
-        self.script = list(script)
-        self.requests: list[Request] = []
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.port: int = self._http.server_address[1]
-        self._thread = threading.Thread(
-            target=self._http.serve_forever, name="responses-server", daemon=True
-        )
+    request_type = Request
+    thread_name = "responses-server"
+    not_found: ClassVar[dict[str, Any]] = {"error": {"type": "not_found", "message": "not here"}}
 
     @property
     def url(self) -> str:
         """The provider's ``base_url``."""
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def agent_requests(self) -> list[Request]:
-        with self._lock:
-            return [r for r in self.requests if r.agent_turn]
-
-    def next_turn(self, request: Request) -> Turn:
-        with self._lock:
-            self.requests.append(request)
-            if not request.agent_turn:
-                return Turn("OK")
-            if not self.script:
-                self.errors.append("a turn was asked for after the script ended")
-                return Turn("The script has ended.")
-            return self.script.pop(0)
-
-    def record(self, request: Request) -> None:
-        with self._lock:
-            self.requests.append(request)
-
-    def new_id(self, prefix: str) -> str:
-        return f"{prefix}_{next(self._ids):024d}"
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(10)
+    def answer(self, http: Exchange, request: ScriptedRequest) -> None:
+        if request.route != "/v1/responses":
+            self.record(request)
+            http.send_json(404, self.not_found)
+            return
+        turn = self.next_turn(request)
+        http.send_stream(_events(self, turn, str(request.body.get("model") or "")))
 
 
-@contextmanager
-def responses_server(script: list[Turn]) -> Iterator[ResponsesServer]:
-    server = ResponsesServer(script)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def responses_server(script: list[Turn]) -> AbstractContextManager[ResponsesServer]:
+    return serving(ResponsesServer(script))
 
 
 def _sse(data: dict[str, Any]) -> bytes:
-    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+    return sse(data["type"], data)
 
 
 def output_items(server: ResponsesServer, turn: Turn) -> list[dict[str, Any]]:
@@ -208,54 +167,3 @@ def _events(server: ResponsesServer, turn: Turn, model: str) -> Iterator[bytes]:
     }
     done = response | {"status": "completed", "output": items, "usage": usage}
     yield _sse({"type": "response.completed", "response": done})
-
-
-def _handler(server: ResponsesServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _body(self) -> dict[str, Any]:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                doc = json.loads(raw) if raw else {}
-            except ValueError:
-                doc = {"unparsed": raw.decode("utf-8", "replace")}
-            return doc if isinstance(doc, dict) else {"unparsed": doc}
-
-        def _not_found(self) -> None:
-            raw = json.dumps({"error": {"type": "not_found", "message": "not here"}}).encode()
-            self.send_response(404)
-            self.send_header("content-type", "application/json")
-            self.send_header("content-length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-        def do_GET(self) -> None:
-            server.record(Request("GET", self.path, {}))
-            self._not_found()
-
-        def do_POST(self) -> None:
-            body = self._body()
-            request = Request("POST", self.path, body)
-            if self.path.split("?")[0] != "/v1/responses":
-                server.record(request)
-                self._not_found()
-                return
-            turn = server.next_turn(request)
-            if turn.before is not None:
-                turn.before(body)
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("cache-control", "no-cache")
-            self.send_header("connection", "close")
-            self.end_headers()
-            for chunk in _events(server, turn, str(body.get("model") or "")):
-                self.wfile.write(chunk)
-                self.wfile.flush()
-            self.close_connection = True
-
-    return Handler

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,40 +24,28 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.model_server import ModelServer, ToolCall, Turn, model_server, say, write
-from helpers.project import META, project, task_status, write_meta
-from helpers.runtimes import (
-    HookCall,
-    hook_calls,
-    offline_env,
-    pinned,
-    placeheld,
-    recorder,
-    recording,
+from helpers.project import META, task_status, write_meta
+from helpers.runtime_project import (
+    BROKEN,
+    HOUR_AGO,
+    IN_PROGRESS,
+    OTHER,
+    OWN,
+    REPO,
+    VALID,
+    initialised_project,
+    run_agent,
+    sandbox,
+    script_played,
 )
+from helpers.runtimes import HookCall, pinned, placeheld, recording
 
 pytestmark = pytest.mark.slow
 
-OWN, OTHER = "259_prove_completeness", "260_plan_it"
-TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-#: Not JSON: PF102, whoever wrote it.
-BROKEN = '{"status": "researched",\n'
-VALID = json.dumps(researched_doc(OWN), indent=2)
-IN_PROGRESS = json.dumps(
-    {
-        "status": "in_progress",
-        "started_at": "2026-01-08T14:00:00Z",
-        "artifacts": [],
-        "metadata": {"session_id": SESSION},
-    },
-    indent=2,
-)
 #: The tools `claude -p` may use without asking (it runs as root here, where it refuses
 #: --dangerously-skip-permissions); `Agent` is its subagent tool.
 TOOLS = "Write,Edit,Bash,Read,Agent"
-HOUR_AGO = 3600.0
-REPO = Path(__file__).resolve().parents[2]
 HOOK_FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "claude"
 TRANSCRIPT_FIXTURES = REPO / "tests" / "fixtures" / "transcripts"
 
@@ -75,55 +62,24 @@ class Run:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
-    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
-    cli = Path(sys.executable).parent / "postflightd"
-    out = subprocess.run(
-        [str(cli), "init", "--yes", "--runtime", "claude", str(root)],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert (root / ".claude" / "settings.json").is_file()
-    return root
+    return initialised_project(tmp_path, "claude", ".claude/settings.json")
 
 
 def run_claude(claude: Path, root: Path, script: list[Turn], prompt: str) -> Run:
     """`claude -p prompt` in ``root`` against the scripted model, to its end."""
-    tmp = root.parent
-    home = tmp / "claude-home"
-    home.mkdir()
-    calls = tmp / "hook-calls"
-    calls.mkdir()
-    path = os.pathsep.join(
-        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
-    )
+    box = sandbox(root, "claude")
     with model_server(script) as server:
-        env = offline_env(
-            home,
-            PATH=path,
-            PF_HOOK_CALLS=str(calls),
+        env = box.env(
             ANTHROPIC_BASE_URL=server.url,
             ANTHROPIC_API_KEY="dummy",
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
             DISABLE_AUTOUPDATER="1",
         )
         argv = [str(claude), "-p", prompt, "--allowedTools", TOOLS]
-        out = subprocess.run(
-            [*argv, "--permission-mode", "acceptEdits"],
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=90,
-        )
+        out = run_agent([*argv, "--permission-mode", "acceptEdits"], root, env, timeout=90)
     assert out.returncode == 0, (out.stdout, out.stderr)
-    answers = [(c.event, c.answer) for c in hook_calls(calls)]
-    # A turn asked for past the script's end: the hook sent the agent on when it should not.
-    assert server.errors == [], answers
-    assert server.script == [], ("the agent stopped before the end of its script", answers)
-    return Run(root, home, server, hook_calls(calls), out.stdout.decode("utf-8", "replace"))
+    script_played(server, box.calls())
+    return Run(root, box.home, server, box.calls(), out.stdout.decode("utf-8", "replace"))
 
 
 def meta(root: Path, task_dir: str) -> Path:

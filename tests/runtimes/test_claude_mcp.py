@@ -7,9 +7,6 @@ with its fix, are in its next request; it then writes the fixed file, which the 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +15,7 @@ from helpers.documents import researched_doc, task_entry
 from helpers.model_server import ToolCall, Turn, model_server, say, write
 from helpers.needs import require_module
 from helpers.project import META, project, task_status
-from helpers.runtimes import offline_env, recorder
+from helpers.runtime_project import init, run_agent, sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -30,14 +27,7 @@ TOOLS = "Write,Edit,Bash,Read,mcp__postflightd__check_metadata"
 def root(tmp_path: Path) -> Path:
     require_module("mcp", "postflightd mcp runs on the [mcp] extra")
     root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")], artifacts=[259])
-    cli = Path(sys.executable).parent / "postflightd"
-    out = subprocess.run(
-        [str(cli), "init", "--yes", "--mcp", "--runtime", "claude", str(root)],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
+    init(root, "claude", "--mcp")
     assert "postflightd" in json.loads((root / ".mcp.json").read_text("utf-8"))["mcpServers"]
     return root
 
@@ -56,24 +46,16 @@ def test_the_agent_checks_its_document_through_the_mcp_server_before_writing_it(
         write(str(own), json.dumps(researched_doc(OWN), indent=2)),
         say("Done."),
     ]
-    tmp = root.parent
-    home = tmp / "claude-home"
-    (home / ".claude").mkdir(parents=True)
+    box = sandbox(root, "claude")
+    (box.home / ".claude").mkdir()
     # This user approved the project's servers of .mcp.json, as an interactive session asks
     # once (`claude -p` here starts them unapproved too).
-    (home / ".claude" / "settings.json").write_text(
+    (box.home / ".claude" / "settings.json").write_text(
         json.dumps({"enableAllProjectMcpServers": True, "enabledMcpjsonServers": ["postflightd"]}),
         "utf-8",
     )
-    (tmp / "hook-calls").mkdir()
-    path = os.pathsep.join(
-        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
-    )
     with model_server(script) as server:
-        env = offline_env(
-            home,
-            PATH=path,
-            PF_HOOK_CALLS=str(tmp / "hook-calls"),
+        env = box.env(
             ANTHROPIC_BASE_URL=server.url,
             ANTHROPIC_API_KEY="dummy",
             CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
@@ -83,18 +65,8 @@ def test_the_agent_checks_its_document_through_the_mcp_server_before_writing_it(
             # The server's start-up on a loaded machine: mostly the MCP SDK's import.
             MCP_TIMEOUT="60000",
         )
-        out = subprocess.run(
-            [
-                str(claude_code),
-                *("-p", "Research task 259.", "--allowedTools", TOOLS),
-            ],
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
+        argv = [str(claude_code), *("-p", "Research task 259.", "--allowedTools", TOOLS)]
+        out = run_agent(argv, root, env, timeout=120)
     assert out.returncode == 0, (out.stdout, out.stderr)
     assert server.errors == [] and server.script == []
     requests = server.agent_requests()

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +25,8 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.model_server import Turn, say
-from helpers.project import META, project, task_status, write_meta
+from helpers.project import META, task_status, write_meta
 from helpers.responses_server import (
     ResponsesServer,
     exec_command,
@@ -36,37 +34,26 @@ from helpers.responses_server import (
     patch_update,
     responses_server,
 )
-from helpers.runtimes import (
-    HookCall,
-    hook_calls,
-    offline_env,
-    pinned,
-    placeheld,
-    recorder,
-    recording,
+from helpers.runtime_project import (
+    BROKEN,
+    HOUR_AGO,
+    IN_PROGRESS,
+    OTHER,
+    OWN,
+    REPO,
+    VALID,
+    initialised_project,
+    run_agent,
+    sandbox,
+    script_played,
 )
+from helpers.runtimes import HookCall, pinned, placeheld, recording
 from postflightd.project.codex_trust import hook_trust, postflightd_hooks, trust_entries
 
 pytestmark = pytest.mark.slow
 
-OWN, OTHER = "259_prove_completeness", "260_plan_it"
-TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-#: Not JSON: PF102, whoever wrote it.
-BROKEN = '{"status": "researched",\n'
-VALID = json.dumps(researched_doc(OWN), indent=2)
-IN_PROGRESS = json.dumps(
-    {
-        "status": "in_progress",
-        "started_at": "2026-01-08T14:00:00Z",
-        "artifacts": [],
-        "metadata": {"session_id": SESSION},
-    },
-    indent=2,
-)
 #: A model slug Codex knows: it offers `apply_patch` (freeform) and `exec_command` for it.
 MODEL = "gpt-5.5"
-HOUR_AGO = 3600.0
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "codex"
 OWN_META = f"specs/{OWN}/{META}"
 
@@ -84,17 +71,7 @@ class Run:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
-    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
-    cli = Path(sys.executable).parent / "postflightd"
-    out = subprocess.run(
-        [str(cli), "init", "--yes", "--runtime", "codex", str(root)],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert (root / ".codex" / "hooks.json").is_file()
-    return root
+    return initialised_project(tmp_path, "codex", ".codex/hooks.json")
 
 
 def codex_config(server: ResponsesServer, root: Path, trust: str) -> str:
@@ -134,42 +111,22 @@ def run_codex(
     complete: bool = True,
 ) -> Run:
     """`codex exec prompt` in ``root`` against the scripted model, to its end."""
-    tmp = root.parent
-    home = tmp / "codex-home"
-    (home / ".codex").mkdir(parents=True)
-    calls = tmp / "hook-calls"
-    calls.mkdir()
-    path = os.pathsep.join(
-        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
-    )
+    box = sandbox(root, "codex")
+    (box.home / ".codex").mkdir()
     with responses_server(script) as server:
-        config = home / ".codex" / "config.toml"
+        config = box.home / ".codex" / "config.toml"
         config.write_text(codex_config(server, root, trust), encoding="utf-8")
-        env = offline_env(
-            home, PATH=path, PF_HOOK_CALLS=str(calls), SCRIPTED_API_KEY="dummy", NO_COLOR="1"
-        )
+        env = box.env(SCRIPTED_API_KEY="dummy", NO_COLOR="1")
         env.pop("CODEX_HOME", None)
         argv = [str(codex), "exec", "--skip-git-repo-check"]
         # No sandbox of Codex's own here (it needs namespaces the tests' machine may refuse).
         argv += ["--dangerously-bypass-approvals-and-sandbox", *flags, prompt]
-        out = subprocess.run(
-            argv,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=90,
-        )
+        out = run_agent(argv, root, env, timeout=90)
     stdout = out.stdout.decode("utf-8", "replace")
     stderr = out.stderr.decode("utf-8", "replace")
     assert out.returncode == 0, (stdout, stderr)
-    answers = [(c.event, c.answer) for c in hook_calls(calls)]
-    # A turn asked for past the script's end: the hook sent the agent on when it should not.
-    assert server.errors == [], answers
-    if complete:
-        assert server.script == [], ("the agent stopped before the end of its script", answers)
-    return Run(root, home, server, hook_calls(calls), stdout, stderr)
+    script_played(server, box.calls(), complete)
+    return Run(root, box.home, server, box.calls(), stdout, stderr)
 
 
 def meta(root: Path, task_dir: str) -> Path:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,37 +28,26 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.model_server import ModelServer, ToolCall, Turn, model_server, say
-from helpers.project import META, project, task_status, write_meta
-from helpers.runtimes import (
-    HookCall,
-    hook_calls,
-    offline_env,
-    pinned,
-    placeheld,
-    recorder,
-    recording,
+from helpers.project import META, task_status, write_meta
+from helpers.runtime_project import (
+    BROKEN,
+    HOUR_AGO,
+    IN_PROGRESS,
+    OTHER,
+    OWN,
+    REPO,
+    VALID,
+    init,
+    initialised_project,
+    run_agent,
+    sandbox,
+    script_played,
 )
+from helpers.runtimes import HookCall, offline_env, pinned, placeheld, recording
 
 pytestmark = pytest.mark.slow
 
-OWN, OTHER = "259_prove_completeness", "260_plan_it"
-TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-#: Not JSON: PF102, whoever wrote it.
-BROKEN = '{"status": "researched",\n'
-VALID = json.dumps(researched_doc(OWN), indent=2)
-IN_PROGRESS = json.dumps(
-    {
-        "status": "in_progress",
-        "started_at": "2026-01-08T14:00:00Z",
-        "artifacts": [],
-        "metadata": {"session_id": SESSION},
-    },
-    indent=2,
-)
-HOUR_AGO = 3600.0
-REPO = Path(__file__).resolve().parents[2]
 HOOK_FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "copilot"
 TRANSCRIPT_FIXTURES = REPO / "tests" / "fixtures" / "transcripts"
 
@@ -74,41 +62,17 @@ class Run:
     stderr: str
 
 
-def init(root: Path, runtime: str) -> None:
-    cli = Path(sys.executable).parent / "postflightd"
-    out = subprocess.run(
-        [str(cli), "init", "--yes", "--runtime", runtime, str(root)],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-
-
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
-    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
-    init(root, "copilot")
-    assert (root / ".github" / "hooks" / "postflightd.json").is_file()
-    return root
+    return initialised_project(tmp_path, "copilot", ".github/hooks/postflightd.json")
 
 
 def run_copilot(copilot: Path, root: Path, script: list[Turn], prompt: str) -> Run:
     """`copilot -p prompt` in ``root`` against the scripted model, to its end."""
-    tmp = root.parent
-    home = tmp / "copilot-home"
-    home.mkdir()
-    calls = tmp / "hook-calls"
-    calls.mkdir()
-    path = os.pathsep.join(
-        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
-    )
+    box = sandbox(root, "copilot")
     with model_server(script) as server:
-        env = offline_env(
-            home,
-            PATH=path,
-            PF_HOOK_CALLS=str(calls),
+        env = box.env(
             COPILOT_OFFLINE="true",
             COPILOT_PROVIDER_TYPE="anthropic",
             COPILOT_PROVIDER_BASE_URL=server.url,
@@ -119,22 +83,16 @@ def run_copilot(copilot: Path, root: Path, script: list[Turn], prompt: str) -> R
             # Its JavaScript, unpacked on first start, kept beside the install for every run.
             XDG_CACHE_HOME=str(copilot.parents[2] / "xdg-cache"),
         )
-        out = subprocess.run(
+        out = run_agent(
             [str(copilot), "-p", prompt, "--allow-all-tools"],
-            cwd=root,
-            env={k: v for k, v in env.items() if not k.startswith(("COPILOT_GITHUB", "GH_"))},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
+            root,
+            {k: v for k, v in env.items() if not k.startswith(("COPILOT_GITHUB", "GH_"))},
             timeout=120,
         )
     assert out.returncode == 0, (out.stdout, out.stderr)
-    answers = [(c.event, c.answer) for c in hook_calls(calls)]
-    # A turn asked for past the script's end: the hook sent the agent on when it should not.
-    assert server.errors == [], answers
-    assert server.script == [], ("the agent stopped before the end of its script", answers)
+    script_played(server, box.calls())
     stdout, stderr = (out.stdout.decode("utf-8", "replace"), out.stderr.decode("utf-8", "replace"))
-    return Run(root, home, server, hook_calls(calls), stdout, stderr)
+    return Run(root, box.home, server, box.calls(), stdout, stderr)
 
 
 def meta(root: Path, task_dir: str) -> Path:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,36 +27,25 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.gemini_server import GeminiServer, gemini_server, replace, shell, write_file
 from helpers.model_server import Turn, say
-from helpers.project import META, project, task_status, write_meta
-from helpers.runtimes import (
-    HookCall,
-    hook_calls,
-    offline_env,
-    pinned,
-    placeheld,
-    recorder,
-    recording,
+from helpers.project import META, task_status, write_meta
+from helpers.runtime_project import (
+    BROKEN,
+    IN_PROGRESS,
+    OTHER,
+    OWN,
+    REPO,
+    VALID,
+    initialised_project,
+    run_agent,
+    sandbox,
+    script_played,
 )
+from helpers.runtimes import HookCall, offline_env, pinned, placeheld, recording
 
 pytestmark = pytest.mark.slow
 
-OWN, OTHER = "259_prove_completeness", "260_plan_it"
-TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-#: Not JSON: PF102, whoever wrote it.
-BROKEN = '{"status": "researched",\n'
-VALID = json.dumps(researched_doc(OWN), indent=2)
-IN_PROGRESS = json.dumps(
-    {
-        "status": "in_progress",
-        "started_at": "2026-01-08T14:00:00Z",
-        "artifacts": [],
-        "metadata": {"session_id": SESSION},
-    },
-    indent=2,
-)
 MINUTE = 60.0
 MODEL = "gemini-2.5-flash"
 #: Gemini CLI's settings in the throwaway HOME: the API key's auth (the key is a dummy, the
@@ -68,7 +56,6 @@ USER_SETTINGS = {
     "telemetry": {"enabled": False},
     "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
 }
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "gemini"
 
 
@@ -85,59 +72,26 @@ class Run:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
-    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
-    cli = Path(sys.executable).parent / "postflightd"
-    out = subprocess.run(
-        [str(cli), "init", "--yes", "--runtime", "gemini", str(root)],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert (root / ".gemini" / "settings.json").is_file()
-    return root
+    return initialised_project(tmp_path, "gemini", ".gemini/settings.json")
 
 
 def run_gemini(gemini: Path, root: Path, script: list[Turn], prompt: str) -> Run:
     """`gemini -p prompt` in ``root`` against the scripted model, to its end."""
-    tmp = root.parent
-    home = tmp / "gemini-home"
-    settings = home / ".gemini"
-    settings.mkdir(parents=True)
+    box = sandbox(root, "gemini")
+    settings = box.home / ".gemini"
+    settings.mkdir()
     (settings / "settings.json").write_text(json.dumps(USER_SETTINGS), encoding="utf-8")
     trusted = {str(root): "TRUST_FOLDER"}
     (settings / "trustedFolders.json").write_text(json.dumps(trusted), encoding="utf-8")
-    calls = tmp / "hook-calls"
-    calls.mkdir()
-    path = os.pathsep.join(
-        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
-    )
     with gemini_server(script) as server:
-        env = offline_env(
-            home,
-            PATH=path,
-            PF_HOOK_CALLS=str(calls),
-            GOOGLE_GEMINI_BASE_URL=server.url,
-            GEMINI_API_KEY="dummy",
-        )
+        env = box.env(GOOGLE_GEMINI_BASE_URL=server.url, GEMINI_API_KEY="dummy")
         # yolo: -p cannot ask the person, and without it the file tools are not offered.
         argv = [str(gemini), "-p", prompt, "-m", MODEL, "--approval-mode", "yolo"]
-        out = subprocess.run(
-            argv,
-            cwd=root,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            check=False,
-            timeout=120,
-        )
+        out = run_agent(argv, root, env, timeout=120)
     stdout, stderr = (out.stdout.decode("utf-8", "replace"), out.stderr.decode("utf-8", "replace"))
     assert out.returncode == 0, (stdout, stderr)
-    answers = [c.answer for c in hook_calls(calls)]
-    # A turn asked for past the script's end: the hook sent the agent on when it should not.
-    assert server.errors == [], answers
-    assert server.script == [], ("the agent stopped before the end of its script", answers)
-    return Run(root, home, server, hook_calls(calls), stdout, stderr)
+    script_played(server, box.calls())
+    return Run(root, box.home, server, box.calls(), stdout, stderr)
 
 
 def meta(root: Path, task_dir: str) -> Path:

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -39,40 +38,28 @@ from typing import Any
 
 import pytest
 
-from helpers.chat_server import ChatRequest, chat_handler, chat_write
-from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.model_server import ModelServer, ToolCall, Turn, say
-from helpers.project import META, project, task_status, write_meta
-from helpers.runtimes import (
-    HookCall,
-    hook_calls,
-    offline_env,
-    pinned,
-    placeheld,
-    recorder,
-    recording,
+from helpers.chat_server import ChatRequest, ChatServer, chat_server, chat_write
+from helpers.model_server import ToolCall, Turn, say
+from helpers.project import META, task_status, write_meta
+from helpers.runtime_project import (
+    BROKEN,
+    HOUR_AGO,
+    IN_PROGRESS,
+    OTHER,
+    OWN,
+    REPO,
+    VALID,
+    initialised_project,
+    run_agent,
+    sandbox,
+    script_played,
 )
+from helpers.runtimes import HookCall, hook_calls, pinned, placeheld, recording
 from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
-OWN, OTHER = "259_prove_completeness", "260_plan_it"
-TASKS = [task_entry(259, "prove_completeness"), task_entry(260, "plan_it")]
-#: Not JSON: PF102, whoever wrote it.
-BROKEN = '{"status": "researched",\n'
-VALID = json.dumps(researched_doc(OWN), indent=2)
-IN_PROGRESS = json.dumps(
-    {
-        "status": "in_progress",
-        "started_at": "2026-01-08T14:00:00Z",
-        "artifacts": [],
-        "metadata": {"session_id": SESSION},
-    },
-    indent=2,
-)
-HOUR_AGO = 3600.0
 PROVIDER, MODEL = "scripted", "model"
-REPO = Path(__file__).resolve().parents[2]
 HOOK_FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "opencode"
 MODES = ["run", "serve"]
 
@@ -81,7 +68,7 @@ MODES = ["run", "serve"]
 class Run:
     root: Path
     home: Path
-    server: ModelServer
+    server: ChatServer
     calls: list[HookCall]
     log: str
 
@@ -92,17 +79,7 @@ class Run:
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """Tasks 259 (ready for a research report) and 260, set up by `postflightd init`."""
-    root = project(tmp_path / "proj", TASKS, todo=True, artifacts=[259])
-    cli = Path(sys.executable).parent / "postflightd"
-    out = subprocess.run(
-        [str(cli), "init", "--yes", "--runtime", "opencode", str(root)],
-        capture_output=True,
-        check=False,
-        timeout=60,
-    )
-    assert out.returncode == 0, out.stderr
-    assert (root / ".opencode" / "plugins" / "postflightd.ts").is_file()
-    return root
+    return initialised_project(tmp_path, "opencode", ".opencode/plugins/postflightd.ts")
 
 
 def plugin_package_in_place(config_dir: Path) -> None:
@@ -117,23 +94,14 @@ def plugin_package_in_place(config_dir: Path) -> None:
 
 
 @contextmanager
-def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ModelServer, dict[str, str]]]:
+def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ChatServer, dict[str, str]]]:
     """The scripted server, the project's opencode.json naming it, and OpenCode's environment."""
-    tmp = root.parent
-    home = tmp / "opencode-home"
-    home.mkdir()
+    box = sandbox(root, "opencode")
     # npm's registry, should OpenCode try to install anything: a closed port, never the net.
-    (home / ".npmrc").write_text("registry=http://127.0.0.1:9/\n")
-    plugin_package_in_place(home / ".config" / "opencode")
+    (box.home / ".npmrc").write_text("registry=http://127.0.0.1:9/\n")
+    plugin_package_in_place(box.home / ".config" / "opencode")
     plugin_package_in_place(root / ".opencode")
-    calls = tmp / "hook-calls"
-    calls.mkdir()
-    path = os.pathsep.join(
-        [str(recorder(tmp / "bin")), str(Path(sys.executable).parent), os.environ["PATH"]]
-    )
-    server = ModelServer(script, chat_handler)
-    server.start()
-    try:
+    with chat_server(script) as server:
         provider = {
             "npm": "@ai-sdk/openai-compatible",
             "name": "Scripted",
@@ -148,10 +116,7 @@ def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ModelServer
             "share": "disabled",
         }
         (root / "opencode.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-        env = offline_env(
-            home,
-            PATH=path,
-            PF_HOOK_CALLS=str(calls),
+        env = box.env(
             # OpenCode takes its directory from $PWD before the working directory.
             PWD=str(root),
             OPENCODE_DISABLE_MODELS_FETCH="1",
@@ -161,8 +126,6 @@ def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ModelServer
         for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
             env.pop(name, None)
         yield server, env
-    finally:
-        server.stop()
 
 
 def run_opencode(
@@ -173,32 +136,20 @@ def run_opencode(
     for and the last hook call answered."""
     with opencode_setup(root, script) as (server, env):
         if mode == "run":
-            out = subprocess.run(
-                [str(opencode), "run", "--print-logs", prompt],
-                cwd=root,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                check=False,
-                timeout=120,
-            )
+            out = run_agent([str(opencode), "run", "--print-logs", prompt], root, env, 120)
             log = out.stderr.decode("utf-8", "replace")
             assert out.returncode == 0, (out.stdout, log[-3000:])
         else:
             log = serve(opencode, root, env, server, prompt)
     calls = hook_calls(root.parent / "hook-calls")
-    answers = [c.answer for c in calls]
-    # A turn asked for past the script's end: the hook sent the agent on when it should not.
-    assert server.errors == [], answers
-    if complete:
-        assert server.script == [], ("the agent stopped before the end of its script", answers)
+    script_played(server, calls, complete)
     # Nothing was installed or fetched: no warning of a failed install, only the model asked.
     assert "dependency install failed" not in log
     assert {r.path.split("?")[0] for r in server.requests} == {"/v1/chat/completions"}
     return Run(root, root.parent / "opencode-home", server, calls, log)
 
 
-def serve(opencode: Path, root: Path, env: dict[str, str], server: ModelServer, prompt: str) -> str:
+def serve(opencode: Path, root: Path, env: dict[str, str], server: ChatServer, prompt: str) -> str:
     """`opencode serve` on 127.0.0.1, a session made and prompted over its HTTP API; waits
     for the script's end and the hook's last answer, then stops the server."""
     log = root.parent / "serve.log"
