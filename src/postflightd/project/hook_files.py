@@ -316,15 +316,20 @@ def hook_config_with(text: str | None, runtime: Runtime, program: str = PROGRAM)
             changed = True
     if not changed and text is not None:
         return text
-    # Written in proportion to what was read: a document nested so deeply that its
-    # indentation alone would pass the limit is refused, not written.
+    return settings_text(doc, indent, text, "flatten it, or add the hook by hand")
+
+
+def settings_text(doc: Any, indent: str, text: str | None, by_hand: str) -> str:
+    """``doc`` as a runtime's settings file, written in proportion to ``text`` (what was read):
+    a document nested so deeply that its indentation alone would pass the limit is refused,
+    not written (``by_hand``: what to do instead)."""
     limit = layout_limit(len(text or ""))
     try:
         return dump_json(doc, indent, ensure_ascii=False, budget=LayoutBudget(limit)) + "\n"
     except LayoutTooLargeError:
         raise SettingsShapeError(
             f"nested too deeply to rewrite: its indentation alone would pass {limit:,} "
-            "characters; flatten it, or add the hook by hand"
+            f"characters; {by_hand}"
         ) from None
 
 

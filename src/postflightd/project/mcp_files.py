@@ -26,16 +26,13 @@ from typing import Any, Final
 
 from postflightd.postflight.json_layout import (
     PLAIN_INDENT,
-    LayoutBudget,
-    LayoutTooLargeError,
-    dump_json,
-    layout_limit,
 )
 from postflightd.project.hook_files import (
     PROGRAM,
     SettingsShapeError,
     _indent_of,
     _load_settings,
+    settings_text,
 )
 from postflightd.project.setup import FileChange
 
@@ -92,14 +89,7 @@ def mcp_config_with(text: str | None, file: McpFile, program: str = PROGRAM) -> 
     if SERVER_NAME in servers and text is not None:
         return text
     servers[SERVER_NAME] = server_entry(file.form, program)
-    limit = layout_limit(len(text or ""))
-    try:
-        return dump_json(doc, indent, ensure_ascii=False, budget=LayoutBudget(limit)) + "\n"
-    except LayoutTooLargeError:
-        raise SettingsShapeError(
-            f"nested too deeply to rewrite: its indentation alone would pass {limit:,} "
-            "characters; add the server by hand"
-        ) from None
+    return settings_text(doc, indent, text, "add the server by hand")
 
 
 def _toml_string(value: str) -> str:
