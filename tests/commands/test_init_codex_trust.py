@@ -70,3 +70,36 @@ def test_a_changed_hook_is_untrusted_again(
     again = capsys.readouterr().out
     assert "Codex has not trusted the stop hook yet (Stop)" in again
     assert "does not trust this project" not in again
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b'model = "gpt-5.5"\n[projects."/x"\ntrust_level = ',  # truncated TOML
+        b"\xff\xfe\x00binary",  # not UTF-8
+        b"[hooks]\nstate = 3\n",  # the table of another shape
+        b"x" * (2 * 1024 * 1024),  # past the bound read
+        None,  # a directory where the file should be
+    ],
+)
+def test_a_codex_config_that_cannot_be_read_is_untrusted_never_a_crash(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes | None,
+) -> None:
+    root = project(tmp_path / "proj", [task_entry(259, "prove_completeness")], todo=True)
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    config = home / "config.toml"
+    if content is None:
+        config.mkdir()
+    else:
+        config.write_bytes(content)
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    assert main(["init", "--yes", "--runtime", "codex", str(root)]) == 0
+    captured = capsys.readouterr()
+    assert "Codex does not trust this project yet" in captured.out
+    assert "Traceback" not in captured.out + captured.err
+    if content is not None:
+        assert config.read_bytes() == content  # read, never written
