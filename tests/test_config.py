@@ -409,7 +409,7 @@ def _read(reader: Any, data: dict[str, Any]) -> Config | str:
     return config
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(_tables())
 def test_a_file_of_tables_and_booleans_reads_as_pydantic_reads_it(data: dict[str, Any]) -> None:
     assert _read(parse_config, data) == _read(config_module._validated, data)

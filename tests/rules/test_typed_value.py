@@ -91,7 +91,7 @@ def _state() -> dict[str, Any]:
     }
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(documents())
 def test_the_stored_schemas_value_applies_the_models_outcome(doc: dict[str, Any]) -> None:
     checker = validator()
@@ -190,7 +190,7 @@ def clean_documents(draw: st.DrawFn) -> dict[str, Any]:
     return doc
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, database=None)
 @given(clean_documents())
 def test_a_clean_documents_value_applies_the_models_outcome(doc: dict[str, Any]) -> None:
     assert is_clean(doc)
