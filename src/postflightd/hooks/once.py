@@ -10,6 +10,7 @@ the marker already there answers nothing and does no work.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -50,15 +51,11 @@ def first_run(stop: str, folder: Path | None = None, now: float | None = None) -
 
 
 def _forget_old(folder: Path, keep: str, now: float) -> None:
-    try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name == keep:
-                    continue
-                try:
-                    if entry.stat(follow_symlinks=False).st_mtime < now - KEEP_S:
-                        Path(entry.path).unlink()
-                except OSError:
-                    pass
-    except OSError:
-        pass
+    # Best effort: a marker that cannot be listed or removed is only kept a while longer.
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name == keep:
+                continue
+            with contextlib.suppress(OSError):
+                if entry.stat(follow_symlinks=False).st_mtime < now - KEEP_S:
+                    Path(entry.path).unlink()
