@@ -138,3 +138,25 @@ def test_a_stop_without_its_time_is_post_flighted_at_every_run(hook: Hook, root:
     del camel["timestamp"]
     assert "decision" in hook(COPILOT, camel).doc
     assert "decision" in hook(COPILOT, camel).doc
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        None,
+        "assistant.message",
+        {"type": "assistant.message"},
+        {"type": "assistant.message", "data": 3},
+        {"type": "assistant.message", "data": {"toolRequests": "x"}},
+        {"type": "assistant.message", "data": {"toolRequests": [None, {"name": "create"}]}},
+        {"type": "tool.execution_start", "data": {"toolName": "edit", "arguments": [1]}},
+        {"type": "tool.execution_start", "data": {"toolName": "bash", "arguments": {"command": 4}}},
+        {"type": "tool.execution_complete", "data": {"fileEdits": [None, {"path": 3}]}},
+        {"type": "tool.execution_complete", "data": {"fileEdits": "x"}},
+    ],
+)
+def test_an_events_line_of_another_shape_names_nothing(entry: object) -> None:
+    from postflightd.hooks.copilot import events_written
+
+    assert events_written(entry) == set()
+    assert events_written(entry, subagents_only=True) == set()

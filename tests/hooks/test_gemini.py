@@ -105,3 +105,25 @@ def test_the_record_began_at_its_first_lines_start_time(tmp_path: Path) -> None:
     began = began_of(path)
     assert began is not None
     assert time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(began)) == first["startTime"][:19]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        None,
+        3,
+        "write_file",
+        [],
+        {"$set": "x"},
+        {"$set": {"messages": 3}},
+        {"$set": {"messages": [None, {"toolCalls": "x"}]}},
+        {"type": "gemini", "toolCalls": 7},
+        {"type": "gemini", "toolCalls": [None, {"name": "write_file", "args": "x"}]},
+        {"type": "gemini", "toolCalls": [{"name": "write_file", "args": {"file_path": 5}}]},
+        {"type": "gemini", "toolCalls": [{"name": "run_shell_command", "args": {}}]},
+    ],
+)
+def test_a_chat_record_line_of_another_shape_names_nothing(entry: object) -> None:
+    from postflightd.hooks.chat import chat_written
+
+    assert chat_written(entry) == set()
