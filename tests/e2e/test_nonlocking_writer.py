@@ -53,6 +53,11 @@ def _write_final(root: Path, n: int, round_: int) -> None:
     tmp.replace(path)
 
 
+def _left(root: Path) -> list[int]:
+    """The tasks whose metadata file is still there."""
+    return [n for n in range(1, TASKS + 1) if os.path.lexists(meta_path(root, n))]
+
+
 def _round_present(root: Path, round_: int) -> bool:
     entries = _state(root)["active_projects"]
     return all(
@@ -85,13 +90,18 @@ def test_a_tight_non_locking_writer_and_thousands_of_postflights_lose_nothing(
                     _write_final(root, n, round_)
                     if n % 4 == 0:
                         time.sleep(0.002)
-                wait_until(
-                    f"round {round_}: every metadata file applied and deleted",
-                    lambda: (
-                        not any(os.path.lexists(meta_path(root, n)) for n in range(1, TASKS + 1))
-                    ),
-                    timeout=120,
-                )
+                try:
+                    wait_until(
+                        f"round {round_}: every metadata file applied and deleted",
+                        lambda: not _left(root),
+                        timeout=120,
+                    )
+                except pytest.fail.Exception:
+                    # What the daemon was doing meanwhile: shown with the failure.
+                    print(f"left: tasks {_left(root)[:20]} ({len(_left(root))} in all)")
+                    for event in daemon.events()[-40:]:
+                        print(event)
+                    raise
                 # Outcomes the writer reverted (its copy read before our write) are healed.
                 wait_until(
                     f"round {round_}: every outcome present",

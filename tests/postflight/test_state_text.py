@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 
 from helpers.documents import task_entry
 from postflightd.postflight import state_text as statetext
-from postflightd.postflight.json_layout import LAYOUT_FACTOR, LAYOUT_SLACK
+from postflightd.postflight.json_layout import (
+    LAYOUT_FACTOR,
+    LAYOUT_SLACK,
+    LayoutBudget,
+    layout_limit,
+)
 from postflightd.postflight.state_text import render_state
 
 
@@ -212,6 +217,86 @@ def test_render_fast_task_splice_equals_the_full_walk(
     ]
     # Two tasks changed: a handful of lines, nothing else of the 300 tasks.
     assert 0 < len(changed) < 20
+
+
+def _all_changed(doc: dict[str, Any]) -> dict[str, Any]:
+    """Every task of ``doc`` post-flighted: more than the changed-task splice takes."""
+    new = copy.deepcopy(doc)
+    for task in new["active_projects"]:
+        task["status"] = "researched"
+        task["artifacts"].append({"type": "summary", "path": "s.md", "summary": "ü ✓"})
+    return new
+
+
+@pytest.mark.parametrize("indent", [2, 4])
+def test_render_many_tasks_of_a_dumped_file_is_the_dump_of_the_new_document(indent: int) -> None:
+    """Hundreds of tasks changed in a file laid out as jq and json.dumps write it: the new
+    document in the same layout, byte for byte what the full walk writes."""
+    doc = big_state(300)
+    text = json.dumps(doc, indent=indent, ensure_ascii=False) + "\n"
+    new = _all_changed(doc)
+    body = text.rstrip("\n")
+    out = statetext._canonical(body, doc, new, statetext._detect_style(text, body, LayoutBudget()))
+    assert out == json.dumps(new, indent=indent, ensure_ascii=False)
+    assert render_state(text, doc, new) == out + "\n"
+    walked = statetext._splice_document(
+        text, 0, len(body), new, statetext._detect_style(text, body, LayoutBudget())
+    )
+    assert walked == out
+
+
+@pytest.mark.parametrize(
+    ("why", "edit"),
+    [
+        ("a float spelled as json.dumps does", lambda d: d.update(ratio=1.5e16)),
+        ("a key listed twice", None),
+        ("escaped non-ASCII text", "ascii"),
+        ("tabs", "tabs"),
+        ("CRLF line ends", "crlf"),
+    ],
+)
+def test_render_many_tasks_of_another_layout_keeps_that_layout(why: str, edit: Any) -> None:
+    """A file not exactly in the dumped layout (its numbers, duplicate keys, escapes, tabs,
+    line ends) is spliced as before: its own spelling kept."""
+    doc = big_state(40)
+    doc["active_projects"][0]["project_name"] = "café"
+    if callable(edit):
+        edit(doc)
+    text = json.dumps(
+        doc, indent="\t" if edit == "tabs" else 2, ensure_ascii=edit == "ascii"
+    ).replace("\n", "\r\n" if edit == "crlf" else "\n")
+    if edit is None:
+        text = text.replace('"meta": {', '"meta": {"v": 0, ', 1)
+    new = _all_changed(json.loads(text))
+    body = text.strip()
+    assert statetext._canonical(body, json.loads(text), new, _style(text)) is None, why
+    out = render_state(text, json.loads(text), new)
+    assert json.loads(out) == new
+    if callable(edit):
+        assert '"ratio": 1.5e+16' in out
+    if edit == "ascii":
+        assert "\\u00fc" in out
+    if edit == "tabs":
+        assert '\n\t"active_projects"' in out
+
+
+@pytest.mark.parametrize("value", [float("nan"), "\ud800"], ids=["nan", "lone-surrogate"])
+def test_render_many_tasks_with_a_value_msgspec_cannot_write_falls_back(value: Any) -> None:
+    """NaN (msgspec writes null), a lone surrogate (it refuses it): the walk writes them as
+    json.dumps does, never a different value."""
+    doc = big_state(40)
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    new = _all_changed(doc)
+    new["active_projects"][3]["odd"] = value
+    body = text.rstrip("\n")
+    assert statetext._canonical(body, doc, new, _style(text)) is None
+    out = render_state(text, doc, new)
+    assert '"odd": ' + json.dumps(value, ensure_ascii=False) in out
+
+
+def _style(text: str) -> Any:
+    body = text.strip()
+    return statetext._detect_style(text, body, LayoutBudget(layout_limit(len(text))))
 
 
 # --- output in proportion to input -------------------------------------------------------------

@@ -334,6 +334,9 @@ def _render(
         spliced = _splice_changed_tasks(text, original, new, style)
         if spliced is not None:
             return spliced
+        spliced = _canonical(text[start:end], original, new, style)
+        if spliced is not None:
+            return text[:start] + spliced + text[end:]
         spliced = _splice_document(text, start, end, new, style)
     except (_IrregularError, RecursionError):
         # RecursionError: the splice follows the nesting of what changed, and comparing or
@@ -403,6 +406,42 @@ def _splice_changed_tasks(
         parts += [text[cursor:start], replacement]
         cursor = end
     return "".join([*parts, text[cursor:]])
+
+
+def _canonical(
+    body: str, original: Mapping[str, Any], new: dict[str, Any], style: _Style
+) -> str | None:
+    """Many tasks changed in a file in the usual layout of jq and json.dumps: all of ``new``
+    dumped in C, in about 3 ms where splicing costs ~0.2 ms a changed task.
+
+    Taken only when dumping ``original`` the same way gives ``body`` exactly (so it is the
+    file's own layout, values included), and when the dump of ``new`` reads back as ``new``
+    (msgspec writes NaN as null; a number it cannot write raises); otherwise None, and the
+    splice decides. A window this short matters: against a writer that ignores the lock,
+    state.json is replaced only if it is unchanged from the read to the swap.
+    """
+    indent = style.indent
+    if not indent or indent.strip(" ") or style.newline != "\n" or style.ensure_ascii:
+        return None
+    # Imported here: the few-task postflights (the hook's) never pay its import (~11 ms).
+    import msgspec
+
+    try:
+        if msgspec.json.format(msgspec.json.encode(original), indent=len(indent)) != (
+            body.encode("utf-8")
+        ):
+            return None
+        compact = msgspec.json.encode(new)
+        out = msgspec.json.format(compact, indent=len(indent))
+        # Layout written, counted generously (every character the indent adds): as bounded
+        # as the splice's.
+        if len(out) - len(compact) > style.budget.left or msgspec.json.decode(out) != new:
+            return None
+    except (msgspec.EncodeError, msgspec.DecodeError, OverflowError, RecursionError):
+        return None
+    except UnicodeEncodeError:
+        return None  # a lone surrogate: json.dumps writes it escaped, the splice decides
+    return out.decode("utf-8")
 
 
 def _splice_document(
