@@ -114,7 +114,10 @@ def test_byte_at_a_time_writers_never_get_pf102_and_each_file_is_applied_once(
     tmp_path: Path, start_daemon: DaemonFactory
 ) -> None:
     count = 200
-    root = project(tmp_path / "proj", count)
+    # A wide settle window: 200 writer threads share one interpreter lock, and on a loaded
+    # machine one can wait far longer than its pause for its next byte; the file is then
+    # quiet, not finished, and reading it after settle_ms is right.
+    root = project(tmp_path / "proj", count, config="[watch]\nsettle_ms = 3000\n")
     daemon = start_daemon(root)
     rng = random.Random(4)
     pauses = [[rng.random() for _ in range(len(final_text(n)))] for n in range(1, count + 1)]
