@@ -61,6 +61,17 @@ class Request(ScriptedRequest):
             return False
         return any(isinstance(t, dict) and t.get("name") in AGENT_TOOLS for t in tools)
 
+    @property
+    def agent(self) -> str | None:
+        """Codex names the agent in each request's turn metadata: ``/root`` for the main
+        one, ``/root/<task_name>`` for a subagent it spawned (None for the main one)."""
+        meta = (self.body.get("client_metadata") or {}).get("x-codex-turn-metadata")
+        try:
+            name = json.loads(meta).get("agent_name") if isinstance(meta, str) else None
+        except (ValueError, AttributeError):
+            return None
+        return name if isinstance(name, str) and name != "/root" else None
+
     def input_text(self) -> str:
         """Every text the request's ``input`` holds (messages' text parts, tool outputs),
         joined: what the model reads."""
@@ -110,8 +121,10 @@ class ResponsesServer(ScriptedServer):
         http.send_stream(_events(self, turn, str(request.body.get("model") or "")))
 
 
-def responses_server(script: list[Turn]) -> AbstractContextManager[ResponsesServer]:
-    return serving(ResponsesServer(script))
+def responses_server(
+    script: list[Turn], agents: dict[str, list[Turn]] | None = None
+) -> AbstractContextManager[ResponsesServer]:
+    return serving(ResponsesServer(script, agents))
 
 
 def _sse(data: dict[str, Any]) -> bytes:
@@ -143,10 +156,11 @@ def output_items(server: ResponsesServer, turn: Turn) -> list[dict[str, Any]]:
                 | common
             )
         else:
-            items.append(
-                {"type": "function_call", "name": call.name, "arguments": json.dumps(call.input)}
-                | common
-            )
+            # A tool of a namespace (Codex's ``collaboration``) is called by its own name,
+            # with the namespace beside it.
+            namespace, _, name = call.name.rpartition(".")
+            item = {"type": "function_call", "name": name, "arguments": json.dumps(call.input)}
+            items.append(item | ({"namespace": namespace} if namespace else {}) | common)
     return items
 
 

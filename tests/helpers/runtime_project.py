@@ -110,3 +110,5 @@ def script_played(server: ScriptedServer, calls: list[HookCall], complete: bool 
     assert server.errors == [], answers
     if complete:
         assert server.script == [], ("the agent stopped before the end of its script", answers)
+        left = {name: turns for name, turns in server.agents.items() if turns}
+        assert not left, ("a subagent stopped before the end of its script", left, answers)

@@ -60,6 +60,11 @@ class Request:
     def agent_turn(self) -> bool:
         raise NotImplementedError
 
+    @property
+    def agent(self) -> str | None:
+        """Which agent asks, where the API says (a subagent's name); None: the main agent."""
+        return None
+
 
 class Exchange(BaseHTTPRequestHandler):
     """The request handler: reads the body, hands each request to its server, and writes the
@@ -135,8 +140,11 @@ class ScriptedServer:
     not_found: ClassVar[dict[str, Any]] = {"error": {"message": "not found"}}
     answers_head: ClassVar[bool] = False
 
-    def __init__(self, script: list[Turn]) -> None:
+    def __init__(self, script: list[Turn], agents: dict[str, list[Turn]] | None = None) -> None:
         self.script = list(script)
+        #: Each subagent's own script, by the name its requests carry (``Request.agent``):
+        #: agents running side by side each get their own turns, whatever the order they ask.
+        self.agents = {name: list(turns) for name, turns in (agents or {}).items()}
         self.requests: list[Request] = []
         self.errors: list[str] = []
         self._lock = threading.Lock()
@@ -163,10 +171,11 @@ class ScriptedServer:
             self.requests.append(request)
             if not request.agent_turn:
                 return Turn(self.side_answer)
-            if not self.script:
-                self.errors.append("a turn was asked for after the script ended")
+            script = self.agents.get(request.agent or "", self.script)
+            if not script:
+                self.errors.append(f"a turn was asked for after the script ended ({request.agent})")
                 return Turn("The script has ended.")
-            turn = self.script.pop(0)
+            turn = script.pop(0)
         if turn.before is not None:
             turn.before(request.body)
         return turn

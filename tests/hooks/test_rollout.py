@@ -185,7 +185,7 @@ def test_a_rollout_read_from_its_file_says_its_writes_and_when_it_began() -> Non
     assert first["type"] == "session_meta"
     stamp = datetime.fromisoformat(first["timestamp"].replace("Z", "+00:00"))
     assert found.began == stamp.timestamp()
-    for name in ("rollout_shell.jsonl", "rollout_update.jsonl"):
+    for name in ("rollout_shell.jsonl", "rollout_update.jsonl", "rollout_subagent.jsonl"):
         other = read_transcripts([CODEX_FIXTURES / name], written=rollout_written)
         assert other is not None and other.task_dirs == {OWN}, name
     nothing = read_transcripts([CODEX_FIXTURES / "rollout_nothing.jsonl"], written=rollout_written)

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from helpers.model_server import Turn, say
+from helpers.model_server import ToolCall, Turn, say
 from helpers.project import META, task_status, write_meta
 from helpers.responses_server import (
     ResponsesServer,
@@ -56,6 +56,8 @@ pytestmark = pytest.mark.slow
 MODEL = "gpt-5.5"
 FIXTURES = REPO / "tests" / "hooks" / "fixtures" / "codex"
 OWN_META = f"specs/{OWN}/{META}"
+#: The name Codex gives the subagent the tests spawn (``task_name`` research_259).
+SUBAGENT = "/root/research_259"
 
 
 @dataclass(frozen=True)
@@ -109,11 +111,13 @@ def run_codex(
     trust: str = "all",
     flags: tuple[str, ...] = (),
     complete: bool = True,
+    agents: dict[str, list[Turn]] | None = None,
 ) -> Run:
-    """`codex exec prompt` in ``root`` against the scripted model, to its end."""
+    """`codex exec prompt` in ``root`` against the scripted model, to its end; ``agents``:
+    the scripts of the subagents it spawns, by name (``/root/<task_name>``)."""
     box = sandbox(root, "codex")
     (box.home / ".codex").mkdir()
-    with responses_server(script) as server:
+    with responses_server(script, agents) as server:
         config = box.home / ".codex" / "config.toml"
         config.write_text(codex_config(server, root, trust), encoding="utf-8")
         env = box.env(SCRIPTED_API_KEY="dummy", NO_COLOR="1")
@@ -248,6 +252,53 @@ def test_an_agent_that_keeps_its_file_invalid_is_let_stop_and_the_person_told(
     assert len(run.server.agent_requests()) == 4
     assert own.exists()
     assert task_status(root, 259) != "researched"
+
+
+def test_a_subagents_invalid_file_blocks_the_subagent_until_it_is_fixed(
+    codex_cli: Path, root: Path
+) -> None:
+    """Codex's subagents (the feature ``multi_agent_v2``): the main agent spawns one and waits
+    for it; the subagent writes a broken file, its SubagentStop is blocked with the reason,
+    which reaches that subagent's next request; its fix is applied, and the main agent's
+    Stop finds nothing left to do."""
+    own = meta(root, OWN)
+    spawn = Turn(
+        calls=[
+            ToolCall(
+                "collaboration.spawn_agent",
+                {
+                    "task_name": "research_259",
+                    "message": "Research task 259.",
+                    "fork_turns": "none",
+                },
+            )
+        ]
+    )
+    wait = Turn(calls=[ToolCall("collaboration.wait_agent", {"timeout_ms": 60000})])
+    fix = exec_command(f"cat > {OWN_META} <<'EOF'\n{VALID}\nEOF")
+    subagent = [patch(OWN_META, BROKEN), say("Done."), fix, say("Fixed.")]
+    run = run_codex(
+        codex_cli,
+        root,
+        [spawn, wait, say("The subagent researched task 259.")],
+        "Research task 259 with a subagent.",
+        flags=("--enable", "multi_agent_v2"),
+        agents={SUBAGENT: subagent},
+    )
+    first, second = only(run.calls, "SubagentStop")
+    reason = first.answer["reason"]
+    assert first.answer == {"decision": "block", "reason": reason}
+    assert f"specs/{OWN}/.return-meta.json" in reason and "PF102" in reason
+    assert first.stdin["agent_transcript_path"] != first.stdin["transcript_path"]
+    theirs = [r for r in run.server.agent_requests() if r.agent == SUBAGENT]
+    assert len(theirs) == 4
+    assert reason in theirs[2].input_text()
+    assert second.answer == {}
+    (stop,) = only(run.calls, "Stop")
+    assert stop.answer == {}
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
+    record(run, first, "subagent_stop.json", "rollout_subagent.jsonl")
 
 
 # --- trust -----------------------------------------------------------------------------------
