@@ -35,10 +35,12 @@ SOURCE = Path(__file__).resolve().parent.parent / "src" / PACKAGE
 
 # The declared layering, bottom to top. A module may import from its own unit and from units
 # of lower layers; never from a unit of its own layer or above. A unit is a package (all the
-# modules under it) or a top-level module. The shared top-level modules of layer 0 form one
-# unit: they may import each other (without cycles); the root package's ``__init__`` is one of
-# them. ``daemon.watch`` sits below the rest of
-# ``daemon``; the longest matching unit wins.
+# modules under it) or a top-level module. The units of one layer are siblings: none imports
+# another (``serve`` never imports ``daemon``, ``hooks`` never ``reporters``), so each can
+# change without the others. The shared top-level modules of layer 0 are the one exception:
+# they form one unit and may import each other (without cycles); the root package's
+# ``__init__`` is one of them. ``daemon.watch`` sits below the rest of ``daemon`` (and below
+# ``serve``, which watches files too); the longest matching unit wins.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "errors", "inert", "durations", "timestamps", "logs", "words", "records"),
     ("fs", "models", "journal"),
@@ -50,10 +52,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline",),
     ("report",),
     ("daemon.watch",),
-    ("daemon",),
-    ("hooks",),
-    ("reporters",),
-    ("serve", "mcp_server"),
+    # What the commands run, each on its own: the daemon, the stop hooks, the terminal's
+    # reporters, the dashboard, the MCP server.
+    ("daemon", "hooks", "reporters", "serve", "mcp_server"),
     ("commands",),
     ("cli",),
     ("__main__",),
@@ -75,10 +76,15 @@ WHOLE_MARKER = "Why this module stays whole"
 
 @dataclass(frozen=True)
 class Import:
-    """One import statement's target, as a module name inside the package, and where it is."""
+    """One import statement's target, as a module name inside the package, and where it is.
+
+    ``through``: for a package whose ``__init__`` runs only on the way to a module under it,
+    that module (empty for an import the statement names).
+    """
 
     target: str
     line: int
+    through: str = ""
 
 
 def module_name(path: Path, root: Path = SOURCE) -> str:
@@ -146,8 +152,10 @@ def imports_of(
         for n in range(1, len(parts)):
             package = ".".join(parts[:n])
             if package in modules and not (name == package or name.startswith(package + ".")):
-                found.append(Import(package, imp.line))
-    return sorted({i for i in found if i.target != name}, key=lambda i: (i.line, i.target))
+                found.append(Import(package, imp.line, imp.target))
+    return sorted(
+        {i for i in found if i.target != name}, key=lambda i: (i.line, i.target, i.through)
+    )
 
 
 #: The calls that import a module by name.
@@ -399,6 +407,12 @@ def upward_imports(graph: Mapping[str, Iterable[Import]]) -> list[str]:
     for module in sorted(graph):
         unit = unit_of(module)
         for imp in graph[module]:
+            if imp.through:
+                # A package's __init__ run on the way to a module under it: the import of that
+                # module is the one judged. (``serve`` reaching ``daemon.watch`` runs
+                # ``daemon/__init__.py``, which runs no code:
+                # test_a_package_above_a_lower_unit_runs_no_code.)
+                continue
             target_unit = unit_of(imp.target)
             where = f"{module} (line {imp.line}) imports {imp.target}"
             if target_unit in FORBIDDEN.get(unit, ()):
@@ -408,7 +422,12 @@ def upward_imports(graph: Mapping[str, Iterable[Import]]) -> list[str]:
             elif unit.startswith(target_unit + "."):
                 # daemon.watch importing daemon's own modules: the package above it
                 problems.append(f"{where}: {unit} sits below the rest of {target_unit}")
-            elif layer_of(target_unit) >= layer_of(unit):
+            elif layer_of(target_unit) == layer_of(unit):
+                problems.append(
+                    f"{where}: {target_unit} and {unit} are siblings (layer"
+                    f" {layer_of(unit)}): neither imports the other"
+                )
+            elif layer_of(target_unit) > layer_of(unit):
                 problems.append(
                     f"{where}: {target_unit} (layer {layer_of(target_unit)}) is not below"
                     f" {unit} (layer {layer_of(unit)})"
@@ -533,6 +552,28 @@ def test_every_module_is_in_a_layer(graph: dict[str, list[Import]]) -> None:
         unit_of(module)
 
 
+def test_a_package_above_a_lower_unit_runs_no_code() -> None:
+    """Importing ``daemon.watch`` runs ``daemon/__init__.py`` first: that file is a docstring
+    alone, so that a sibling of ``daemon`` (``serve``) reaching ``daemon.watch`` gets nothing
+    of ``daemon`` with it."""
+    units = {unit for layer in LAYERS for unit in layer}
+    problems = []
+    for unit in sorted(units):
+        package = unit.rpartition(".")[0]
+        if not package:
+            continue
+        init = SOURCE.joinpath(*package.split("."), "__init__.py")
+        body = ast.parse(init.read_text("utf-8")).body
+        if ast.get_docstring(ast.Module(body, [])) is not None:
+            body = body[1:]
+        if body:
+            problems.append(
+                f"{package}/__init__.py runs code (line {body[0].lineno}), and every import of"
+                f" {unit}, a layer below it, runs it too: keep it a docstring"
+            )
+    assert not problems, "\n".join(problems)
+
+
 # -- the checker itself, on made-up module sets ------------------------------------------------
 
 
@@ -586,8 +627,47 @@ def test_same_layer_and_forbidden_imports_are_refused() -> None:
     assert upward_imports(graph) == [
         "daemon.watch.inotify (line 1) imports daemon.notes: daemon.watch sits below the rest"
         " of daemon",
-        "fs.atomic (line 1) imports models.metadata: models (layer 1) is not below fs (layer 1)",
+        "fs.atomic (line 1) imports models.metadata: models and fs are siblings (layer 1):"
+        " neither imports the other",
         "postflight.transform (line 1) imports fs.directory: postflight never imports fs",
+    ]
+
+
+def test_siblings_never_import_each_other() -> None:
+    """The daemon, the hooks, the reporters, the dashboard and the MCP server are siblings:
+    one importing another is refused, whichever way; each may import what is below them all
+    (``serve`` may watch files through ``daemon.watch``)."""
+    pairs = [
+        ("serve", "daemon"),
+        ("daemon", "serve"),
+        ("hooks", "reporters"),
+        ("reporters", "hooks"),
+        ("mcp_server", "serve"),
+        ("reporters", "daemon"),
+    ]
+    for importer, imported in pairs:
+        assert layer_of(importer) == layer_of(imported), (importer, imported)
+        graph = fake({f"{importer}.a": [f"{imported}.b"]})
+        assert upward_imports(graph) == [
+            f"{importer}.a (line 1) imports {imported}.b: {imported} and {importer} are"
+            f" siblings (layer {layer_of(importer)}): neither imports the other"
+        ]
+    assert upward_imports(fake({"serve.a": ["daemon.watch.dirty", "report.b"]})) == []
+
+
+def test_a_package_on_the_way_is_judged_by_what_it_leads_to() -> None:
+    """``serve`` importing ``daemon.watch.dirty`` runs ``daemon``'s __init__ on the way: allowed;
+    importing ``daemon.loop`` is refused once, for ``daemon.loop``."""
+    known = ["daemon", "daemon.watch", "daemon.watch.dirty", "daemon.loop", "serve", "serve.live"]
+    tree = ast.parse(
+        "from postflightd.daemon.watch.dirty import DirtySet\n"
+        "from postflightd.daemon.loop import Daemon\n"
+    )
+    imports = imports_of("serve.live", tree, known)
+    assert Import("daemon", 1, "daemon.watch.dirty") in imports
+    assert upward_imports({"serve.live": imports}) == [
+        "serve.live (line 2) imports daemon.loop: daemon and serve are siblings (layer 10):"
+        " neither imports the other"
     ]
 
 
@@ -643,7 +723,7 @@ def test_the_root_package_is_imported_like_any_module() -> None:
     found = [(i.target, i.line) for i in imports_of("errors", tree, [ROOT, "errors"])]
     assert found == [(ROOT, 1), (ROOT, 2)]
     assert upward_imports(fake({ROOT: ["cli"], "cli": [ROOT]})) == [
-        "__init__ (line 1) imports cli: cli (layer 15) is not below __init__ (layer 0)"
+        "__init__ (line 1) imports cli: cli (layer 12) is not below __init__ (layer 0)"
     ]
 
 

@@ -165,8 +165,8 @@ class Journal:
         self.path = path
         self.error = error
         # One connection (check_same_thread=False) that threads may share; the lock takes them
-        # in turn. The daemon itself records only from its loop thread (its pruner thread
-        # opens a Journal of its own).
+        # in turn, a batch holding it from its first row to its commit. The daemon records
+        # from each root's worker thread (its pruner thread opens a Journal of its own).
         self._lock = threading.RLock()
         self._batch_depth = 0
         self._batch_failed = False

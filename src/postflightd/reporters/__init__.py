@@ -7,9 +7,8 @@ called the same way: ``REPORTERS[fmt](result, stream, options)`` writes ``result
 from, where a note goes that the format has no room for). A reporter whose result comes as
 a stream (``scan``'s files) writes each part as it comes.
 
-May import: ``hooks``, ``daemon``, ``daemon.watch``, ``report``, ``pipeline``, ``project``,
-``config``, ``postflight``, ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared
-top-level modules.
+May import: ``daemon.watch``, ``report``, ``pipeline``, ``project``, ``config``, ``postflight``,
+``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """
 
 from __future__ import annotations
