@@ -18,7 +18,6 @@ from postflightd import config as config_module
 from postflightd.cli import main
 from postflightd.config import (
     Config,
-    find_config_file,
     load_config,
     parse_config,
     user_config_path,
@@ -80,12 +79,10 @@ def test_lookup_order_user_fourth(
     monkeypatch.delenv("POSTFLIGHTD_CONFIG")
     four_configs["root"].unlink()
     root = four_configs["root"].parent
-    assert find_config_file(None, [root]) == four_configs["user"]
     assert load_config(None, [root]).specs_dir == "from_user"
 
 
 def test_defaults_without_any_file(tmp_path: Path) -> None:
-    assert find_config_file(None, [tmp_path]) is None
     config = load_config(None, [tmp_path])
     assert config == Config()
     assert config.source == ""

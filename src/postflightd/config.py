@@ -325,21 +325,6 @@ def load_configs(explicit: str | None, roots: Iterable[Path]) -> dict[Path, Conf
     return {root: load_config(explicit, [root]) for root in roots}
 
 
-def find_config_file(explicit: str | None, roots: list[Path]) -> Path | None:
-    """The file ``load_config`` reads for the first of ``roots`` (None: built-in defaults)."""
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get(ENV_CONFIG)
-    if env:
-        return Path(env)
-    if roots:
-        candidate = roots[0] / ROOT_CONFIG_NAME
-        if _is_file(candidate):
-            return candidate
-    user = user_config_path()
-    return user if _is_file(user) else None
-
-
 def _user_file_config() -> Config:
     user = user_config_path()
     return _read_config(user) if _is_file(user) else Config()

@@ -23,7 +23,6 @@ from postflightd.fs.atomic import (
     delete_if_unchanged,
     read_snapshot,
     replace_if_unchanged,
-    unchanged,
 )
 from postflightd.fs.directory import Directory, FileIdentity, RefusedError, StoreError
 from postflightd.fs.locks import LOCK_NAME, LockTimeoutError, project_lock
@@ -466,33 +465,33 @@ def test_lock_is_released_on_exception(tmp_path: Path) -> None:
 
 
 def test_snapshot_of_a_missing_file(tmp_path: Path) -> None:
-    """A missing file is a snapshot with no bytes, unchanged until it appears."""
+    """A missing file is a snapshot with no bytes and no identity."""
     snap = read_snapshot(*at(tmp_path / "state.json"))
     assert snap.raw is None
     assert snap.identity is None
-    assert unchanged(snap)
-    (tmp_path / "state.json").write_bytes(b"{}")
-    assert not unchanged(snap)
 
 
-def test_unchanged_detects_replace_and_in_place_rewrites(tmp_path: Path) -> None:
-    """A replace, a same-size rewrite in place, or a deletion all count as changed."""
+def test_replace_if_unchanged_sees_a_same_size_rewrite_in_place(tmp_path: Path) -> None:
+    """A rewrite in place that keeps the inode, the size and the mtime (a write within the
+    filesystem's timestamp granularity) is told by its content: it is kept, and the transform
+    re-applied over it."""
     target = tmp_path / "state.json"
     target.write_bytes(b"aaaa")
-    snap = read_snapshot(*at(target))
-    assert snap.raw == b"aaaa"
-    assert unchanged(snap)
-    # Same inode, same size, mtime forced back: only the content comparison can tell.
-    st = target.stat()
-    target.write_bytes(b"bbbb")
-    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert not unchanged(snap)
-    snap = read_snapshot(*at(target))
-    atomic_write(*at(target), b"bbbb")
-    assert not unchanged(snap)
-    snap = read_snapshot(*at(target))
-    target.unlink()
-    assert not unchanged(snap)
+    calls: list[bytes | None] = []
+
+    def transform(snap: Snapshot) -> bytes:
+        calls.append(snap.raw)
+        if len(calls) == 1:
+            st = target.stat()
+            with target.open("r+b") as f:
+                f.write(b"bbbb")
+            os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return (snap.raw or b"") + b"+ours"
+
+    replace_if_unchanged(*at(target), transform)
+    assert calls == [b"aaaa", b"bbbb"]
+    assert target.read_bytes() == b"bbbb+ours"
+    assert leftovers(tmp_path, {"state.json"}) == []
 
 
 def test_read_snapshot_refuses_a_directory(tmp_path: Path) -> None:

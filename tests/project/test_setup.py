@@ -15,7 +15,7 @@ import pytest
 from helpers.needs import require_module, require_tool
 from postflightd.cli import main
 from postflightd.config import USER_ONLY_KEYS, Config, load_config
-from postflightd.project.hook_files import CLAUDE, SettingsShapeError, settings_with_hook
+from postflightd.project.hook_files import CLAUDE, SettingsShapeError, hook_config_with
 from postflightd.project.setup import MAX_INIT_FILE_BYTES, gitignore_with, systemd_escape_path
 
 HOOK_COMMAND = CLAUDE.command
@@ -277,7 +277,7 @@ def test_hook_already_present_with_whitespace_around_it_is_not_added_twice() -> 
             }
         }
     )
-    assert settings_with_hook(text) == text
+    assert hook_config_with(text, CLAUDE) == text
 
 
 def test_gitignore_entries_already_listed_with_a_slash_are_kept_as_they_are() -> None:
@@ -287,9 +287,9 @@ def test_gitignore_entries_already_listed_with_a_slash_are_kept_as_they_are() ->
 
 def test_settings_keep_their_indentation() -> None:
     text = json.dumps({"hooks": {}}, indent=4) + "\n"
-    assert '\n        "Stop": [' in settings_with_hook(text)
+    assert '\n        "Stop": [' in hook_config_with(text, CLAUDE)
     with pytest.raises(SettingsShapeError):
-        settings_with_hook("null")
+        hook_config_with("null", CLAUDE)
 
 
 @pytest.mark.parametrize("path", ["/home/me/my-proj", "/a/.b", "/.a", "/tmp/a b/ü", "/"])

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from postflightd.runs.lifecycle import is_stuck, operation_of, timeout_for
+from postflightd.runs.lifecycle import operation_of, stuck_deadline, timeout_for
 from postflightd.timestamps import parse_timestamp
 
 T0 = datetime(2026, 1, 8, 14, 30, tzinfo=UTC)
@@ -39,6 +39,6 @@ def test_naive_timestamps_are_utc_and_junk_is_none() -> None:
     assert parse_timestamp("yesterday") is None
 
 
-def test_stuck_only_strictly_after_the_deadline() -> None:
-    assert not is_stuck(T0, 60, T0 + timedelta(seconds=60))
-    assert is_stuck(T0, 60, T0 + timedelta(seconds=60, microseconds=1))
+def test_the_stuck_deadline_is_the_start_plus_the_timeout() -> None:
+    """(A run is stuck only strictly after it: ``RunTable.due``, tests/runs/test_table.py.)"""
+    assert stuck_deadline(T0, 60) == (T0 + timedelta(seconds=60)).timestamp()

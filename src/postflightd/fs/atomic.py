@@ -124,15 +124,6 @@ def read_snapshot(directory: Directory, name: str, limit: int | None = None) -> 
     return Snapshot(path, raw, FileIdentity.of(st), directory, name)
 
 
-def unchanged(snapshot: Snapshot) -> bool:
-    """Whether the file is still the one read: same inode, size, mtime_ns *and* content.
-
-    The content comparison covers what stat cannot: a rewrite in place within the
-    filesystem's timestamp granularity that happens to keep the size.
-    """
-    return _same_version(snapshot.directory, snapshot.name, snapshot, read=True)
-
-
 # --- writing --------------------------------------------------------------------------------
 
 

@@ -331,8 +331,3 @@ def settings_text(doc: Any, indent: str, text: str | None, by_hand: str) -> str:
             f"nested too deeply to rewrite: its indentation alone would pass {limit:,} "
             f"characters; {by_hand}"
         ) from None
-
-
-def settings_with_hook(text: str | None) -> str:
-    """Claude Code's settings with ``postflightd hook claude`` on Stop and SubagentStop."""
-    return hook_config_with(text, CLAUDE)

@@ -61,9 +61,5 @@ def stuck_deadline(started_at: datetime, timeout_s: float) -> float:
     return started_at.timestamp() + timeout_s
 
 
-def is_stuck(started_at: datetime, timeout_s: float, now: datetime) -> bool:
-    return now.timestamp() > stuck_deadline(started_at, timeout_s)
-
-
 #: The status of a run still going (what the run table and ``status`` follow).
 IN_PROGRESS: Final = "in_progress"

@@ -29,13 +29,11 @@ from postflightd.daemon.watch import inotify
 from postflightd.daemon.watch.dirty import DirtySet, Pending
 from postflightd.daemon.watch.inotify_tree import EVENT_READER, SpecsTree
 from postflightd.daemon.watch.observer import (
-    MOVE_PAIRING_S,
     RootWatch,
     SpecsEventHandler,
     choose_kind,
     filesystem_type,
     install_overflow_trap,
-    short_move_pairing,
 )
 
 ROOT = Path("/p")
@@ -159,51 +157,6 @@ def test_removing_the_trap_gives_watchdogs_logger_back_its_propagate_flag() -> N
             wd_logger.propagate = before
 
 
-def test_watchdog_still_has_the_move_pairing_delay_we_shorten() -> None:
-    """An upgrade of watchdog that drops the attribute fails here, not silently in the daemon."""
-    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-
-    assert isinstance(InotifyMoveEventGrouper.delay, float)
-    assert InotifyMoveEventGrouper.delay > MOVE_PAIRING_S
-
-
-def test_move_pairing_is_short_only_while_an_observer_starts() -> None:
-    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-
-    default = InotifyMoveEventGrouper.delay
-    with short_move_pairing():
-        assert InotifyMoveEventGrouper.delay == MOVE_PAIRING_S
-    assert InotifyMoveEventGrouper.delay == default
-    with pytest.raises(OSError, match="start failed"), short_move_pairing():
-        raise OSError("start failed")
-    assert InotifyMoveEventGrouper.delay == default
-
-
-def test_an_observer_started_with_short_move_pairing_keeps_it(tmp_path: Path) -> None:
-    """The delay is read when the emitter starts: the running observer holds 20 ms, while
-    watchdog's class is back to its default (watchdog 7's internals, pinned in pyproject)."""
-    require(inotify.available(), "watchdog's native observer is inotify only on Linux")
-    from watchdog.events import FileSystemEventHandler
-    from watchdog.observers.inotify import InotifyEmitter
-    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-
-    from postflightd.daemon.watch.observer import _observer
-
-    observer = _observer()
-    observer.schedule(FileSystemEventHandler(), str(tmp_path), recursive=True)
-    with short_move_pairing():
-        observer.start()
-    try:
-        (emitter,) = observer.emitters
-        assert isinstance(emitter, InotifyEmitter)
-        assert emitter._inotify is not None
-        assert emitter._inotify._move_event_grouper._queue.delay == MOVE_PAIRING_S
-        assert InotifyMoveEventGrouper.delay > MOVE_PAIRING_S
-    finally:
-        observer.stop()
-        observer.join(10)
-
-
 def test_filesystem_type_of_a_local_directory(tmp_path: Path) -> None:
     require(Path("/proc/self/mountinfo").exists(), "no /proc/self/mountinfo on this system")
     assert filesystem_type(tmp_path)
@@ -236,7 +189,7 @@ def test_root_watch_notices_a_replaced_and_a_missing_specs_directory(specs: Path
         shutil.rmtree(specs)
         assert watch.problem() in ("the specs directory is gone", "the event emitter stopped")
         assert not watch.start()
-        assert not watch.watching
+        assert watch.kind is None
     finally:
         watch.stop()
 

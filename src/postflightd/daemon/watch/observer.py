@@ -15,7 +15,7 @@ import errno
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -186,34 +186,6 @@ def _observer() -> BaseObserver:
     return Observer(timeout=IDLE_WAKE_S)
 
 
-#: How long watchdog holds an IN_MOVED_FROM to pair it with its IN_MOVED_TO.
-MOVE_PAIRING_S: Final = 0.02
-
-
-@contextlib.contextmanager
-def short_move_pairing() -> Iterator[None]:
-    """Inside: watchdog's inotify observers started hold unpaired IN_MOVED_FROM events for
-    20 ms instead of 0.5 s. Outside, watchdog's default is back.
-
-    watchdog's inotify move grouper (``InotifyMoveEventGrouper.delay``, a class attribute
-    read when an emitter starts; the module exists from watchdog 7, hence the pin in
-    pyproject.toml) puts every IN_MOVED_FROM on a DelayedQueue whose ``get`` sleeps out the
-    whole delay when that event reaches the head, even if the matching IN_MOVED_TO removes it
-    a moment later. Our own clean-up renames each applied file aside, so every event behind
-    such a head (the next agent's final file) waited 0.5 s. The handler reads src and dest
-    paths itself and needs no paired moves: an unpaired half is a deleted or created event,
-    just as dirty. Scoped to the observer's start, so the process keeps no patched state.
-    """
-    from watchdog.observers.inotify_move_event_grouper import InotifyMoveEventGrouper
-
-    original = InotifyMoveEventGrouper.delay
-    InotifyMoveEventGrouper.delay = MOVE_PAIRING_S
-    try:
-        yield
-    finally:
-        InotifyMoveEventGrouper.delay = original
-
-
 def choose_kind(mode: ObserverMode, specs_dir: Path) -> tuple[ObserverKind, str]:
     """Which kind of watch to try first, and why."""
     if mode == "polling":
@@ -277,10 +249,6 @@ class RootWatch:
         self._on_fallback = on_fallback
 
     @property
-    def watching(self) -> bool:
-        return self.kind is not None
-
-    @property
     def watch_count(self) -> int:
         """inotify watches this root holds (0 when polling)."""
         return self._tree.watch_count if self._tree is not None else 0
@@ -325,9 +293,7 @@ class RootWatch:
         observer.daemon = True
         observer.schedule(self._handler, str(self.specs_dir), recursive=True)
         try:
-            # Emitters (and their move groupers) are created when the observer starts.
-            with short_move_pairing():
-                observer.start()
+            observer.start()
         except BaseException:
             observer.unschedule_all()
             raise
