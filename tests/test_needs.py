@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
+
+from helpers import needs
 
 INNER = textwrap.dedent(
     """
@@ -86,3 +89,59 @@ def test_under_ci_a_missing_tool_fails_and_only_a_named_allowance_skips(
     failure = "under CI this is a failure (.ci/run must provide it)"
     assert f"postflightd-no-such-tool is not installed: the test drives it: {failure}" in out
     assert f"no such kernel feature: {failure}" in out, out
+
+
+MODULE_LEVEL = textwrap.dedent(
+    """
+    from helpers import needs
+
+    needs.EXTRAS["nothing-here"] = ("json", "postflightd_no_such_module")
+    needs.require_extra("nothing-here", "these tests import it")
+
+    import postflightd_no_such_module  # noqa: E402
+
+
+    def test_never_collected() -> None:
+        assert postflightd_no_such_module
+    """
+)
+
+
+@pytest.mark.parametrize("ci", [None, "true"])
+def test_a_missing_extra_skips_its_module_away_from_ci_and_fails_under_ci(
+    tmp_path: Path, ci: str | None
+) -> None:
+    """At the top of a test module (before the imports that need it), a missing extra skips
+    the whole module with its reason; under CI the module's collection fails."""
+    (tmp_path / "test_extra.py").write_text(MODULE_LEVEL, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    if ci is not None:
+        env["CI"] = ci
+    env["PYTHONPATH"] = str(Path(__file__).parent)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfsE", "-p", "no:cacheprovider", "test_extra.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    out = result.stdout + result.stderr
+    reason = "cannot import postflightd_no_such_module"
+    assert "these tests import it (the [nothing-here] extra)" in out, out
+    if ci is None:
+        # The only module skipped whole: no test was collected, none failed.
+        assert result.returncode == pytest.ExitCode.NO_TESTS_COLLECTED, out
+        assert "1 skipped" in out, out
+        assert f"SKIPPED [1] test_extra.py:5: {reason}" in out, out
+    else:
+        assert result.returncode == pytest.ExitCode.INTERRUPTED, out
+        assert "1 error" in out, out
+        assert "under CI this is a failure" in out, out
+
+
+def test_each_extra_named_is_one_of_the_projects() -> None:
+    with (Path(__file__).parent.parent / "pyproject.toml").open("rb") as f:
+        extras = tomllib.load(f)["project"]["optional-dependencies"]
+    assert set(needs.EXTRAS) <= set(extras)

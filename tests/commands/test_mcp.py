@@ -16,10 +16,10 @@ import anyio
 import pytest
 
 from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.needs import require_module
+from helpers.needs import require_extra
 from helpers.project import META, project, write_meta
 
-require_module("mcp", "postflightd mcp runs on the [mcp] extra")
+require_extra("mcp", "postflightd mcp runs on it")
 
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402

@@ -31,16 +31,17 @@ def under_ci() -> bool:
 
 def unavailable(reason: str, *, allowance: str | None = None) -> NoReturn:
     """Skip for ``reason``; under CI fail instead, unless ``allowance`` names an entry of
-    ``ALLOWED_UNDER_CI``."""
+    ``ALLOWED_UNDER_CI``. Called at the top of a test module (before the imports that need
+    what is missing), it skips the whole module, or fails its collection under CI."""
     __tracebackhide__ = True  # the skip is reported at the test's line, not this one
     if allowance is not None:
         why = ALLOWED_UNDER_CI[allowance]  # a KeyError: an allowance nobody granted
-        pytest.skip(f"{reason} (allowed under CI: {why})")
+        pytest.skip(f"{reason} (allowed under CI: {why})", allow_module_level=True)
     if under_ci():
         pytest.fail(
             f"{reason}: under CI this is a failure (.ci/run must provide it)", pytrace=False
         )
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)
 
 
 def require(condition: bool, reason: str) -> None:
@@ -66,3 +67,25 @@ def require_module(name: str, reason: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         unavailable(f"cannot import {name} ({exc}): {reason}")
+
+
+#: The modules of each optional extra (pyproject.toml's ``[project.optional-dependencies]``)
+#: that its tests import.
+EXTRAS: Final[dict[str, tuple[str, ...]]] = {
+    "web": ("starlette", "uvicorn", "sse_starlette", "prometheus_client"),
+    "mcp": ("mcp",),
+}
+
+
+def require_extra(extra: str, reason: str) -> None:
+    """Every module of ``extra`` importable; ``unavailable`` naming the first that is not.
+
+    At the top of a test module, before the imports that need the extra: the module skips
+    as a whole on a machine without it (``pip install -e '.[dev]'`` brings every extra),
+    and fails under CI."""
+    __tracebackhide__ = True
+    for name in EXTRAS[extra]:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            unavailable(f"cannot import {name} ({exc}): {reason} (the [{extra}] extra)")

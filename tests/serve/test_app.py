@@ -15,17 +15,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from starlette.testclient import TestClient
 
 from helpers.daemon_process import in_progress_doc
 from helpers.documents import researched_doc
+from helpers.needs import require_extra
 from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
-from postflightd.cli import main
-from postflightd.commands.serve import build_app
-from postflightd.commands.status import collect_status
-from postflightd.journal.database import default_journal_path
+
+require_extra("web", "the dashboard runs on it")
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from postflightd.cli import main  # noqa: E402
+from postflightd.commands.serve import build_app  # noqa: E402
+from postflightd.commands.status import collect_status  # noqa: E402
+from postflightd.journal.database import default_journal_path  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script>\u202eevil"
 BASE = "http://127.0.0.1:8427"

@@ -11,16 +11,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
-from starlette.testclient import TestClient
 
 from helpers.daemon_process import DaemonFactory, daemons
 from helpers.documents import researched_doc
+from helpers.needs import require_extra
 from helpers.project import project, write_meta
 from helpers.waiting import wait_until
-from postflightd.cli import main
-from postflightd.commands.serve import build_app
-from postflightd.journal.database import default_journal_path
+
+require_extra("web", "the dashboard runs on it")
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+
+from postflightd.cli import main  # noqa: E402
+from postflightd.commands.serve import build_app  # noqa: E402
+from postflightd.journal.database import default_journal_path  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

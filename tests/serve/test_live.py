@@ -8,15 +8,20 @@ import json
 from pathlib import Path
 
 import pytest
-from starlette.testclient import TestClient
 
 from helpers.daemon_process import in_progress_doc
 from helpers.documents import researched_doc
+from helpers.needs import require_extra
 from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
-from postflightd.cli import main
-from postflightd.commands.serve import build_app
-from postflightd.serve.live import Event, Hub
+
+require_extra("web", "the dashboard runs on it")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from postflightd.cli import main  # noqa: E402
+from postflightd.commands.serve import build_app  # noqa: E402
+from postflightd.serve.live import Event, Hub  # noqa: E402
 
 
 def client_for(root: Path, poll_s: float) -> TestClient:

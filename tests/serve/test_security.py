@@ -14,9 +14,13 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc
+from helpers.needs import require_extra
 from helpers.project import project, write_meta
 from helpers.serve_process import served
-from postflightd.cli import main
+
+require_extra("web", "the dashboard runs on it")
+
+from postflightd.cli import main  # noqa: E402
 
 TOKEN = "s3cret-token-for-tests"  # noqa: S105 - a test's token
 BY_ENV = {"POSTFLIGHTD_TOKEN": TOKEN}

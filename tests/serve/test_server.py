@@ -9,9 +9,13 @@ import time
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 
+from helpers.needs import require_extra
 from helpers.project import project
 from helpers.serve_process import served
-from postflightd.serve.server import TICK_S
+
+require_extra("web", "the dashboard runs on it")
+
+from postflightd.serve.server import TICK_S  # noqa: E402
 
 
 def test_the_date_is_current_and_a_stop_is_prompt(tmp_path: Path) -> None:
