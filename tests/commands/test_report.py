@@ -14,7 +14,6 @@ import io
 import json
 import os
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from helpers.daemon_process import terminate
 from helpers.documents import task_entry
 from helpers.project import project, write_artifact, write_meta
 from helpers.waiting import wait_until
@@ -205,12 +205,7 @@ def _build(base: Path) -> Built:
     try:
         wait_until("the daemon to journal the stuck run", lambda: _journal_kinds(state, "stuck"))
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        terminate(daemon)
 
     # Interrupted: `process` of a file still in_progress (the agent's run ended).
     n += 1

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from helpers.daemon_process import terminate
 from helpers.documents import researched_doc, task_entry
 from helpers.project import project, user_config, write_artifact, write_meta
 from helpers.waiting import wait_until
@@ -179,12 +179,7 @@ def test_daemon_applies_the_batch_around_the_bad_file(tmp_path: Path, kind: str)
         assert "PF106" in log_path.read_text()
         assert "postflight_failed" not in log_path.read_text()
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        terminate(daemon)
     assert daemon.returncode == 0, log_path.read_text()
 
 

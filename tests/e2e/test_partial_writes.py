@@ -24,11 +24,11 @@ import pytest
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from helpers.documents import researched_doc, task_entry
+from helpers.daemon_process import terminate
+from helpers.documents import partial_doc, researched_doc, task_entry
 from helpers.needs import unavailable
-from helpers.project import project, user_config, write_meta
+from helpers.project import journal_rows, project, state_entry, user_config, write_meta
 from helpers.waiting import wait_until
-from postflightd.journal.database import Journal, default_journal_path
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out.
 pytestmark = pytest.mark.slow
@@ -51,32 +51,6 @@ def run(*argv: str, stdin: str | None = None, **env: str) -> subprocess.Complete
         env={**os.environ, **env},
         timeout=120,
     )
-
-
-def journal_rows(kind: str) -> list[tuple[str, str | None]]:
-    with Journal.open(default_journal_path()) as journal:
-        return [(r.file, r.content) for r in journal.history(limit=10_000) if r.kind == kind]
-
-
-def partial_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
-    """A partial outcome: state.json and errors.json change, TODO.md does not."""
-    doc = researched_doc(task_dir)
-    doc["status"] = "partial"
-    doc["partial_progress"] = {
-        "stage": "phase_2",
-        "details": "two of four phases",
-        "phases_completed": 2,
-        "phases_total": 4,
-    }
-    doc["errors"] = [
-        {"type": "timeout", "message": "ran out", "recoverable": True, "recommendation": "resume"}
-    ]
-    return doc
-
-
-def entry(root: Path, number: int) -> dict[str, Any]:
-    state = json.loads((root / "specs" / "state.json").read_text("utf-8"))
-    return next(t for t in state["active_projects"] if t["project_number"] == number)
 
 
 # --- 1. a TODO.md or errors.json write that fails keeps the file ------------------------------
@@ -106,10 +80,10 @@ def test_process_keeps_the_file_when_todo_or_errors_cannot_be_written(
     assert not list((root / "specs").glob(".*.tmp"))  # the failed write left no temp file
     applied = (root / "specs" / "state.json").read_bytes()
     if kind == "researched":
-        assert entry(root, 259)["status"] == "researched"
+        assert state_entry(root, 259)["status"] == "researched"
         assert "[RESEARCHING]" in (root / "specs" / "TODO.md").read_text("utf-8")
     else:
-        assert entry(root, 259)["resume_phase"] == 3
+        assert state_entry(root, 259)["resume_phase"] == 3
         assert not (root / "specs" / "errors.json").exists()
     assert [f for f, _ in journal_rows("postflighted")] == [
         "specs/259_prove_completeness/.return-meta.json"
@@ -125,7 +99,7 @@ def test_process_keeps_the_file_when_todo_or_errors_cannot_be_written(
         assert "### 259. Prove completeness\n- **Status**: [RESEARCHED]" in todo
     else:
         errors = json.loads((root / "specs" / "errors.json").read_text("utf-8"))
-        assert [e["message"] for e in errors] == ["ran out"]
+        assert [e["message"] for e in errors] == ["ran out of time"]
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])
@@ -154,7 +128,7 @@ def test_scan_apply_keeps_only_the_files_whose_outcome_is_unwritten(
     assert again.returncode == 0, again.stdout + again.stderr
     assert not kept.exists()
     errors = json.loads((root / "specs" / "errors.json").read_text("utf-8"))
-    assert [e["message"] for e in errors] == ["ran out"]
+    assert [e["message"] for e in errors] == ["ran out of time"]
 
 
 def test_hook_keeps_the_file_and_tells_the_person_why(tmp_path: Path) -> None:
@@ -170,7 +144,7 @@ def test_hook_keeps_the_file_and_tells_the_person_why(tmp_path: Path) -> None:
     assert "decision" not in answer
     assert "TODO.md could not be written" in answer["systemMessage"]
     assert meta.exists()
-    assert entry(root, 259)["status"] == "researched"
+    assert state_entry(root, 259)["status"] == "researched"
 
     again = run("hook", "claude", stdin=stdin)
     assert again.returncode == 0 and json.loads(again.stdout) == {}
@@ -202,18 +176,13 @@ def test_daemon_retries_a_half_written_outcome_until_it_completes(tmp_path: Path
         meta = write_meta(root, "259_prove_completeness", researched_doc())
         wait_until("an incomplete event", lambda: '"incomplete"' in log_path.read_text())
         assert meta.exists()
-        assert entry(root, 259)["status"] == "researched"
+        assert state_entry(root, 259)["status"] == "researched"
         assert "[RESEARCHING]" in (root / "specs" / "TODO.md").read_text("utf-8")
         flag.unlink()  # the disk has room again
         wait_until("the file to go", lambda: not meta.exists())
         assert "[RESEARCHED]" in (root / "specs" / "TODO.md").read_text("utf-8")
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(10)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        terminate(daemon)
     assert daemon.returncode == 0, log_path.read_text()
 
 
@@ -283,7 +252,7 @@ def test_disk_full_at_every_level_never_deletes_a_half_written_outcome(
         again = run("process", str(meta))
         assert again.returncode == 0, again.stdout + again.stderr
         assert not meta.exists()
-        assert entry(root, 259)["status"] == "researched"
+        assert state_entry(root, 259)["status"] == "researched"
         assert "[RESEARCHED]" in (root / "specs" / "TODO.md").read_text("utf-8")
         shutil.rmtree(root)
     # The levels span the three cases, the one that matters most among them: state.json
@@ -344,7 +313,7 @@ def test_process_after_another_runs_first_delete_says_already_postflighted(
         assert "already post-flighted" in answer.stdout
     finally:
         assert _finish(batch) == 0
-    assert entry(root, 259)["status"] == "researched"
+    assert state_entry(root, 259)["status"] == "researched"
 
 
 def test_process_of_a_file_that_vanishes_while_it_waits_for_the_lock(tmp_path: Path) -> None:
@@ -383,7 +352,7 @@ def test_process_of_a_file_that_vanishes_while_it_waits_for_the_lock(tmp_path: P
     out, err = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, out + err
     assert "already post-flighted" in out
-    assert len(entry(root, 260)["artifacts"]) == 1
+    assert len(state_entry(root, 260)["artifacts"]) == 1
 
 
 def test_process_of_a_file_never_applied_is_still_no_such_file(tmp_path: Path) -> None:
@@ -442,7 +411,7 @@ def test_a_deletion_interrupted_by_kill_is_finished_after_checking_the_journal(
     assert again.returncode == 0, again.stdout + again.stderr
     assert "content is in the journal" in again.stderr
     assert not aside.exists() and not meta.exists()
-    assert len(entry(root, 259)["artifacts"]) == 1
+    assert len(state_entry(root, 259)["artifacts"]) == 1
 
 
 def _dead_pid() -> int:
@@ -467,7 +436,7 @@ def test_an_aside_file_the_journal_does_not_hold_is_put_back_and_applied(tmp_pat
     assert again.returncode == 0, again.stdout + again.stderr
     assert "restored" in again.stderr
     assert not aside.exists() and not (task_dir / META).exists()
-    assert entry(root, 259)["status"] == "researched"
+    assert state_entry(root, 259)["status"] == "researched"
     assert len(journal_rows("postflighted")) == 1
 
 
@@ -486,7 +455,7 @@ def test_an_unjournaled_aside_file_is_kept_when_a_newer_file_took_its_name(
     assert again.returncode == 0, again.stdout + again.stderr
     assert "kept" in again.stderr and "look at it" in again.stderr
     assert json.loads(aside.read_text("utf-8")) == older
-    assert entry(root, 259)["status"] == "researched"
+    assert state_entry(root, 259)["status"] == "researched"
 
 
 def test_daemon_start_cleans_what_a_killed_run_left(tmp_path: Path) -> None:

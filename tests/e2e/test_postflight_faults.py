@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 
 from helpers.crash_points import unknown
-from helpers.documents import researched_doc, task_entry
+from helpers.documents import partial_doc, researched_doc, task_entry
 from helpers.needs import require, require_tool, unavailable
-from helpers.project import project, write_artifact, write_meta
+from helpers.project import journal_rows, project, write_artifact, write_meta
 from helpers.waiting import wait_until
-from postflightd.journal.database import Journal, default_journal_path
 
 #: Real daemons and console-script runs in bulk: `pytest -m "not slow"` leaves them out (all
 #: but the check of the crash-point table, which reads the source).
@@ -64,33 +63,6 @@ def process(path: Path, **env: str) -> subprocess.CompletedProcess[str]:
         check=False,
         env={**os.environ, **env},
     )
-
-
-def journal_rows(kind: str) -> list[tuple[str, str | None]]:
-    """(file, content) of the journal's rows of one kind, read through the Journal itself."""
-    with Journal.open(default_journal_path()) as journal:
-        return [(r.file, r.content) for r in journal.history(limit=10_000) if r.kind == kind]
-
-
-def partial_doc() -> dict[str, Any]:
-    """A partial outcome: touches state.json, TODO.md is unchanged, errors.json gets a record."""
-    doc = researched_doc()
-    doc["status"] = "partial"
-    doc["partial_progress"] = {
-        "stage": "phase_2",
-        "details": "two of four phases",
-        "phases_completed": 2,
-        "phases_total": 4,
-    }
-    doc["errors"] = [
-        {
-            "type": "timeout",
-            "message": "ran out of time",
-            "recoverable": True,
-            "recommendation": "resume",
-        }
-    ]
-    return doc
 
 
 def test_every_crash_point_in_the_table_is_one_the_source_passes() -> None:

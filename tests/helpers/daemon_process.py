@@ -61,6 +61,17 @@ class Daemon:
 DaemonFactory = Callable[..., Daemon]
 
 
+def terminate(proc: subprocess.Popen[bytes], timeout: float = 10.0) -> int:
+    """SIGTERM, then the exit code; killed (and its code that of the kill) if it has not
+    exited within ``timeout`` seconds, so that a test never leaves it behind."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
 @contextmanager
 def daemons(log_dir: Path) -> Iterator[DaemonFactory]:
     """Start daemons logging into ``log_dir``; every one of them is killed at the end."""

@@ -47,6 +47,28 @@ def researched_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
     }
 
 
+def partial_doc(task_dir: str = "259_prove_completeness") -> dict[str, Any]:
+    """A partial outcome for task_dir: state.json and errors.json change (its one error
+    record), TODO.md does not."""
+    doc = researched_doc(task_dir)
+    doc["status"] = "partial"
+    doc["partial_progress"] = {
+        "stage": "phase_2",
+        "details": "two of four phases",
+        "phases_completed": 2,
+        "phases_total": 4,
+    }
+    doc["errors"] = [
+        {
+            "type": "timeout",
+            "message": "ran out of time",
+            "recoverable": True,
+            "recommendation": "resume",
+        }
+    ]
+    return doc
+
+
 def final_text(n: int) -> str:
     """A valid ``researched`` file for task n, compact and without a trailing newline."""
     return json.dumps(researched_doc(f"{n}_task{n}"), separators=(",", ":"))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from helpers.documents import task_entry
+from postflightd.journal.database import Journal, default_journal_path
 
 #: The name of the file an agent leaves in its task directory.
 META = ".return-meta.json"
@@ -114,3 +115,16 @@ def error_records(root: Path, kind: str | None = None) -> list[dict[str, Any]]:
     if isinstance(records, dict):
         records = records["errors"]
     return [r for r in records if kind is None or r["type"] == kind]
+
+
+def state_entry(root: Path, n: int) -> dict[str, Any]:
+    """Task n's entry of state.json."""
+    state = json.loads((root / "specs" / "state.json").read_text(encoding="utf-8"))
+    return next(t for t in state["active_projects"] if t["project_number"] == n)
+
+
+def journal_rows(kind: str) -> list[tuple[str, str | None]]:
+    """(file, content) of the journal's rows of one kind (the default journal, as the tests'
+    environment places it), read through the Journal itself."""
+    with Journal.open(default_journal_path()) as journal:
+        return [(r.file, r.content) for r in journal.history(limit=10_000) if r.kind == kind]

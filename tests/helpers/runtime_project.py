@@ -10,11 +10,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from helpers.documents import SESSION, researched_doc, task_entry
-from helpers.project import project
+from helpers.project import META, project, write_meta
 from helpers.runtimes import HookCall, hook_calls, offline_env, recorder
 from helpers.scripted_server import ScriptedServer
 
@@ -33,6 +34,8 @@ IN_PROGRESS = json.dumps(
     indent=2,
 )
 HOUR_AGO = 3600.0
+#: A shell command (run from the project root) that writes the agent's own valid file.
+SHELL_WRITES_VALID = f"cat > specs/{OWN}/{META} <<'EOF'\n{VALID}\nEOF"
 REPO = Path(__file__).resolve().parents[2]
 #: The CLI of this environment, as a user runs it.
 CLI = Path(sys.executable).parent / "postflightd"
@@ -112,3 +115,12 @@ def script_played(server: ScriptedServer, calls: list[HookCall], complete: bool 
         assert server.script == [], ("the agent stopped before the end of its script", answers)
         left = {name: turns for name, turns in server.agents.items() if turns}
         assert not left, ("a subagent stopped before the end of its script", left, answers)
+
+
+def broken_file_of_another_run(root: Path, age_s: float = HOUR_AGO) -> Path:
+    """An invalid metadata file in another task's directory (OTHER), last written ``age_s``
+    seconds ago."""
+    theirs = write_meta(root, OTHER, BROKEN)
+    when = time.time() - age_s
+    os.utime(theirs, (when, when))
+    return theirs

@@ -16,7 +16,6 @@ they produced over the Codex fixtures: tests/hooks/fixtures/README.md.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -36,12 +35,12 @@ from helpers.responses_server import (
 )
 from helpers.runtime_project import (
     BROKEN,
-    HOUR_AGO,
     IN_PROGRESS,
     OTHER,
     OWN,
     REPO,
     VALID,
+    broken_file_of_another_run,
     initialised_project,
     run_agent,
     sandbox,
@@ -185,9 +184,7 @@ def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
 ) -> None:
     """Written an hour before this run, in its own task directory: said to the person (on
     what `codex exec` prints), never put on this agent, whose own file is applied."""
-    theirs = write_meta(root, OTHER, BROKEN)
-    when = time.time() - HOUR_AGO
-    os.utime(theirs, (when, when))
+    theirs = broken_file_of_another_run(root)
     own = meta(root, OWN)
     run = run_codex(codex_cli, root, [patch(OWN_META, VALID), say("Done.")], "Research task 259.")
     (stop,) = only(run.calls, "Stop")

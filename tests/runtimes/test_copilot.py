@@ -19,7 +19,6 @@ sessions' events.jsonl they produced over the Copilot fixtures: tests/hooks/fixt
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -32,12 +31,13 @@ from helpers.model_server import ModelServer, ToolCall, Turn, model_server, say
 from helpers.project import META, task_status, write_meta
 from helpers.runtime_project import (
     BROKEN,
-    HOUR_AGO,
     IN_PROGRESS,
     OTHER,
     OWN,
     REPO,
+    SHELL_WRITES_VALID,
     VALID,
+    broken_file_of_another_run,
     init,
     initialised_project,
     run_agent,
@@ -168,11 +168,9 @@ def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
 ) -> None:
     """Written an hour before this run, in its own task directory: said to the person, never
     put on this agent, whose own file (written by a shell command) is applied."""
-    theirs = write_meta(root, OTHER, BROKEN)
-    when = time.time() - HOUR_AGO
-    os.utime(theirs, (when, when))
+    theirs = broken_file_of_another_run(root)
     own = meta(root, OWN)
-    command = f"cat > specs/{OWN}/{META} <<'EOF'\n{VALID}\nEOF"
+    command = SHELL_WRITES_VALID
     run = run_copilot(copilot_cli, root, [bash(command), say("Done.")], "Research task 259.")
     (stop,) = stops(run.calls)
     assert "decision" not in stop.answer, stop

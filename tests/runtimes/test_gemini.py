@@ -18,7 +18,6 @@ they produced over the Gemini fixtures: tests/hooks/fixtures/README.md.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from dataclasses import dataclass
@@ -36,7 +35,9 @@ from helpers.runtime_project import (
     OTHER,
     OWN,
     REPO,
+    SHELL_WRITES_VALID,
     VALID,
+    broken_file_of_another_run,
     initialised_project,
     run_agent,
     sandbox,
@@ -155,11 +156,9 @@ def test_an_old_invalid_file_of_another_session_never_blocks_the_agent(
     """Written a minute before this session began, in its own task directory: within the
     operation's hour, but the transcript names only the agent's own file (written by a shell
     command), so the other one is said to the person, never put on this agent."""
-    theirs = write_meta(root, OTHER, BROKEN)
-    when = time.time() - MINUTE
-    os.utime(theirs, (when, when))
+    theirs = broken_file_of_another_run(root, MINUTE)
     own = meta(root, OWN)
-    command = f"cat > specs/{OWN}/{META} <<'EOF'\n{VALID}\nEOF"
+    command = SHELL_WRITES_VALID
     run = run_gemini(gemini_cli, root, [shell(command), say("Done.")], "Research task 259.")
     (stop,) = after_agent(run.calls)
     assert "decision" not in stop.answer, stop

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from helpers.daemon_process import DaemonFactory, daemons
-from helpers.documents import researched_doc
+from helpers.documents import partial_doc, researched_doc
 from helpers.needs import require_extra
 from helpers.project import project, write_meta
 from helpers.waiting import wait_until
@@ -28,22 +28,6 @@ from postflightd.commands.serve import build_app  # noqa: E402
 from postflightd.journal.database import default_journal_path  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-def partial_doc(task_dir: str) -> dict[str, Any]:
-    """A valid ``partial`` file: its error goes to errors.json as part of its outcome."""
-    doc = researched_doc(task_dir)
-    doc["status"] = "partial"
-    doc["partial_progress"] = {"stage": "reading", "details": "two sources of five"}
-    doc["errors"] = [
-        {
-            "type": "timeout",
-            "message": "the search timed out",
-            "recoverable": True,
-            "recommendation": "run it again",
-        }
-    ]
-    return doc
 
 
 #: Why the postflight stays incomplete while errors.json holds a number.
