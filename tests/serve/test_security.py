@@ -21,6 +21,13 @@ from helpers.serve_process import served
 require_extra("web", "the dashboard runs on it")
 
 from postflightd.cli import main  # noqa: E402
+from postflightd.serve.security import (  # noqa: E402
+    allowed_hosts,
+    is_loopback,
+    machine_names,
+    names_local_address,
+    same_origin_path,
+)
 
 TOKEN = "s3cret-token-for-tests"  # noqa: S105 - a test's token
 BY_ENV = {"POSTFLIGHTD_TOKEN": TOKEN}
@@ -175,3 +182,82 @@ def test_on_loopback_a_token_given_is_asked_of_every_request(tmp_path: Path, sou
             assert get(port, path, token=TOKEN).status == 200, path
         # The token is in no process's arguments.
         assert TOKEN not in Path(f"/proc/{server.pid}/cmdline").read_text()
+
+
+# --- the rules as functions, on plain values ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("localhost", True),
+        ("127.0.0.1", True),
+        ("127.9.9.9", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),  # noqa: S104 - a value compared, nothing bound
+        ("192.168.1.5", False),
+        ("localhost.evil.example", False),
+        ("", False),
+    ],
+)
+def test_is_loopback(host: str, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_on_loopback_the_loopback_names_are_allowed_and_no_other() -> None:
+    hosts = allowed_hosts("127.0.0.1", 8427)
+    assert hosts == {"127.0.0.1:8427", "localhost:8427", "[::1]:8427"}
+    assert "127.0.0.1" not in hosts, "without its port only on port 80"
+    assert allowed_hosts("localhost", 80) >= {"localhost", "localhost:80", "127.0.0.1"}
+
+
+def test_an_ipv6_address_is_allowed_in_brackets() -> None:
+    assert "[::1]:8427" in allowed_hosts("::1", 8427)
+    assert "::1:8427" not in allowed_hosts("::1", 8427)
+
+
+def test_beyond_loopback_the_machines_own_names_are_allowed() -> None:
+    hosts = allowed_hosts("192.0.2.7", 8427)
+    assert "192.0.2.7:8427" in hosts
+    for name in machine_names():
+        assert f"{name}:8427" in hosts
+        assert name == name.lower() and not name.endswith(".")
+
+
+@pytest.mark.parametrize(
+    ("host", "server", "local"),
+    [
+        ("10.1.2.3:8427", ("10.1.2.3", 8427), True),
+        ("10.1.2.3:8428", ("10.1.2.3", 8427), False),
+        ("10.1.2.4:8427", ("10.1.2.3", 8427), False),
+        ("10.1.2.3", ("10.1.2.3", 80), True),
+        ("[fe80::1]:8427", ("fe80::1", 8427), True),
+        ("[fe80::1]", ("fe80::1", 80), True),
+        # An IPv4 client of a dual-stack socket arrives at the mapped address.
+        ("10.1.2.3:8427", ("::ffff:10.1.2.3", 8427), True),
+        ("evil.example:8427", ("10.1.2.3", 8427), False),
+        ("10.1.2.3:\uff18\uff14\uff12\uff17", ("10.1.2.3", 8427), False),  # fullwidth digits
+        ("10.1.2.3:x", ("10.1.2.3", 8427), False),
+        ("[fe80::1]junk", ("fe80::1", 80), False),
+        ("10.1.2.3:8427", None, False),
+        ("10.1.2.3:8427", ("10.1.2.3", None), False),
+    ],
+)
+def test_names_local_address(host: str, server: tuple[str, int | None] | None, local: bool) -> None:
+    assert names_local_address(host, server) is local
+
+
+@pytest.mark.parametrize(
+    ("path", "safe"),
+    [
+        ("/", "/"),
+        ("/figures", "/figures"),
+        ("//evil.example/", "/evil.example/"),
+        ("/\\evil.example/", "/evil.example/"),
+        ("/a b", "/a%20b"),
+        ("/\r\nSet-Cookie: x", "/%0D%0ASet-Cookie:%20x"),
+    ],
+)
+def test_a_redirect_stays_on_this_server(path: str, safe: str) -> None:
+    assert same_origin_path(path) == safe
