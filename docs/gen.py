@@ -5,7 +5,8 @@
 
 rules.md comes from the rule registry (``postflightd.rules.findings.RULES``) and the
 explanations ``postflightd rules CODE`` prints; commands.md from the argparse parser of
-``postflightd.cli`` and the exit codes of ``postflightd.errors.ExitCode``. A test
+``postflightd.cli``, every command's made (each module of ``postflightd.commands`` adds its
+own options), and the exit codes of ``postflightd.errors.ExitCode``. A test
 (tests/docs/test_generated.py) regenerates both in memory and fails when a committed page
 differs, so neither can drift from the code. The site build excludes this script.
 """
@@ -121,9 +122,9 @@ def commands_page() -> str:
     """docs/commands.md: every command, its usage, what it does, each option, the exit codes."""
     from postflightd import cli
 
-    parser = cli._parser()
+    parser = cli.parser(whole=True)
     out = [
-        BANNER.format(source="the parser in src/postflightd/cli.py"),
+        BANNER.format(source="the parser in src/postflightd/cli.py and src/postflightd/commands/"),
         "# Commands\n",
         f"{_text(parser.description or '')} Every command prints `--help` as below.\n",
         _fence(_usage(parser)),

@@ -3,6 +3,8 @@ failures to exit codes (70 with a crash log, 130 on Ctrl-C, 141 on a broken pipe
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shlex
 import signal
@@ -77,7 +79,7 @@ def test_every_reporter_module_is_a_format_registry() -> None:
 def test_version_imports_no_registry_and_no_command() -> None:
     """--version builds the parser without importing a reporter, a renderer or a command."""
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "from postflightd.cli import main\n"
         "try:\n"
         "    main(['--version'])\n"
@@ -346,16 +348,69 @@ def test_the_real_console_script_gives_the_command_s_usage(tmp_path: Path) -> No
     assert "did you mean `--format`?" in done.stderr
 
 
-@pytest.mark.parametrize("name", cli._ALONE)
-def test_a_command_parsed_by_its_own_parser_reads_as_in_the_whole_one(name: str) -> None:
-    """A command line starting with ``scan`` or ``hook`` is parsed by a parser holding that
-    command alone (start-up): its usage, help and defaults are the whole parser's."""
-    alone = cli._subcommands(cli._parser(only=name))[name]
-    whole = cli._subcommands(cli._parser())[name]
-    assert alone.format_usage() == whole.format_usage()
-    assert alone.format_help() == whole.format_help()
-    defaults = [{a.dest: a.default for a in p._actions} for p in (alone, whole)]
-    assert defaults[0] == defaults[1]
+def test_every_command_module_is_in_the_table_and_owns_its_options() -> None:
+    """Each module of ``commands/`` but the shared arguments is a command of ``cli.COMMANDS``,
+    with the two functions the parser and ``main`` call."""
+    package = Path(import_module("postflightd.commands").__file__ or "").parent
+    modules = {p.stem for p in package.glob("*.py")} - {"__init__", "arguments"}
+    assert {name.replace("-", "_") for name in cli.COMMANDS} == modules
+    for name in cli.COMMANDS:
+        module = cli.command_module(name)
+        assert callable(module.add_arguments), name
+        assert callable(module.run), name
+
+
+def _commands_loaded(*argv: str) -> list[str]:
+    """The modules of ``commands/`` a fresh interpreter loads to run ``argv``."""
+    code = (
+        "import json, sys\n"
+        "from postflightd.cli import main\n"
+        "try:\n"
+        f"    main({list(argv)!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('postflightd.commands.'))\n"
+        "print(json.dumps(loaded))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    loaded: list[str] = json.loads(out.splitlines()[-1])
+    return loaded
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        (["--help"], []),
+        (["rules", "PF205"], ["rules"]),
+        (["schema"], ["schema"]),
+        (["completion", "bash"], ["completion"]),
+        (["scan", "--help"], ["arguments", "scan"]),
+    ],
+)
+def test_a_command_imports_its_own_module_alone(argv: list[str], loaded: list[str]) -> None:
+    """The table names each command without importing it: only the command given is."""
+    assert _commands_loaded(*argv) == [f"postflightd.commands.{m}" for m in loaded]
+
+
+def test_a_command_parser_made_alone_reads_as_in_the_whole_one() -> None:
+    """The parser main makes for one command line (that command's alone) has the usage, help
+    and defaults of the whole parser the docs and completion use."""
+    whole = _subparsers(cli.parser(whole=True))
+    for name in cli.COMMANDS:
+        alone = _subparsers(cli.parser())
+        assert dict.keys(alone) == set()  # nothing made before it is looked up
+        assert alone[name].format_help() == whole[name].format_help()
+        defaults = [{a.dest: a.default for a in p._actions} for p in (alone[name], whole[name])]
+        assert defaults[0] == defaults[1]
+        assert list(dict.keys(alone)) == [name]
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    parsers: dict[str, argparse.ArgumentParser] = action.choices
+    return parsers
 
 
 def test_a_near_miss_command_names_the_command_meant(capsys: pytest.CaptureFixture[str]) -> None:

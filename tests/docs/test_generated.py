@@ -53,10 +53,10 @@ def test_the_rules_page_has_a_section_for_every_code_with_its_example() -> None:
 
 
 def test_the_commands_page_has_every_command_option_and_exit_code() -> None:
-    from postflightd.cli import _parser
+    from postflightd.cli import parser
 
     page = GEN.commands_page()
-    for name, _help, command in GEN._commands(_parser()):
+    for name, _help, command in GEN._commands(parser(whole=True)):
         section = page.split(f"\n## {name}\n", 1)[1].split("\n## ", 1)[0]
         assert f"usage: postflightd {name}" in section
         for action in command._actions:

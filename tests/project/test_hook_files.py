@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from postflightd import cli
 from postflightd.cli import main
+from postflightd.commands import hook
 from postflightd.project.hook_files import (
     BY_NAME,
     RUNTIME_NAMES,
@@ -191,8 +191,8 @@ def test_a_file_of_another_shape_is_refused(name: str, text: str, why: str) -> N
         hook_config_with(text, BY_NAME[name])
 
 
-def test_the_cli_names_the_same_runtimes() -> None:
-    assert cli.RUNTIME_NAMES == RUNTIME_NAMES
+def test_the_hook_command_names_the_same_runtimes() -> None:
+    assert hook.RUNTIME_NAMES == RUNTIME_NAMES
 
 
 # --- the command -------------------------------------------------------------------------

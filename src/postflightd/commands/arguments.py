@@ -1,17 +1,52 @@
-"""Arguments several commands share, turned into typed values; a bad one is a UsageError (2)."""
+"""Arguments several commands share: the options that declare them, and their values turned
+into typed ones (a bad one is a UsageError, 2)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from postflightd.errors import UsageError
 
 if TYPE_CHECKING:
+    from argparse import ArgumentParser
+
     from postflightd.config import Config
     from postflightd.journal.database import Journal
     from postflightd.rules.findings import Policy
+
+COLOR_CHOICES: Final = ("auto", "always", "never")
+
+
+def add_format(parser: ArgumentParser, reporters: Mapping[str, object], *alias: str) -> None:
+    """``--format``, its choices the keys of the command's ``REPORTERS`` (default: text)."""
+    parser.add_argument("--format", *alias, dest="format", default="text", choices=reporters)
+
+
+def add_code_filters(parser: ArgumentParser) -> None:
+    """``--select`` and ``--ignore``, each repeatable."""
+    parser.add_argument(
+        "--select", action="append", default=[], metavar="CODES", help="only these codes"
+    )
+    parser.add_argument(
+        "--ignore", action="append", default=[], metavar="CODES", help="never these codes"
+    )
+
+
+def meant(given: str, names: Iterable[str], cutoff: float) -> str:
+    """`` (did you mean `NAME`?)``, naming what a near miss meant; else nothing."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(given, list(names), n=1, cutoff=cutoff)
+    return f" (did you mean `{near[0]}`?)" if near else ""
+
+
+def unrecognized(command: ArgumentParser, extra: Sequence[str]) -> str:
+    """argparse's message for arguments nobody took, with the option meant by a near miss."""
+    options = [o for o in command._option_string_actions if o.startswith("--")]
+    tried = (meant(a.split("=", 1)[0], options, 0.7) for a in extra if a.startswith("--"))
+    return f"unrecognized arguments: {' '.join(extra)}{next((m for m in tried if m), '')}"
 
 
 def policy(

@@ -5,11 +5,12 @@ Its rules are ``rules.console_return``'s.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from postflightd.commands.arguments import policy
+from postflightd.commands.arguments import add_format, policy
 from postflightd.config import load_config
 from postflightd.errors import UsageError
 from postflightd.models.console_return import Dialect
@@ -18,6 +19,39 @@ from postflightd.pipeline.console_return import check_bytes, read_input, return_
 from postflightd.project.root import why_not_a_directory
 from postflightd.reporters.check_return import REPORTERS
 from postflightd.reporters.style import Options
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``check-return``'s options."""
+    parser.add_argument("file", nargs="?", default="-", metavar="FILE", help="default: - (stdin)")
+    parser.add_argument(
+        "--dialect", choices=("auto", "subagent-return", "agent-output"), default="auto"
+    )
+    parser.add_argument("--expect-session", metavar="SID", help="the session id delegated")
+    parser.add_argument(
+        "--root", default=".", metavar="DIR", help="artifact paths are relative to it"
+    )
+    add_format(parser, REPORTERS)
+    parser.add_argument("--select", action="append", default=[], metavar="CODES")
+    parser.add_argument("--ignore", action="append", default=[], metavar="CODES")
+    parser.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
+    parser.add_argument(
+        "--config", metavar="PATH", help="configuration file (TOML; default: looked up from --root)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_check_return(
+        file=args.file,
+        dialect=args.dialect,
+        expect_session=args.expect_session,
+        root=args.root,
+        fmt=args.format,
+        select=args.select,
+        ignore=args.ignore,
+        strict=args.strict,
+        config_path=args.config,
+    )
 
 
 def run_check_return(

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from postflightd.commands.arguments import open_journal, parse_since_arg
+from postflightd.commands.arguments import add_format, open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import Observation, format_ts
@@ -31,6 +32,69 @@ def _known_root(raw: str, root: Path, config_path: str | None) -> None:
     raise UsageError(
         f"--root {raw}: not a project root (a directory holding the specs directory or "
         ".postflightd.toml), and no journal row matches it"
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``history``'s options."""
+    parser.add_argument(
+        "--task", type=_journal_int, metavar="N", help="only the runs of task N (project_number)"
+    )
+    parser.add_argument(
+        "--session", metavar="S", help="only the runs of session S (metadata.session_id)"
+    )
+    parser.add_argument(
+        "--limit", type=_journal_int, default=200, metavar="N", help="the latest N runs (rows)"
+    )
+    parser.add_argument("--root", metavar="DIR", help="only this project root")
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="only since then: a duration back (30m, 2h, 7d), a date, or all",
+    )
+    parser.add_argument(
+        "--events", action="store_true", help="one line per journal row instead of per run"
+    )
+    parser.add_argument(
+        "--show", action="store_true", help="the rows (--events), each with its recorded file"
+    )
+    add_format(parser, REPORTERS)
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def _journal_int(text: str) -> int:
+    """An integer the journal can be asked about: SQLite's are 64-bit, and a larger one made
+    ``history --limit 99999999999999999999`` an internal error (exit 70)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{text}: out of range (at most {2**63 - 1})")
+    return value
+
+
+def without_effect(args: argparse.Namespace) -> str | None:
+    """``--show`` with a ``--format`` it changes nothing in: said, not silently ignored."""
+    if args.show and args.format != "text":
+        return (
+            f"--show adds the recorded content to the text form; --format {args.format} "
+            "always carries it with --events: give --events instead of --show"
+        )
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_history(
+        task=args.task,
+        session=args.session,
+        limit=args.limit,
+        fmt=args.format,
+        config_path=args.config,
+        root=args.root,
+        since=args.since,
+        show=args.show,
+        events=args.events,
     )
 
 

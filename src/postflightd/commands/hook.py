@@ -8,9 +8,10 @@ metadata files (``hooks.decision``). ``tests/commands/test_hook_imports.py`` che
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, Final
 
 from postflightd.commands.arguments import open_journal
 from postflightd.config import load_config
@@ -18,6 +19,10 @@ from postflightd.errors import ExitCode, PostflightError, internal_error_text
 from postflightd.hooks.decision import Runtime, Verdict, answer, message_of
 from postflightd.hooks.stdin import HookInputError, load_object, read_hook_input
 from postflightd.inert import inert, json_text
+
+#: project.hook_files.RUNTIME_NAMES (a test keeps the two equal), named here: the hook runs at
+#: every agent stop, and looking them up would import the set-up layer for it.
+RUNTIME_NAMES: Final = ("claude", "codex", "gemini", "copilot", "cursor", "opencode")
 
 
 def _runtime(name: str) -> Runtime:
@@ -47,6 +52,18 @@ def _runtime(name: str) -> Runtime:
             from postflightd.hooks import claude
 
             return claude.RUNTIME
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``hook``'s options."""
+    parser.add_argument(
+        "runtime", choices=RUNTIME_NAMES, help="the hook protocol spoken on stdin/stdout"
+    )
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_hook(args.runtime, config_path=args.config)
 
 
 def run_hook(runtime_name: str = "claude", *, config_path: str | None) -> int:

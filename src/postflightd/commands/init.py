@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import shutil
@@ -24,6 +25,7 @@ from postflightd.project.hook_files import (
     BY_NAME,
     CLAUDE,
     PROGRAM,
+    RUNTIME_NAMES,
     RUNTIMES,
     Runtime,
     SettingsShapeError,
@@ -50,6 +52,51 @@ from postflightd.project.units import (
     user_unit_dir,
 )
 from postflightd.words import counted, joined
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``init``'s options."""
+    parser.add_argument("root", nargs="?", default=".", metavar="ROOT", help="default: .")
+    parser.add_argument(
+        "-y",
+        "--yes",
+        action="store_true",
+        help="write without asking (without it and without a terminal, nothing is written)",
+    )
+    parser.add_argument(
+        "--systemd",
+        action="store_true",
+        help="also install the systemd user unit postflightd@.service "
+        "(in $XDG_CONFIG_HOME/systemd/user/)",
+    )
+    parser.add_argument(
+        "--runtime",
+        action="append",
+        choices=RUNTIME_NAMES,
+        metavar="NAME",
+        help="set the stop hook up for this agent runtime (repeatable): "
+        f"{', '.join(RUNTIME_NAMES)}; default: those whose directory the project has "
+        "(.claude/, .codex/, .gemini/, .github/hooks/, .cursor/, .opencode/), else claude",
+    )
+    parser.add_argument(
+        "--mcp",
+        action="store_true",
+        help="also register `postflightd mcp` in each runtime's project MCP configuration "
+        "(docs/mcp.md)",
+    )
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_init(
+        root_arg=args.root,
+        yes=args.yes,
+        systemd=args.systemd,
+        config_path=args.config,
+        out=sys.stdout,
+        runtimes=args.runtime,
+        mcp=args.mcp,
+    )
 
 
 def run_init(

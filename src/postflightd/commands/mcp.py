@@ -12,6 +12,7 @@ the ``[mcp]`` extra (docs/mcp.md).
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import os
@@ -59,6 +60,14 @@ _TASK: Final = {
     "description": "the task number (259), or a path in the project: its task directory "
     "(specs/259_prove_completeness) or its metadata file",
 }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``mcp`` takes no options."""
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_mcp()
 
 
 def run_mcp() -> int:

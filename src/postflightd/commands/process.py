@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from postflightd.commands.arguments import open_journal, policy
+from postflightd.commands.arguments import add_code_filters, add_format, open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import Journal, Observation, content_text
@@ -25,6 +26,30 @@ from postflightd.reporters.dry_run import report_process_dry_run
 from postflightd.reporters.process import REPORTERS
 from postflightd.reporters.style import Options
 from postflightd.rules.findings import Policy, state_unusable_text
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``process``'s options."""
+    parser.add_argument("file", metavar="FILE", help="specs/{N}_{SLUG}/.return-meta.json")
+    add_format(parser, REPORTERS)
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the diff of state.json and TODO.md; write nothing",
+    )
+    add_code_filters(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_process(
+        file=args.file,
+        fmt=args.format,
+        config_path=args.config,
+        select=args.select,
+        ignore=args.ignore,
+        dry_run=args.dry_run,
+    )
 
 
 def run_process(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from postflightd.commands.arguments import parse_since_arg
+from postflightd.commands.arguments import add_format, parse_since_arg
 from postflightd.errors import ExitCode
 from postflightd.inert import inert
 from postflightd.report.runs import no_runs_recorded
@@ -15,6 +16,27 @@ from postflightd.report.source import make_report, write_output
 from postflightd.reporters.report import REPORTERS
 from postflightd.reporters.style import Options
 from postflightd.words import joined
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``report``'s options."""
+    parser.add_argument("roots", nargs="*", metavar="ROOT", help="default: every root journaled")
+    parser.add_argument(
+        "--since", default="30d", metavar="DURATION", help="30d (default), 12h, 2026-01-31, all"
+    )
+    add_format(parser, REPORTERS)
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default: stdout)")
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_report(
+        roots=args.roots,
+        since=args.since,
+        fmt=args.format,
+        output=args.output,
+        config_path=args.config,
+    )
 
 
 def run_report(

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from postflightd.errors import ExitCode, UsageError
 from postflightd.rules.findings import RULES, UnknownCodeError, expand_codes
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``rules``' options."""
+    parser.add_argument("code", nargs="?", metavar="CODE", help="explain this rule")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_rules(code=args.code)
 
 
 def run_rules(*, code: str | None = None) -> int:

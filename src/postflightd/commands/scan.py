@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -11,7 +12,7 @@ from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from postflightd.commands.arguments import policy
+from postflightd.commands.arguments import COLOR_CHOICES, add_code_filters, add_format, policy
 from postflightd.config import Config, load_config, load_configs
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
@@ -43,6 +44,62 @@ class ScanOutput(Record):
     verbose: bool = False
     color: str = "auto"
     dry_run: bool = False
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``scan``'s options."""
+    parser.add_argument(
+        "roots",
+        nargs="*",
+        metavar="ROOT|FILE",
+        help="project roots, or metadata files (pre-commit passes these); default: the "
+        "project the current directory is in",
+    )
+    add_format(parser, REPORTERS, "--output-format")
+    add_code_filters(parser)
+    parser.add_argument("--strict", action="store_true", default=None, help="warnings fail too")
+    parser.add_argument("--apply", action="store_true", help="also post-flight valid final files")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="with --apply: print the diff of state.json and TODO.md and which metadata files "
+        "would be deleted (applied) or kept; write nothing",
+    )
+    parser.add_argument("--statistics", action="store_true", help="counts per code, not findings")
+    parser.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 even when there are findings"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="findings only: no summary")
+    parser.add_argument("-v", "--verbose", action="store_true", help="name each file applied")
+    parser.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def without_effect(args: argparse.Namespace) -> str | None:
+    """``--verbose`` without ``--apply``: said, rather than silently ignored."""
+    if args.verbose and not args.apply:
+        return "--verbose names each file --apply applied: give --apply, or drop --verbose"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_scan(
+        roots=args.roots,
+        fmt=args.format,
+        select=args.select,
+        ignore=args.ignore,
+        strict=args.strict,
+        apply=args.apply,
+        config_path=args.config,
+        output=ScanOutput(
+            statistics=args.statistics,
+            exit_zero=args.exit_zero,
+            quiet=args.quiet,
+            verbose=args.verbose,
+            color=args.color,
+            dry_run=args.dry_run,
+        ),
+    )
 
 
 def run_scan(

@@ -7,6 +7,7 @@ nothing else in postflightd needs it. The runs in flight are read by the same co
 
 from __future__ import annotations
 
+import argparse
 import errno
 import importlib
 import os
@@ -174,6 +175,36 @@ def _listen(host: str, port: int) -> socket.socket:
         why = _BIND_PROBLEMS.get(exc.errno or 0) or (exc.strerror or str(exc)).lower()
         raise UsageError(f"cannot serve on {host}:{port}: {why}") from None
     return listener
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s options."""
+    parser.add_argument("roots", nargs="*", metavar="ROOT", help="default: as for status")
+    parser.add_argument("--host", default="127.0.0.1", help="default: 127.0.0.1 (loopback)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"default: {DEFAULT_PORT}")
+    parser.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="a file holding the token every request must give (also $POSTFLIGHTD_TOKEN); "
+        "needed beyond loopback (else one is generated and printed)",
+    )
+    # A token on the command line is readable by every local user (/proc/PID/cmdline): taken
+    # only to say where to put it instead.
+    parser.add_argument("--token", help=argparse.SUPPRESS)
+    parser.add_argument("--interval", help="how often to look for changes (default: 200ms)")
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    token = resolve_token(args.token_file, given_inline=args.token is not None)
+    return run_serve(
+        roots=args.roots,
+        host=args.host,
+        port=args.port,
+        interval=args.interval,
+        token=token,
+        config_path=args.config,
+    )
 
 
 def run_serve(

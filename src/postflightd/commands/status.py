@@ -9,6 +9,7 @@ healer did (the journal). What it shows is ``runs.status``'s; ``reporters.status
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import shutil
@@ -18,7 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from postflightd.commands.arguments import parse_interval, policy
+from postflightd.commands.arguments import (
+    COLOR_CHOICES,
+    add_code_filters,
+    add_format,
+    parse_interval,
+    policy,
+)
 from postflightd.config import Config, load_config, load_configs
 from postflightd.daemon.notes import daemon_note, stalled_roots
 from postflightd.errors import ExitCode, UsageError
@@ -242,6 +249,50 @@ def _stalled(roots: Sequence[str]) -> dict[str, RootStatus]:
             pid, note = stalled[key]
             out[arg] = RootStatus(Path(key), pid, note=f"{note}: not read (its filesystem hangs)")
     return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``status``'s options."""
+    parser.add_argument(
+        "roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else the project here"
+    )
+    add_format(parser, REPORTERS)
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    parser.add_argument("--color", choices=COLOR_CHOICES, default="auto", help="default: auto")
+    add_code_filters(parser)
+    parser.add_argument(
+        "--watch", action="store_true", help="live view, redrawn in place; Ctrl-C to quit"
+    )
+    parser.add_argument(
+        "--interval", metavar="SECONDS", help="with --watch: e.g. 1s (default), 500ms"
+    )
+
+
+def without_effect(args: argparse.Namespace) -> str | None:
+    """``--interval`` without ``--watch``: said, rather than silently ignored."""
+    if args.interval is not None and not args.watch:
+        return "--interval sets how often --watch redraws: give --watch, or drop --interval"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.watch:
+        return run_status_watch(
+            roots=args.roots,
+            interval_text=args.interval or "1s",
+            config_path=args.config,
+            fmt=args.format,
+            select=args.select,
+            ignore=args.ignore,
+        )
+    return run_status(
+        roots=args.roots,
+        fmt=args.format,
+        config_path=args.config,
+        select=args.select,
+        ignore=args.ignore,
+        color=args.color,
+    )
 
 
 def run_status(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from postflightd.commands.arguments import open_journal, parse_since_arg
+from postflightd.commands.arguments import add_format, open_journal, parse_since_arg
 from postflightd.config import Config, load_config
 from postflightd.errors import UsageError
 from postflightd.journal.database import format_ts
@@ -15,6 +16,32 @@ from postflightd.pipeline.verify import VerifyReport, inspect_root, repair_root
 from postflightd.project.root import find_project, require_own_project, require_project
 from postflightd.reporters.style import Options
 from postflightd.reporters.verify import REPORTERS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``verify``'s options."""
+    parser.add_argument("roots", nargs="*", metavar="ROOT", help="default: the project here")
+    parser.add_argument(
+        "--since",
+        default="24h",
+        metavar="WHEN",
+        help="a duration back (90s, 10m, 24h, 7d), a date (2026-01-31), or all (default 24h)",
+    )
+    parser.add_argument(
+        "--repair", action="store_true", help="re-apply the outcomes lost to non-locking writers"
+    )
+    add_format(parser, REPORTERS)
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_verify(
+        roots=args.roots,
+        since_text=args.since,
+        repair=args.repair,
+        fmt=args.format,
+        config_path=args.config,
+    )
 
 
 def run_verify(

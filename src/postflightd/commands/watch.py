@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,6 +16,25 @@ def serve(roots: Sequence[Path], config: Config, reload: Callable[[Path | None],
     """Run the daemon in this process until SIGTERM/SIGINT; ``reload(None)`` re-reads the
     user's configuration on SIGHUP, ``reload(root)`` each root's own."""
     return Daemon(roots, config, reload).run()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``watch``'s options."""
+    parser.add_argument(
+        "roots", nargs="*", metavar="ROOT", help="default: [watch] roots, else the project here"
+    )
+    parser.add_argument("--config", metavar="PATH", help="configuration file (TOML)")
+    parser.add_argument("--log-format", choices=("auto", "json", "console"), default=None)
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_watch(
+        roots=args.roots,
+        config_path=args.config,
+        log_format=args.log_format,
+        log_level=args.log_level,
+    )
 
 
 def run_watch(
