@@ -143,7 +143,7 @@ def _commands(
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             helps = {a.dest: a.help or "" for a in action._choices_actions}
-            for name, command in action.choices.items():
+            for name, command in action._name_parser_map.items():
                 yield name, helps.get(name, ""), command
 
 

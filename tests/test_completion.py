@@ -115,3 +115,59 @@ def test_each_script_and_the_help_say_where_to_install_it(
     with pytest.raises(SystemExit):
         main(["completion", "--help"])
     assert f"{shell}: postflightd completion {shell} > {places[shell]}" in capsys.readouterr().out
+
+
+def _answer(tmp_path: Path, line: str, asker: str = "bash") -> tuple[list[str], list[str]]:
+    """argcomplete's answer for the command line ``line`` as the shell ``asker`` asks it, and the
+    modules of ``commands/`` that answering it imported."""
+    answer = tmp_path / "answer"
+    env = {
+        **os.environ,
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_SHELL": asker,
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "COMP_TYPE": "9",
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+    }
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "postflightd"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    imported = [
+        row.rsplit("|", 1)[1].strip()
+        for row in done.stderr.splitlines()
+        if row.startswith("import time:") and "postflightd.commands." in row
+    ]
+    return answer.read_text().split("\v"), sorted(imported)
+
+
+def test_completing_a_command_name_imports_no_command(tmp_path: Path) -> None:
+    words, imported = _answer(tmp_path, "postflightd sc")
+    assert sorted(words) == ["scan", "schema"]
+    assert imported == ["postflightd.commands.completion"]
+
+
+def test_each_command_name_is_offered_with_its_own_help(tmp_path: Path) -> None:
+    """zsh shows each command's line of ``--help`` beside its name."""
+    words, _ = _answer(tmp_path, "postflightd s", asker="zsh")
+    assert words == [
+        "scan:validate every metadata file; report stuck agents",
+        "schema:print the JSON Schema of the metadata file",
+        "status:the runs in flight: stage, phases, elapsed, STUCK",
+        "serve:the live dashboard and /metrics (the [web] extra)",
+    ]
+
+
+def test_completing_an_option_imports_that_command_alone(tmp_path: Path) -> None:
+    words, imported = _answer(tmp_path, "postflightd scan --st")
+    assert sorted(words) == ["--statistics", "--strict"]
+    assert imported == [
+        "postflightd.commands.arguments",
+        "postflightd.commands.completion",
+        "postflightd.commands.scan",
+    ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from postflightd import __version__
 
@@ -69,13 +69,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Parsers(dict[str, _Parser]):
-    """argparse's choices of command: every name; a parser made by its module when looked up."""
-
-    def __contains__(self, name: object) -> bool:
-        return name in COMMANDS
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(COMMANDS)
+    """The commands' parsers by name, each made by its module when argparse first asks for it."""
 
     def __missing__(self, name: str) -> _Parser:
         parser = self[name] = _Parser(prog=f"postflightd {name}", allow_abbrev=False)
@@ -84,7 +78,7 @@ class _Parsers(dict[str, _Parser]):
 
 
 def parser(*, whole: bool = False) -> argparse.ArgumentParser:
-    """The parser; ``whole``: every command's parser made now (for the docs, completion)."""
+    """The parser; ``whole``: every command's parser made now (the docs list them all)."""
     top = _Parser(
         prog="postflightd",
         allow_abbrev=False,
@@ -93,7 +87,10 @@ def parser(*, whole: bool = False) -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=f"postflightd {__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND")
-    sub.choices = sub._name_parser_map = _Parsers()
+    # Names, not parsers, are argparse's (and argcomplete's) choices: it only checks and lists
+    # them, and no parser is made for that.
+    sub.choices = {name: name for name in COMMANDS}  # type: ignore[misc]
+    sub._name_parser_map = _Parsers()
     sub._choices_actions = [sub._ChoicesPseudoAction(n, (), h) for n, h in COMMANDS.items()]
     for name in COMMANDS if whole else ():
         sub._name_parser_map[name]  # made now
@@ -101,15 +98,16 @@ def parser(*, whole: bool = False) -> argparse.ArgumentParser:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    top = parser(whole=COMPLETING_ENV in os.environ)
+    top = parser()
     if COMPLETING_ENV in os.environ:
-        # The shell's completion function is asking (argcomplete's protocol).
+        # The shell's completion function is asking (argcomplete's protocol): it makes the
+        # parser of the command being completed alone.
         from postflightd.commands.completion import complete_and_exit
 
         complete_and_exit(top)
     args, extra = top.parse_known_args(argv)
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    command: argparse.ArgumentParser = sub.choices[args.command] if args.command else top
+    command: argparse.ArgumentParser = sub._name_parser_map[args.command] if args.command else top
     check = getattr(command_module(args.command), "without_effect", None) if args.command else None
     if extra or (check is not None and (problem := check(args)) is not None):
         from postflightd.commands.arguments import unrecognized

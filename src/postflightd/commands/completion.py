@@ -3,7 +3,7 @@ bash, zsh and fish, answered from our parser.
 
 argcomplete rather than shtab: shtab writes static scripts for bash, zsh and tcsh but not
 fish; argcomplete's shell code covers all three. Its script calls ``postflightd`` back with
-``_ARGCOMPLETE`` set, and ``cli.main`` hands the whole parser to ``complete_and_exit`` before
+``_ARGCOMPLETE`` set, and ``cli.main`` hands the parser to ``complete_and_exit`` before
 anything else runs: argcomplete is imported only then, so ``--version`` and every other
 command never load it.
 """
