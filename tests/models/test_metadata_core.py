@@ -9,6 +9,7 @@ import pprint
 import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,11 @@ from helpers.documents import researched_doc
 from helpers.update_mode import rewritten, updating
 from postflightd.models import metadata_core, metadata_fields
 from postflightd.models.metadata import Metadata, MetadataFile, field_shape, storable_core_schema
-from postflightd.models.terms import KNOWN_FIELDS
+from postflightd.models.terms import KNOWN_FIELDS, Status
+from postflightd.rules import metadata as rules_metadata
 from postflightd.rules.clean import is_clean, object_check
+from postflightd.rules.context import TaskContext
+from postflightd.rules.quiet_source import metadata_quiet
 from postflightd.rules.toolkit import structure, unknown_fields
 
 GENERATED = Path(metadata_core.__file__)
@@ -186,11 +190,27 @@ def _generated_copy(source: Path, tmp_path: Path, name: str, value: Any, annotat
     return module
 
 
+def _generated_quiet(tmp_path: Path, shape: Any) -> tuple[str, Any]:
+    """The quiet check generated anew from the rules' conditions over ``shape``, written in
+    ``tmp_path``, and the function it defines, run among ``rules.metadata``'s names."""
+    source = metadata_quiet(shape)
+    path = tmp_path / "quiet.py"
+    path.write_text(source, encoding="utf-8")
+    names = dict(vars(rules_metadata))
+    # The generated function is a part of rules.metadata: it runs among that module's names.
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), names)  # noqa: S102
+    return source, names["_quiet"]
+
+
+QUIET_CONTEXT = TaskContext(dir_name="259_prove_completeness")
+NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
+
+
 def test_a_field_added_to_the_model_reaches_the_schema_the_known_fields_and_the_shape(
     tmp_path: Path,
 ) -> None:
-    """One edit, the model's: the stored schema, the known fields (PF205) and the clean shape
-    that the generator writes from it all have the new fields."""
+    """One edit, the model's: the stored schema, the known fields (PF205), the clean shape
+    and the quiet check that the generators write from it all have the new fields."""
     core = _generated_copy(
         GENERATED, tmp_path, "SCHEMA", storable_core_schema(_Reviewed), "Final[dict[str, Any]]"
     )
@@ -223,3 +243,46 @@ def test_a_field_added_to_the_model_reaches_the_schema_the_known_fields_and_the_
     assert [(f.code, f.location) for f in found] == [("PF201", "reviewer")]
     assert found == structure(_Reviewed.model_validate, doc, "the document")[0]
     assert not object_check("", shape=fields.SHAPE)(doc)
+
+    # The quiet check written from the new shape: the clean document with the new fields is
+    # quiet (no rule has anything to say), as the one without them is under the real check.
+    doc["reviewer"] = "someone"
+    source, quiet = _generated_quiet(tmp_path, fields.SHAPE)
+    assert quiet(doc, Status.RESEARCHED, QUIET_CONTEXT, NOW, None) is None
+    assert (
+        rules_metadata._quiet(researched_doc(), Status.RESEARCHED, QUIET_CONTEXT, NOW, None) is None
+    )
+    # ... and still asks every rule: a negative duration is not quiet.
+    doc["metadata"]["duration_seconds"] = -1
+    assert quiet(doc, Status.RESEARCHED, QUIET_CONTEXT, NOW, None) is False
+    assert source == metadata_quiet()  # no condition reads the new fields: the same check
+
+
+class _TimedMetadata(Metadata):
+    duration_seconds: float  # required here, optional in the real model
+
+
+class _Timed(MetadataFile):
+    """The metadata file whose run length is required, declared only here."""
+
+    metadata: _TimedMetadata
+
+
+def test_the_quiet_check_reads_each_field_as_the_model_declares_it(tmp_path: Path) -> None:
+    """The quiet check reads a field the model requires by index, with no test for its
+    absence, and an optional one with ``get``: made required in the model alone, the run's
+    length is read so, and a document without it is no longer clean."""
+    real = metadata_quiet()
+    assert "metadata.get('duration_seconds')" in real
+    assert "metadata_duration_seconds is not None" in real
+
+    shape = field_shape(_Timed)
+    source, quiet = _generated_quiet(tmp_path, shape)
+    assert "metadata['duration_seconds']" in source
+    assert "metadata_duration_seconds is not None" not in source
+    doc = researched_doc()
+    assert quiet(doc, Status.RESEARCHED, QUIET_CONTEXT, NOW, None) is None
+    doc["metadata"]["duration_seconds"] = -5
+    assert quiet(doc, Status.RESEARCHED, QUIET_CONTEXT, NOW, None) is False
+    del doc["metadata"]["duration_seconds"]
+    assert not object_check("", shape=shape)(doc)

@@ -1,20 +1,24 @@
 """The quiet shortcut (``rules.metadata._quiet``): a clean document it lets through gets from
-``validate`` exactly what every rule would have given it.
-
-``validate`` returns at once, with no finding, for a clean document the shortcut calls quiet;
-everything else goes through the rules (``_validate_all``). The shortcut restates each rule's
-condition without its words, so it is only safe if it never calls quiet a document some rule
-flags. Checked here on clean documents built to sit on every rule's edge (statuses, start
-times, progress, completion data, errors, sessions, delegation, artifacts) under random task
-contexts and artifact states, and on each single fault, which must be worded by its rule.
+``validate`` exactly what every rule would have given it. ``validate`` returns at once, with no
+finding, for a clean document the shortcut calls quiet; everything else goes through the rules
+(``_validate_all``). The shortcut is written from each rule's declared condition
+(``rules.conditions``, ``rules.quiet_source``), over the fields of a clean document; it is only
+safe if it never calls quiet a document some rule flags. Checked here on clean documents built
+to sit on every rule's edge (statuses, start times, progress, completion data, errors, sessions,
+delegation, artifacts) under random task contexts and artifact states, and on each single fault,
+which must be worded by its rule.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import inspect
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,12 +26,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.documents import SESSION
+from helpers.update_mode import rewritten, updating
 from postflightd.models.terms import ARTIFACT_TYPES, Status
 from postflightd.rules import metadata as rules
 from postflightd.rules import toolkit
 from postflightd.rules.clean import is_clean
+from postflightd.rules.conditions import Condition, codes_of, registered
 from postflightd.rules.context import ArtifactState, TaskContext
 from postflightd.rules.metadata import RuleOptions, Validation, validate
+from postflightd.rules.quiet_source import expression_of, generated_part, metadata_quiet
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)
 TIMEOUTS = {"research": 1800.0, "planning": 1800.0, "implementation": 7200.0, "default": 3600.0}
@@ -487,11 +494,31 @@ def test_the_quiet_base_of_each_status_is_quiet(status: Status, meta_task: bool)
     assert rules._quiet(doc, status, ctx, NOW, _probe_of({})) is not False
 
 
-# --- every rule has its condition in the shortcut ----------------------------------------------
+# --- the shortcut is the rules' own conditions -------------------------------------------------
 
-#: Codes the rules after the fields can give that no clean document can get: a plain-path
-#: artifact (PF208) is never clean, so the shortcut never sees one.
-NEVER_CLEAN = {"PF208"}
+UPDATE_ENV = "POSTFLIGHTD_UPDATE_CORE_SCHEMA"
+RULES = Path(rules.__file__)
+
+
+def _same_code(one: str, other: str) -> bool:
+    """The same code, however it is laid out (the file is formatted, the comments aside)."""
+    return ast.dump(ast.parse(one)) == ast.dump(ast.parse(other))
+
+
+def test_the_shortcut_is_what_the_rules_conditions_give() -> None:
+    """The shortcut is written from the conditions the rules declare (``rules.quiet_source``);
+    a condition changed, added or removed without running the generator fails here."""
+    text = RULES.read_text(encoding="utf-8")
+    start, end = generated_part(text)
+    wanted = metadata_quiet()
+    current = _same_code(text[start:end], wanted)
+    if updating(UPDATE_ENV) and not current:
+        RULES.write_text(text[:start] + wanted + text[end:], encoding="utf-8")
+        subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(RULES)], check=True)
+        rewritten(RULES, UPDATE_ENV)
+    assert current, (
+        f"the rules' conditions changed: run {UPDATE_ENV}=1 pytest {Path(__file__).name}"
+    )
 
 
 def _codes_in(*functions: Any) -> set[str]:
@@ -503,21 +530,14 @@ def _codes_in(*functions: Any) -> set[str]:
     }
 
 
-def _codes_named_by_the_shortcut() -> set[str]:
-    """The codes of the ``# PFxxx`` comments beside the shortcut's conditions (ranges as
-    ``PF501-PF503``)."""
-    codes: set[str] = set()
-    for comment in re.findall(r"#\s*(PF.*)$", inspect.getsource(rules._quiet), re.MULTILINE):
-        for first, last in re.findall(r"PF(\d{3})(?:-PF(\d{3}))?", comment):
-            codes.update(f"PF{n}" for n in range(int(first), int(last or first) + 1))
-    return codes
+def _declared() -> list[Condition]:
+    return [*registered(toolkit.__name__), *registered(rules.__name__)]
 
 
-def test_the_shortcut_names_every_code_of_the_rules_it_stands_for() -> None:
-    """The shortcut is written by hand beside the rules (asking the rules themselves costs a
-    clean file about 50,000 instructions more, 6 % of a scan's CPU): a rule added to one of
-    the steps it stands for, with no condition in the shortcut, fails here, whatever the
-    random cases happen to reach."""
+def test_every_rule_the_shortcut_stands_for_declares_its_condition() -> None:
+    """A rule added to one of the steps the shortcut stands for, with no condition declared,
+    fails here, whatever the random cases happen to reach; a condition the shortcut leaves out
+    says why no clean document meets it."""
     given = _codes_in(
         rules._run_start,
         rules._status_rules,
@@ -525,8 +545,27 @@ def test_the_shortcut_names_every_code_of_the_rules_it_stands_for() -> None:
         toolkit.artifact_rules,
         rules._task_rules,
     )
-    assert given - NEVER_CLEAN <= _codes_named_by_the_shortcut() | {"PF605"}, (
-        "a rule without its condition in rules.metadata._quiet"
-    )
-    # PF605 comes from the task's marker, not from a rule's source: the shortcut asks it too.
-    assert "PF605" in _codes_named_by_the_shortcut()
+    declared = {code for found in _declared() for code in codes_of(found)}
+    assert given <= declared, "a rule without its condition (rules.conditions)"
+    # PF605 comes with the task's marker, not from a rule's source: it is declared too.
+    assert "PF605" in declared
+    left_out = {found.codes for found in _declared() if found.never_clean}
+    assert left_out == {"PF208", "PF304"}
+    # Every condition asked is in the shortcut, named beside its test.
+    shortcut = inspect.getsource(rules._quiet)
+    for found in _declared():
+        if not found.never_clean:
+            assert f"# {found.codes}" in shortcut, found.codes
+
+
+def test_a_condition_that_is_not_one_return_is_refused() -> None:
+    """The generator inlines each condition's one expression: a body it cannot inline (here,
+    two statements) is refused rather than copied in part."""
+
+    def two_steps(duration: float | None) -> bool:
+        if duration is None:
+            return False
+        return duration < 0
+
+    with pytest.raises(TypeError, match="one return"):
+        expression_of(Condition("PF406", two_steps, {"duration": "metadata.duration_seconds"}))

@@ -16,9 +16,11 @@ Each rule returns what it found: findings, and where the caller needs more (when
 started, whether it is stuck) a small value beside them; ``validate`` assembles the
 ``Validation`` from those values once.
 
-Why this module stays whole at a little over 500 lines: it is one contract's rule set, read
-top to bottom in the order its findings come out; split, that order would be spread over
-several files.
+Why this module stays whole at under 1,000 lines: it is one contract's rule set, read top to
+bottom in the order its findings come out, each rule beside the condition it declares
+(``rules.conditions``); split, that order would be spread over several files. About 150 of
+the lines are the quiet check, which is generated from those conditions
+(``rules.quiet_source``) and belongs with them: it runs among this module's names.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from postflightd.models.terms import (
 )
 from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
 from postflightd.rules.clean import is_clean, is_clean_but_for_extras
+from postflightd.rules.conditions import condition
 from postflightd.rules.context import ArtifactProbe, ArtifactState, TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.fixes import guess_status, member, status_word
@@ -283,13 +286,25 @@ class RunStart(NamedTuple):
     at: datetime | None
 
 
+@condition("PF301", raw="started_at")
+def _start_unusable(raw: str | None, started: datetime | None, now: datetime) -> bool:
+    return raw is not None and (started is None or started - now > FUTURE_TOLERANCE)
+
+
+@condition("PF300", raw="started_at")
+def _start_missing(status: Status | None, raw: object) -> bool:
+    return status is Status.IN_PROGRESS and raw is None
+
+
 def _run_start(doc: dict[str, Any], status: Status | None, now: datetime) -> RunStart:
     found: list[Finding] = []
     at = None
     started_raw = doc.get("started_at")
     if isinstance(started_raw, str):
         started = parse_timestamp(started_raw)
-        if started is None:
+        if not _start_unusable(started_raw, started, now):
+            at = started
+        elif started is None:
             found.append(
                 finding(
                     "PF301",
@@ -298,7 +313,7 @@ def _run_start(doc: dict[str, Any], status: Status | None, now: datetime) -> Run
                     'write e.g. "2026-01-28T10:30:00Z"',
                 )
             )
-        elif started - now > FUTURE_TOLERANCE:
+        else:
             found.append(
                 finding(
                     "PF301",
@@ -307,9 +322,7 @@ def _run_start(doc: dict[str, Any], status: Status | None, now: datetime) -> Run
                     "write when the run started (UTC)",
                 )
             )
-        else:
-            at = started
-    if status is Status.IN_PROGRESS and started_raw is None:
+    if _start_missing(status, started_raw):
         found.append(
             finding(
                 "PF300",
@@ -320,17 +333,81 @@ def _run_start(doc: dict[str, Any], status: Status | None, now: datetime) -> Run
     return RunStart(found, at)
 
 
+@condition("PF302", progress="partial_progress")
+def _progress_missing(status: Status | None, progress: object) -> bool:
+    return (status is Status.IN_PROGRESS or status is Status.PARTIAL) and progress is None
+
+
+@condition("PF308", progress="partial_progress")
+def _progress_left(success: bool, progress: object) -> bool:
+    return success and progress is not None
+
+
+@condition("PF303")
+def _completion_missing(status: Status, given: bool) -> bool:
+    return status is Status.IMPLEMENTED and not given
+
+
+@condition("PF304", never_clean="a clean document's completion_summary is never blank")
+def _summary_blank(status: Status, completion: dict[str, Any] | None) -> bool:
+    return (
+        status is Status.IMPLEMENTED
+        and completion is not None
+        and is_blank(completion.get("completion_summary"))
+    )
+
+
+@condition(
+    "PF305", completion="completion_data", suggestions="completion_data.claudemd_suggestions"
+)
+def _suggestions_missing(
+    status: Status, is_meta: bool | None, completion: object, suggestions: str | None
+) -> bool:
+    return (
+        status is Status.IMPLEMENTED
+        and is_meta is True
+        and completion is not None
+        and not (suggestions or "").strip()
+    )
+
+
+@condition("PF309")
+def _completion_ignored(status: Status, given: bool) -> bool:
+    return status is not Status.IMPLEMENTED and given
+
+
+@condition("PF307", errors="errors")
+def _errors_missing(status: Status, errors: list[Any] | None) -> bool:
+    return status in TROUBLE_STATUSES and not errors
+
+
+@condition("PF306", completion="completion_data")
+def _roadmap_on_meta(is_meta: bool | None, completion: dict[str, Any] | None) -> bool:
+    return completion is not None and is_meta is True and "roadmap_items" in completion
+
+
+@condition("PF306", completion="completion_data")
+def _suggestions_off_meta(is_meta: bool | None, completion: dict[str, Any] | None) -> bool:
+    return completion is not None and is_meta is False and "claudemd_suggestions" in completion
+
+
+@condition("PF310", done="metadata.phases_completed", total="metadata.phases_total")
+@condition("PF310", done="partial_progress.phases_completed", total="partial_progress.phases_total")
+def _phases_out_of_range(done: int | None, total: int | None) -> bool:
+    return done is not None and (done < 0 or (total is not None and done > total))
+
+
 def _status_specific(doc: dict[str, Any], status: Status, ctx: TaskContext) -> Iterator[Finding]:
     """The rules that ask which status the file has (PF302-PF305, PF307-PF309)."""
     progress = get_object(doc, "partial_progress")
-    if status in {Status.IN_PROGRESS, Status.PARTIAL} and progress is None:
+    if _progress_missing(status, progress):
         yield finding(
             "PF302",
             "partial_progress",
             f"{status.value} metadata should carry partial_progress (stage, details) "
             "so the run can be resumed",
         )
-    if status.is_success and progress is not None:
+    if _progress_left(status.is_success, progress):
         yield finding(
             "PF308",
             "partial_progress",
@@ -338,37 +415,35 @@ def _status_specific(doc: dict[str, Any], status: Status, ctx: TaskContext) -> I
         )
 
     completion = get_object(doc, "completion_data")
-    if status is Status.IMPLEMENTED:
-        if "completion_data" not in doc:
-            yield finding(
-                "PF303",
-                "completion_data",
-                "implemented needs completion_data with a 1-3 sentence completion_summary",
-            )
-        elif completion is not None and is_blank(completion.get("completion_summary")):
-            yield finding(
-                "PF304",
-                "completion_data.completion_summary",
-                "completion_summary is empty: say in 1-3 sentences what was accomplished",
-            )
-        if (
-            ctx.is_meta
-            and completion is not None
-            and not (get_str(completion, "claudemd_suggestions") or "").strip()
-        ):
-            yield finding(
-                "PF305",
-                "completion_data.claudemd_suggestions",
-                "meta task implemented without claudemd_suggestions: describe the agent-system "
-                'files changed, or write "none"',
-            )
-    elif "completion_data" in doc:
+    given = "completion_data" in doc
+    if _completion_missing(status, given):
+        yield finding(
+            "PF303",
+            "completion_data",
+            "implemented needs completion_data with a 1-3 sentence completion_summary",
+        )
+    elif _summary_blank(status, completion):
+        yield finding(
+            "PF304",
+            "completion_data.completion_summary",
+            "completion_summary is empty: say in 1-3 sentences what was accomplished",
+        )
+    if _suggestions_missing(
+        status, ctx.is_meta, completion, get_str(completion, "claudemd_suggestions")
+    ):
+        yield finding(
+            "PF305",
+            "completion_data.claudemd_suggestions",
+            "meta task implemented without claudemd_suggestions: describe the agent-system "
+            'files changed, or write "none"',
+        )
+    if _completion_ignored(status, given):
         yield finding(
             "PF309",
             "completion_data",
             f"completion_data is only read for implemented, not {status.value}; it is ignored",
         )
-    if status in TROUBLE_STATUSES and not get_list(doc, "errors"):
+    if _errors_missing(status, get_list(doc, "errors")):
         yield finding(
             "PF307",
             "errors",
@@ -385,24 +460,24 @@ def _status_rules(
     if status is not None:
         yield from _status_specific(doc, status, ctx)
     completion = get_object(doc, "completion_data")
-    if completion is not None and ctx.is_meta is not None:
-        if ctx.is_meta and "roadmap_items" in completion:
-            yield finding(
-                "PF306",
-                "completion_data.roadmap_items",
-                "roadmap_items is for non-meta tasks; this is a meta task",
-            )
-        if not ctx.is_meta and "claudemd_suggestions" in completion:
-            yield finding(
-                "PF306",
-                "completion_data.claudemd_suggestions",
-                "claudemd_suggestions is for meta tasks; this task's language is not meta",
-            )
+    is_meta = ctx.is_meta
+    if _roadmap_on_meta(is_meta, completion):
+        yield finding(
+            "PF306",
+            "completion_data.roadmap_items",
+            "roadmap_items is for non-meta tasks; this is a meta task",
+        )
+    if _suggestions_off_meta(is_meta, completion):
+        yield finding(
+            "PF306",
+            "completion_data.claudemd_suggestions",
+            "claudemd_suggestions is for meta tasks; this task's language is not meta",
+        )
 
     for parent in ("partial_progress", "metadata"):
         obj = get_object(doc, parent)
         done, total = get_int(obj, "phases_completed"), get_int(obj, "phases_total")
-        if done is not None and (done < 0 or (total is not None and done > total)):
+        if _phases_out_of_range(done, total):
             yield finding(
                 "PF310",
                 f"{parent}.phases_completed",
@@ -475,24 +550,46 @@ def _shown(path: str) -> str:
 # --- the project (PF6xx) --------------------------------------------------------------------
 
 
+@condition("PF600")
+def _task_missing(ctx: TaskContext) -> bool:
+    return ctx.state_known and ctx.number is not None and ctx.task is None
+
+
+@condition("PF601")
+def _task_renamed(ctx: TaskContext) -> bool:
+    return (
+        ctx.state_known
+        and ctx.number is not None
+        and ctx.task is not None
+        and isinstance(project_name := ctx.task.get("project_name"), str)
+        and ctx.slug is not None
+        and project_name != ctx.slug
+    )
+
+
+@condition("PF605")
+def _marker_found(ctx: TaskContext) -> bool:
+    """The pending marker's own findings (``TaskContext.marker_findings``), which ``validate``
+    reports beside the session's: the marker's reader words them."""
+    return bool(ctx.marker_findings)
+
+
 def _task_rules(ctx: TaskContext) -> Iterator[Finding]:
-    if ctx.state_known and ctx.number is not None:
-        if ctx.task is None:
-            yield finding(
-                "PF600",
-                "",
-                f"task {ctx.number} is not in state.json active_projects: "
-                "create the task first, or fix the directory name",
-            )
-        else:
-            name = ctx.task.get("project_name")
-            if isinstance(name, str) and ctx.slug is not None and name != ctx.slug:
-                yield finding(
-                    "PF601",
-                    "",
-                    f"directory slug {clip(ctx.slug)!r} differs from the task's project_name "
-                    f"{clip(name)!r}",
-                )
+    if _task_missing(ctx):
+        yield finding(
+            "PF600",
+            "",
+            f"task {ctx.number} is not in state.json active_projects: "
+            "create the task first, or fix the directory name",
+        )
+    elif _task_renamed(ctx) and ctx.task is not None and ctx.slug is not None:
+        # (``task`` and ``slug`` said again for the type checker)
+        yield finding(
+            "PF601",
+            "",
+            f"directory slug {clip(ctx.slug)!r} differs from the task's project_name "
+            f"{clip(ctx.task['project_name'])!r}",
+        )
 
 
 def _stuck(
@@ -547,7 +644,23 @@ def _leftover(
 
 # --- a clean document the rules have nothing to say about ---------------------------------------
 
+#: The conditions' arguments that read no field of the document, as the quiet check gives
+#: them: expressions over its own arguments (``doc``, ``status``, ``ctx``, ``now``, ``probe``)
+#: and the fields of a clean document (``{started_at}``). ``started`` is what it returns.
+QUIET_NAMES: Final = {
+    "started": "parse_timestamp({started_at}) if {started_at} is not None else None",
+    "given": "{completion_data} is not None",
+    "is_meta": "ctx.is_meta",
+    "expected": "ctx.expected_session",
+    "success": "status.is_success",
+    "contract": "_ARTIFACTS",
+    "state": "probe({artifacts[].path}) if probe is not None else None",
+}
 
+
+# BEGIN the quiet check, generated by ``rules.quiet_source`` from the conditions above: do not
+# edit. ``tests/rules/test_quiet.py`` fails when it is not what the conditions give, and
+# rewrites it with POSTFLIGHTD_UPDATE_CORE_SCHEMA=1.
 def _quiet(
     doc: dict[str, Any],
     status: Status,
@@ -556,97 +669,142 @@ def _quiet(
     probe: ArtifactProbe | None,
 ) -> datetime | Literal[False] | None:
     """For a clean document (``rules.clean``): when the run started (None: not said) if no
-    rule below would find anything, else False.
+    rule's condition holds, else False.
 
     Most files of a scan are clean and get no finding at all. Said of a clean document, whose
-    every value is of its type and no text blank, each rule of this module comes down to a
-    comparison or two, asked here in one pass without building a finding; a document any of
-    them would flag gets False and goes through the rules, which word what they find. Each
-    condition mirrors one rule, named beside it; ``tests/rules/test_quiet.py`` checks on
-    random clean documents and contexts that this never says quiet where the rules find
-    anything, and gives the same start.
+    every value is of its type and no text blank, each rule's condition
+    (``rules.conditions``) comes down to a comparison or two, asked here in one pass without
+    building a finding; a document any of them holds for gets False and goes through the
+    rules, which word what they find. Written by ``rules.quiet_source`` from the conditions.
     """
-    at: datetime | None = None
-    started_raw = doc.get("started_at")
-    if started_raw is not None:  # PF301
-        at = parse_timestamp(started_raw)
-        if at is None or at - now > FUTURE_TOLERANCE:
-            return False
-    elif status is Status.IN_PROGRESS:  # PF300
+    started_at = doc.get("started_at")
+    if status is Status.IN_PROGRESS and started_at is None:  # PF300
         return False
-    progress = doc.get("partial_progress")
-    if progress is None:
-        if status is Status.IN_PROGRESS or status is Status.PARTIAL:  # PF302
-            return False
-    elif status.is_success:  # PF308
+    started = parse_timestamp(started_at) if started_at is not None else None
+    if started_at is not None and (started is None or started - now > FUTURE_TOLERANCE):  # PF301
         return False
-    completion = doc.get("completion_data")
+    partial_progress = doc.get("partial_progress")
+    if (
+        status is Status.IN_PROGRESS or status is Status.PARTIAL
+    ) and partial_progress is None:  # PF302
+        return False
+    completion_data = doc.get("completion_data")
+    given = completion_data is not None
+    if status is Status.IMPLEMENTED and (not given):  # PF303
+        return False
     is_meta = ctx.is_meta
-    if status is Status.IMPLEMENTED:
-        if completion is None:  # PF303 (PF304: a clean summary is never blank)
-            return False
-        if is_meta and "claudemd_suggestions" not in completion:  # PF305
-            return False
-    elif completion is not None:  # PF309
+    if (
+        status is Status.IMPLEMENTED
+        and is_meta is True
+        and (completion_data is not None)
+        and (
+            not (
+                (
+                    completion_data.get("claudemd_suggestions")
+                    if completion_data is not None
+                    else None
+                )
+                or ""
+            ).strip()
+        )
+    ):  # PF305
         return False
     if (
-        completion is not None
-        and is_meta is not None
-        and ("roadmap_items" if is_meta else "claudemd_suggestions") in completion
+        completion_data is not None and is_meta is True and ("roadmap_items" in completion_data)
     ):  # PF306
         return False
-    if status in TROUBLE_STATUSES and not doc.get("errors"):  # PF307
+    if (
+        completion_data is not None
+        and is_meta is False
+        and ("claudemd_suggestions" in completion_data)
+    ):  # PF306
         return False
-    meta = doc["metadata"]
-    for parent in (progress, meta):  # PF310
-        if parent is not None:
-            done = parent.get("phases_completed")
-            if done is not None:
-                total = parent.get("phases_total")
-                if done < 0 or (total is not None and done > total):
-                    return False
-    sid = meta["session_id"]
-    if not SESSION_RE.fullmatch(sid):  # PF400
+    errors = doc.get("errors")
+    if status in TROUBLE_STATUSES and (not errors):  # PF307
+        return False
+    success = status.is_success
+    if success and partial_progress is not None:  # PF308
+        return False
+    if status is not Status.IMPLEMENTED and given:  # PF309
+        return False
+    partial_progress_phases_completed = (
+        partial_progress.get("phases_completed") if partial_progress is not None else None
+    )
+    partial_progress_phases_total = (
+        partial_progress.get("phases_total") if partial_progress is not None else None
+    )
+    if partial_progress_phases_completed is not None and (
+        partial_progress_phases_completed < 0
+        or (
+            partial_progress_phases_total is not None
+            and partial_progress_phases_completed > partial_progress_phases_total
+        )
+    ):  # PF310
+        return False
+    metadata = doc["metadata"]
+    metadata_phases_completed = metadata.get("phases_completed")
+    metadata_phases_total = metadata.get("phases_total")
+    if metadata_phases_completed is not None and (
+        metadata_phases_completed < 0
+        or (metadata_phases_total is not None and metadata_phases_completed > metadata_phases_total)
+    ):  # PF310
+        return False
+    metadata_session_id = metadata["session_id"]
+    if not SESSION_RE.fullmatch(metadata_session_id):  # PF400
+        return False
+    metadata_delegation_depth = metadata["delegation_depth"]
+    if not 0 <= metadata_delegation_depth <= MAX_DELEGATION_DEPTH:  # PF401
+        return False
+    metadata_delegation_path = metadata["delegation_path"]
+    if len(set(metadata_delegation_path)) != len(metadata_delegation_path):  # PF402
+        return False
+    if (
+        len(metadata_delegation_path) >= 2
+        and metadata_delegation_depth != len(metadata_delegation_path) - 2
+    ):  # PF403
+        return False
+    if metadata_delegation_path and metadata_delegation_path[-1] != metadata["agent_type"]:  # PF404
         return False
     expected = ctx.expected_session
-    if expected is not None and sid != expected[0]:  # PF405
+    if expected is not None and metadata_session_id != expected[0]:  # PF405
         return False
-    depth = meta["delegation_depth"]
-    path = meta["delegation_path"]
-    if not 0 <= depth <= MAX_DELEGATION_DEPTH:  # PF401
+    metadata_duration_seconds = metadata.get("duration_seconds")
+    if metadata_duration_seconds is not None and metadata_duration_seconds < 0:  # PF406
         return False
-    if len(set(path)) != len(path):  # PF402
+    artifacts = doc["artifacts"]
+    contract = _ARTIFACTS
+    if success and (not artifacts) and (contract.phantom is not None):  # PF500
         return False
-    if len(path) >= 2 and depth != len(path) - 2:  # PF403
+    if ctx.state_known and ctx.number is not None and (ctx.task is None):  # PF600
         return False
-    if path and path[-1] != meta["agent_type"]:  # PF404
-        return False
-    duration = meta.get("duration_seconds")
-    if duration is not None and duration < 0:  # PF406
+    if (
+        ctx.state_known
+        and ctx.number is not None
+        and (ctx.task is not None)
+        and isinstance((project_name := ctx.task.get("project_name")), str)
+        and (ctx.slug is not None)
+        and (project_name != ctx.slug)
+    ):  # PF601
         return False
     if ctx.marker_findings:  # PF605
         return False
-    artifacts = doc["artifacts"]
-    if status.is_success and not artifacts:  # PF500
-        return False
-    seen: set[str] = set()
-    for art in artifacts:
-        art_path = art["path"]
-        if art["type"] not in ARTIFACT_TYPES or art_path in seen:  # PF204, PF504
+    artifacts_path_before: set[object] = set()
+    for item in artifacts:
+        if item["type"] not in contract.types:  # PF204
             return False
-        seen.add(art_path)
-        if unsafe_path(art_path) is not None:  # PF501
+        artifacts_path = item["path"]
+        if artifacts_path in artifacts_path_before:  # PF504
             return False
-        if probe is not None and probe(art_path) is not ArtifactState.OK:  # PF501-PF503
+        if contract.path_problem(artifacts_path) is not None:  # PF501
             return False
-    if ctx.state_known and ctx.number is not None:
-        task = ctx.task
-        if task is None:  # PF600
+        state = probe(artifacts_path) if probe is not None else None
+        if state is not None and state is not ArtifactState.OK:  # PF501-PF503
             return False
-        name = task.get("project_name")
-        if isinstance(name, str) and ctx.slug is not None and name != ctx.slug:  # PF601
-            return False
-    return at
+        artifacts_path_before.add(artifacts_path)
+    return started
+
+
+# END the quiet check.
 
 
 # --- an unknown status, and the order of the findings ------------------------------------------

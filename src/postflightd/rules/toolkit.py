@@ -11,18 +11,25 @@ check is written once. Everything here is pure and never raises on any JSON valu
 A *kind* names objects in a document the way ``models.terms.KNOWN_FIELDS`` does: ``""`` is the
 document itself, ``"metadata"`` the object under that key, ``"artifacts[]"`` each object in
 that list.
+
+Why this module stays whole at a little over 500 lines: the session and artifact rules each
+sit beside the conditions they declare (``rules.conditions``), which the quiet check is
+written from; the accessors and the finding builders they use are here with them, shared by
+both rule sets. Split, a rule and its condition would still have to stay together.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeGuard, TypeVar
 
 from postflightd.inert import clip
 from postflightd.models.terms import MAX_DELEGATION_DEPTH
+from postflightd.rules.conditions import condition
 from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.fixes import fix_path, member, misspelt_field
@@ -269,23 +276,58 @@ def _session_message(sid: str, expected: str, source: str) -> str:
     )
 
 
+@condition("PF400", sid="metadata.session_id")
+def session_misformed(sid: str | None) -> TypeGuard[str]:
+    return bool(sid and not SESSION_RE.fullmatch(sid))
+
+
+@condition("PF405", sid="metadata.session_id")
+def session_not_expected(sid: str | None, expected: tuple[str, str] | None) -> TypeGuard[str]:
+    return bool(sid and expected is not None and sid != expected[0])
+
+
+@condition("PF401", depth="metadata.delegation_depth")
+def too_deep(depth: int | None) -> bool:
+    return depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH
+
+
+@condition("PF402", names="metadata.delegation_path")
+def names_repeat(names: list[str]) -> bool:
+    return len(set(names)) != len(names)
+
+
+@condition("PF403", path="metadata.delegation_path", depth="metadata.delegation_depth")
+def depth_against_path(path: list[Any] | None, depth: int | None) -> TypeGuard[list[Any]]:
+    return path is not None and depth is not None and len(path) >= 2 and depth != len(path) - 2
+
+
+@condition("PF404", agent="metadata.agent_type", names="metadata.delegation_path")
+def agent_not_last(agent: str | None, names: list[str]) -> TypeGuard[str]:
+    return bool(agent and names and names[-1] != agent)
+
+
+@condition("PF406", duration="metadata.duration_seconds")
+def negative_duration(duration: float | None) -> bool:
+    return duration is not None and duration < 0
+
+
 def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Finding]:
     """PF400-PF406 for a ``metadata`` object; ``expected`` is (session, where it came from)."""
     if not isinstance(meta, dict):
         return
     sid = get_str(meta, "session_id")
-    if sid and not SESSION_RE.fullmatch(sid):
+    if session_misformed(sid):
         yield finding(
             "PF400",
             "metadata.session_id",
             f"session_id {clip(sid)!r} is not of the form sess_{{unix seconds}}_{{6 lower-case "
             "letters or digits}, e.g. sess_1736700000_abc123",
         )
-    if sid and expected is not None and sid != expected[0]:
+    if session_not_expected(sid, expected) and expected is not None:  # (for the type checker)
         fix = member("session_id", expected[0])
         yield finding("PF405", "metadata.session_id", _session_message(sid, *expected), fix=fix)
     depth = get_int(meta, "delegation_depth")
-    if depth is not None and not 0 <= depth <= MAX_DELEGATION_DEPTH:
+    if too_deep(depth):
         yield finding(
             "PF401",
             "metadata.delegation_depth",
@@ -294,17 +336,14 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
         )
     path = get_list(meta, "delegation_path")
     names = [p for p in path or [] if isinstance(p, str)]
-    seen: set[str] = set()
-    for name in names:
-        if name in seen:
-            yield finding(
-                "PF402",
-                "metadata.delegation_path",
-                f"delegation_path names {clip(name)!r} twice: a delegation cycle",
-            )
-            break
-        seen.add(name)
-    if path is not None and depth is not None and len(path) >= 2 and depth != len(path) - 2:
+    if names_repeat(names):
+        twice = next(name for i, name in enumerate(names) if name in names[:i])
+        yield finding(
+            "PF402",
+            "metadata.delegation_path",
+            f"delegation_path names {clip(twice)!r} twice: a delegation cycle",
+        )
+    if depth_against_path(path, depth):
         yield finding(
             "PF403",
             "metadata.delegation_depth",
@@ -312,15 +351,14 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
             f"({counted(len(path), 'entry')} means depth {len(path) - 2})",
         )
     agent = get_str(meta, "agent_type")
-    if agent and names and names[-1] != agent:
+    if agent_not_last(agent, names):
         yield finding(
             "PF404",
             "metadata.agent_type",
             f"agent_type {clip(agent)!r} is not the last entry of delegation_path "
             f"({clip(names[-1])!r})",
         )
-    duration = get_number(meta, "duration_seconds")
-    if duration is not None and duration < 0:
+    if negative_duration(get_number(meta, "duration_seconds")):
         yield finding(
             "PF406",
             "metadata.duration_seconds",
@@ -385,6 +423,36 @@ class ArtifactContract:
     plain_path: Callable[[str, str], Finding] | None = None
 
 
+@condition("PF208", never_clean="a clean document's artifacts are objects, never plain paths")
+def plain_path(art: object) -> TypeGuard[str]:
+    return isinstance(art, str)
+
+
+@condition("PF500", artifacts="artifacts")
+def phantom(success: bool, artifacts: list[Any], contract: ArtifactContract) -> bool:
+    return success and not artifacts and contract.phantom is not None
+
+
+@condition("PF204", kind="artifacts[].type")
+def unknown_type(kind: str | None, contract: ArtifactContract) -> TypeGuard[str]:
+    return kind is not None and kind not in contract.types
+
+
+@condition("PF504", path="artifacts[].path", seen="artifacts[<].path")
+def listed_twice(path: str, seen: AbstractSet[str]) -> bool:
+    return path in seen
+
+
+@condition("PF501", path="artifacts[].path")
+def path_unsafe(path: str, contract: ArtifactContract) -> bool:
+    return contract.path_problem(path) is not None
+
+
+@condition("PF501-PF503")
+def not_on_disk(state: ArtifactState | None) -> bool:
+    return state is not None and state is not ArtifactState.OK
+
+
 def artifact_rules(
     doc: dict[str, Any],
     status: str,
@@ -400,7 +468,7 @@ def artifact_rules(
     artifacts = get_list(doc, "artifacts")
     if artifacts is None:
         return
-    if success and not artifacts and contract.phantom is not None:
+    if phantom(success, artifacts, contract):
         yield finding(
             "PF500",
             "artifacts",
@@ -411,12 +479,12 @@ def artifact_rules(
     seen: set[str] = set()
     for i, art in enumerate(artifacts):
         loc = f"artifacts[{i}]"
-        if isinstance(art, str) and contract.plain_path is not None:
+        if contract.plain_path is not None and plain_path(art):
             yield contract.plain_path(loc, art)
             path: str | None = art
         elif isinstance(art, dict):
             kind = get_str(art, "type")
-            if kind is not None and kind not in contract.types:
+            if unknown_type(kind, contract):
                 yield finding(
                     "PF204",
                     f"{loc}.type",
@@ -429,16 +497,16 @@ def artifact_rules(
             continue
         if not path or not path.strip():
             continue
-        if path in seen:
+        if listed_twice(path, seen):
             yield finding("PF504", loc, f"artifact {clip(path)!r} is listed twice")
         seen.add(path)
-        problem = contract.path_problem(path)
-        if problem is not None:
+        if path_unsafe(path, contract):
+            problem = contract.path_problem(path) or ""
             yield finding("PF501", loc, problem, fix=fix_path(path, art, task_dir, contract))
             continue
-        if probe is None:
+        state = None if probe is None else probe(path)
+        if not not_on_disk(state):
             continue
-        state = probe(path)
         if state is ArtifactState.OUTSIDE:
             yield finding(
                 "PF501",
