@@ -727,20 +727,17 @@ def _quiet(
         return False
     if status is not Status.IMPLEMENTED and given:  # PF309
         return False
-    partial_progress_phases_completed = (
-        partial_progress.get("phases_completed") if partial_progress is not None else None
-    )
-    partial_progress_phases_total = (
-        partial_progress.get("phases_total") if partial_progress is not None else None
-    )
-    if partial_progress_phases_completed is not None and (
-        partial_progress_phases_completed < 0
-        or (
-            partial_progress_phases_total is not None
-            and partial_progress_phases_completed > partial_progress_phases_total
-        )
-    ):  # PF310
-        return False
+    if partial_progress is not None:
+        partial_progress_phases_completed = partial_progress.get("phases_completed")
+        partial_progress_phases_total = partial_progress.get("phases_total")
+        if partial_progress_phases_completed is not None and (
+            partial_progress_phases_completed < 0
+            or (
+                partial_progress_phases_total is not None
+                and partial_progress_phases_completed > partial_progress_phases_total
+            )
+        ):  # PF310
+            return False
     metadata = doc["metadata"]
     metadata_phases_completed = metadata.get("phases_completed")
     metadata_phases_total = metadata.get("phases_total")

@@ -93,8 +93,12 @@ class _Writer:
     #: what the loop must add to each set of earlier items' fields: (set, item's field)
     carried: list[tuple[str, str]] = field(default_factory=list)
 
+    #: the local of the optional object the current block has asked is there
+    guard: str | None = None
+
     def emit(self, line: str) -> None:
-        self.lines.append(("        " if self.loop else "    ") + line)
+        depth = 1 + (self.loop is not None) + (self.guard is not None)
+        self.lines.append("    " * depth + line)
 
     def value(self, name: str) -> str:
         """The local holding ``name`` (a field path or a key of ``names``), emitted if not yet."""
@@ -125,7 +129,7 @@ class _Writer:
             holder, kind = self.field(parent), parent
         field_kind, required = self.shape[kind][key]
         read = f"{holder}[{key!r}]" if required else f"{holder}.get({key!r})"
-        optional_holder = holder not in ("doc", "item") and not self._required(parent)
+        optional_holder = holder not in ("doc", "item", self.guard) and not self._required(parent)
         if required and not optional_holder:
             self.present.add(local)
             if field_kind == "text":
@@ -145,7 +149,7 @@ class _Writer:
     def emitted(self, local: str) -> None:
         self.done.add(local)
         self.assigned.add(local)
-        if self.loop:
+        if self.loop or self.guard:
             self.in_loop.add(local)
 
     def _required(self, path: str) -> bool:
@@ -156,6 +160,35 @@ class _Writer:
         return self.shape[parent][key][1]
 
     def check(self, found: Condition) -> None:
+        """Emit the condition's test; one that reads only fields of one optional object, and
+        cannot hold without it, under a test that the object is there (no read of its fields
+        then runs for a document without it, the usual case)."""
+        holder = self._holder_needed(found)
+        if holder is None:
+            self._check(found)
+            return
+        self.emit(f"if {self.field(holder)} is not None:")
+        self.guard = self.field(holder)
+        self._check(found)
+        self.guard = None
+        self.done -= self.in_loop
+        self.in_loop.clear()
+
+    def _holder_needed(self, found: Condition) -> str | None:
+        """The optional object all the condition's arguments are fields of, when the
+        condition cannot hold with all of them absent; else None."""
+        reads = [found.reads.get(argument) for argument in arguments_of(found)]
+        if self.loop is not None or not all(r and "[" not in r and "." in r for r in reads):
+            return None
+        holders = {r.rpartition(".")[0] for r in reads if r}
+        holder = holders.pop()
+        if holders or self._required(holder):
+            return None
+        absent = _Absent(arguments_of(found)).visit(expression_of(found))
+        settled = _Folded(set(), set()).visit(absent)
+        return holder if isinstance(settled, ast.Constant) and settled.value is False else None
+
+    def _check(self, found: Condition) -> None:
         renamed: dict[str, str] = {}
         for argument in arguments_of(found):
             read = found.reads.get(argument)
@@ -195,6 +228,18 @@ def _fields_read(found: Condition, names: Mapping[str, str]) -> list[str]:
     return fields
 
 
+class _Absent(ast.NodeTransformer):
+    """Each of ``arguments`` None."""
+
+    def __init__(self, arguments: Sequence[str]) -> None:
+        self.arguments = arguments
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id not in self.arguments:
+            return node
+        return ast.copy_location(ast.Constant(None), node)
+
+
 class _Inlined(ast.NodeTransformer):
     def __init__(self, inlined: Mapping[str, str]) -> None:
         self.inlined = inlined
@@ -216,6 +261,15 @@ class _Folded(ast.NodeTransformer):
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
+        if (
+            isinstance(node.left, ast.Constant)
+            and node.left.value is None
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Is | ast.IsNot)
+            and isinstance(node.comparators[0], ast.Constant)
+            and node.comparators[0].value is None
+        ):
+            return ast.Constant(isinstance(node.ops[0], ast.Is))
         if (
             isinstance(node.left, ast.Name)
             and node.left.id in self.present
