@@ -88,14 +88,49 @@ class SchemaTooNewError(Exception):
     """The database was written by a newer postflightd: the journal is disabled."""
 
 
+def _make_directories(directory: Path) -> None:
+    """``mkdir -p``, each new directory's name made durable (its parent fsynced).
+
+    SQLite fsyncs the journal's directory when it creates the ``-wal`` file, never the
+    directories above it: on a power loss after the first postflight, a state directory
+    created without that fsync could vanish with the journal in it, while state.json shows
+    the outcome and its metadata file is gone (docs/safety.md, "Power loss").
+    """
+    missing: list[Path] = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for n, new in enumerate(reversed(missing), start=1):
+        try:
+            # The last one private to the user; those above it as mkdir -p makes them.
+            new.mkdir(mode=0o700 if n == len(missing) else 0o777)
+        except FileExistsError:
+            continue
+        _sync_directory(new.parent)
+
+
+def _sync_directory(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # a filesystem that cannot fsync a directory (some network ones) orders names
+    finally:
+        os.close(fd)
+
+
 def connect(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """A connection to the journal at ``path``, created and migrated as needed; raises."""
     # The journal holds whatever agents wrote: private to the user, like the state directory.
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _make_directories(path.parent)
     if not path.exists():
         # Created here first so that it is 0o600 (sqlite would use 0o644); the -wal and -shm
         # files copy the database file's mode.
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600))
+        _sync_directory(path.parent)
     conn = sqlite3.connect(
         path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
     )
