@@ -501,7 +501,8 @@ def last_barrier(rec: Recording, k: int) -> int:
 
 def crash_states(rec: Recording, seed: int, per_cut: int = 5) -> Iterator[tuple[str, Tree]]:
     """Every cut of the workload, each with the states both models allow there: a label
-    (``model@cut...``) and the tree. Deterministic for a seed; duplicates left to the caller."""
+    (``model@cut...``) and the tree. Deterministic for a fixed seed; the caller drops
+    duplicates."""
     rng = random.Random(seed)
     n = len(rec.ops)
     for k in range(n + 1):
