@@ -291,7 +291,11 @@ def check_state(
         q = str(root / p)
         if q in state and state[q] not in written.get(q, set()):
             problems.append(f"crash state: {p} is not a version that was written (torn)")
-    rows = journal_rows(journal)
+    try:
+        rows = journal_rows(journal)
+    except sqlite3.DatabaseError as exc:
+        rows = []
+        problems.append(f"crash state: the journal does not open: {exc}")
     state_now = state.get(str(specs / "state.json")) or b""
     final_state = json.loads(final[str(specs / "state.json")] or b"{}")
     for task in w.applies:
@@ -345,9 +349,11 @@ def check_state(
     try:
         ok = conn.execute("PRAGMA integrity_check").fetchone()[0]
         rows = list(conn.execute("SELECT kind, file FROM observations"))
-        files = {f for k, f in rows if k == "postflighted"}
+    except sqlite3.DatabaseError as exc:
+        ok, rows = f"does not open: {exc}", []
     finally:
         conn.close()
+    files = {f for k, f in rows if k == "postflighted"}
     if ok != "ok":
         problems.append(f"after recovery: journal integrity: {ok}")
     for task in w.applies:
