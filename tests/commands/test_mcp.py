@@ -31,12 +31,18 @@ CLI = Path(sys.executable).parent / "postflightd"
 OWN = "259_prove_completeness"
 
 
-def with_server(root: Path, talk: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+def with_server(
+    root: Path,
+    talk: Callable[[ClientSession], Awaitable[Any]],
+    *,
+    env: dict[str, str] | None = None,
+    errlog_path: str = os.devnull,
+) -> Any:
     """Start `postflightd mcp` in ``root``, initialize, run ``talk``, close it."""
-    params = StdioServerParameters(command=str(CLI), args=["mcp"], cwd=str(root))
+    params = StdioServerParameters(command=str(CLI), args=["mcp"], cwd=str(root), env=env)
 
     async def main() -> Any:
-        with open(os.devnull, "w", encoding="utf-8") as errlog:
+        with open(errlog_path, "w", encoding="utf-8") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):  # noqa: SIM117
                 async with ClientSession(read, write) as session:
                     await session.initialize()
@@ -231,6 +237,39 @@ def test_every_value_returned_is_inert(root: Path) -> None:
     seen = with_server(root, talk)
     for char in ("\x1b", "\x07", "\u202e", "\\u001b", "\\u202e"):
         assert char not in seen.replace("\\\\", "/"), char
+
+
+def test_the_server_answers_before_it_imports_the_checks_and_imports_them_at_the_first_call(
+    root: Path, tmp_path: Path
+) -> None:
+    # A runtime waits for the answer to initialize before the agent starts: the checks, the
+    # reporter and the status code wait for the first tools/call, which still answers.
+    errlog = tmp_path / "imports.txt"
+
+    def imported() -> set[str]:
+        lines = errlog.read_text("utf-8").splitlines()
+        return {
+            line.rsplit("|", 1)[-1].strip() for line in lines if line.startswith("import time:")
+        }
+
+    async def talk(session: ClientSession) -> tuple[set[str], set[str], dict[str, Any]]:
+        await session.list_tools()
+        before = imported()
+        found = await call(session, "check_metadata", {"task": 259, "document": {"status": "x"}})
+        return before, imported(), found
+
+    before, after, found = with_server(
+        root, talk, env={"PYTHONPROFILEIMPORTTIME": "1"}, errlog_path=str(errlog)
+    )
+    assert "postflightd.commands.mcp" in before and "mcp.server.lowlevel" in before
+    lazy = {
+        "postflightd.pipeline.check",
+        "postflightd.reporters.scan",
+        "postflightd.rules.metadata",
+    }
+    assert not lazy & before
+    assert lazy <= after
+    assert found["valid"] is False
 
 
 def test_mcp_outside_a_project_says_so_without_a_traceback(tmp_path: Path) -> None:

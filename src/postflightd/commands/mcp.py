@@ -21,22 +21,22 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from postflightd.commands.arguments import policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.fs.directory import Directory, RefusedError
-from postflightd.fs.locks import lock_holder
 from postflightd.inert import clip, inert
 from postflightd.models.files import MARKER_NAME, META_NAME, parse_json
-from postflightd.pipeline.check import check_file
-from postflightd.pipeline.results import FileReport, Tally
-from postflightd.project.metadata import read_marker, task_context
 from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, find_project
-from postflightd.reporters.scan import Scanned, positioned, write_text
-from postflightd.reporters.style import Options
+
+if TYPE_CHECKING:
+    from postflightd.pipeline.results import FileReport
+
+# The checks, the reporter and the status code are imported by the call that needs them, not
+# here: a runtime waits for the server's answer to `initialize` before the agent starts, and
+# none of that code is wanted before the first tools/call (docs/benchmarks.md).
 
 INSTALL_HINT: Final = (
     "install postflightd again with it, from the directory holding your clone: "
@@ -250,6 +250,10 @@ class Served:
 
     def check_metadata(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The findings of a task's metadata file, or of the document given in its place."""
+        from postflightd.commands.arguments import policy
+        from postflightd.pipeline.check import check_file
+        from postflightd.reporters.scan import positioned
+
         _only(arguments, "task", "document")
         raw = self._document(arguments.get("document"))
         config = self.config
@@ -314,6 +318,10 @@ class Served:
 
     def _scan_text(self, report: FileReport) -> str:
         """What ``postflightd scan`` prints for this file, from the project's root."""
+        from postflightd.pipeline.results import Tally
+        from postflightd.reporters.scan import Scanned, write_text
+        from postflightd.reporters.style import Options
+
         out = io.StringIO()
         tally = Tally()
         options = Options(color=False, cwd=str(self.root), notes=io.StringIO())
@@ -323,7 +331,11 @@ class Served:
     def task_state(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """A task's state.json entry, the session a new run reports, its marker, and its
         metadata file as ``status`` shows it."""
+        from postflightd.commands.arguments import policy
         from postflightd.commands.status import Facts, file_status
+        from postflightd.fs.locks import lock_holder
+        from postflightd.pipeline.check import check_file
+        from postflightd.project.metadata import read_marker, task_context
 
         _only(arguments, "task")
         config = self.config
