@@ -64,10 +64,10 @@ def test_the_agent_checks_its_document_through_the_mcp_server_before_writing_it(
             ENABLE_TOOL_SEARCH="false",
             # The server's start-up on a loaded machine: mostly the MCP SDK's import.
             MCP_TIMEOUT="60000",
-            # `claude -p` connects MCP servers in the background and asks the model as soon as
-            # it has the prompt: the first request then lacks a server slower than that
-            # (every time at load 5). Blocking on them is this switch.
-            MCP_CONNECTION_NONBLOCKING="false",
+            # ... and the first turn held until the server is connected: `claude -p` holds it
+            # only so long for servers still starting, and at load 10 on 2 cores the server
+            # (its SDK's import) took longer, so its tools were missing from the first request.
+            CLAUDE_CODE_MCP_STARTUP_WAIT_MS="60000",
         )
         argv = [str(claude_code), *("-p", "Research task 259.", "--allowedTools", TOOLS)]
         out = run_agent(argv, root, env, timeout=120)
