@@ -13,6 +13,7 @@ the ``[mcp]`` extra (docs/mcp.md).
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import os
@@ -73,12 +74,18 @@ def run(args: argparse.Namespace) -> int:
 def run_mcp() -> int:
     """Serve the project the current directory is in over stdin and stdout, until the client
     closes them (exit 0); 2 without the ``[mcp]`` extra or outside a project."""
+    # The SDK's import builds some 550 pydantic models, nearly all of the time before the
+    # answer to `initialize`; the collector's passes over the growing heap meanwhile find
+    # next to nothing to free (3.6 % of the import's instructions, 0.6 MB more at its peak).
+    gc.disable()
     try:
         from postflightd.mcp_server.server import Tool, serve_stdio
     except ImportError as exc:
         raise UsageError(
             f"mcp needs the mcp extra ({exc.name or 'mcp'} not installed): {INSTALL_HINT}"
         ) from None
+    finally:
+        gc.enable()
     served = Served.here()
     tools = [
         Tool(
