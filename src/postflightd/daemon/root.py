@@ -6,11 +6,11 @@ throttled, held back by a busy lock or an unusable state.json), post-flighting t
 batches, following their runs (``runs.table.RunTable``) and logging what changed. Time comes
 from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
 
-Why this module stays whole at ~750 lines: it is one class over one root's bookkeeping (the
-maps of deferred, throttled, checked, held, lock-busy and stuck-unrecorded files, and the
-identities last processed), and each method keeps those maps consistent with the others (a
-file still being written is never throttled too; whatever ends a file's life goes through
-``gone``, which clears it from all of them). Split across modules, those rules would have no
+Why this module stays whole at ~750 lines: it is one class over one root's bookkeeping (each
+file's ``files.FileState``: deferred, throttled, checked, held, lock-busy, stuck-unrecorded,
+the identity last processed), and its methods are the rules that move a file between those
+states (a file still being written is never throttled too; whatever ends a file's life goes
+through ``gone``, which forgets its record). Split across modules, those rules would have no
 single place to be read.
 """
 
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from postflightd.config import Config, policy_from
+from postflightd.daemon.files import FileStates
 from postflightd.daemon.healer import Healer
 from postflightd.daemon.watch.dirty import DirtySet, RescanReason
 from postflightd.daemon.watch.observer import POLL_INTERVAL_S, RootWatch
@@ -178,37 +179,22 @@ class WatchedRoot:
             shared.dirty,
             on_fallback=lambda why: on_fallback(root, why),
         )
-        #: path -> identity of the content last processed (a rescan skips unchanged files).
-        self.identities: dict[str, FileIdentity | None] = {}
-        #: files not complete yet (still open, or not parsing) -> monotonic time of their last
-        #: event: read once quiet for settle_ms.
-        self.deferred: dict[str, float] = {}
-        #: files kept because state.json is unusable: retried when it changes.
-        self.held: set[str] = set()
+        #: each metadata file's record: the content last processed, and why it waits.
+        self.files = FileStates()
         #: why state.json is unusable, as last logged (logged again only when it changes).
         self.state_problem: str | None = None
         #: the specs directory is gone (or not a directory): the supervisor looks for it.
         self.missing = False
-        #: files not post-flighted because another writer held the project lock: retried later.
-        self.lock_busy: set[str] = set()
         #: monotonic time the busy project lock is probed again.
         self.lock_retry_at = 0.0
         #: monotonic time the lock was first found busy (None: not busy), for one log line.
         self.lock_busy_since: float | None = None
-        #: path -> monotonic time it was last read and validated: a file that keeps changing is
-        #: re-validated at most once per settle window (an agent
-        #: rewriting its file in a loop cannot make the daemon spin).
-        self.checked: dict[str, float] = {}
-        #: complete files held back by that limit -> monotonic time they are due.
-        self.throttled: dict[str, float] = {}
         #: polling (no events): monotonic time the next poll is due.
         self.next_poll = 0.0
         #: polling: state.json's identity at the last poll (a change retries the held files).
         self.state_identity: FileIdentity | None = None
         #: where in the sorted task directories the next periodic litter sweep starts.
         self.litter_cursor = 0
-        #: files of runs flagged stuck whose record a busy lock postponed.
-        self.stuck_unrecorded: set[str] = set()
         #: During the start's rescan, the journal's newest row before it (``Journal.last_id``):
         #: a file whose sighting the journal already held then is unchanged since the last run,
         #: counted in ``unchanged`` and summed up in one line, not logged again line by line.
@@ -226,12 +212,13 @@ class WatchedRoot:
     def next_due(self) -> list[float]:
         """The monotonic times this root's own timers are due (for the loop's sleep)."""
         due: list[float] = []
-        if self.deferred:
-            due.append(min(self.deferred.values()) + self._settle_s)
-        if self.lock_busy:
+        files = self.files.due()
+        if files.deferred_since is not None:
+            due.append(files.deferred_since + self._settle_s)
+        if files.lock_busy:
             due.append(self.lock_retry_at)
-        if self.throttled:
-            due.append(min(self.throttled.values()))
+        if files.throttled_until is not None:
+            due.append(files.throttled_until)
         if self.watch.kind == "polling":
             due.append(self.next_poll)
         return due
@@ -310,30 +297,30 @@ class WatchedRoot:
         """Dirty paths from events: complete files now, files still being written later."""
         mono = self.shared.clock.monotonic()
         settle = self._settle_s
+        files = self.files
         due: list[str] = []
         for path in paths:
             if path in writing:
                 # Modified (or created) and not closed yet: the writer may still be writing.
                 # Parse success alone is not completion (a closing brace can come before the
                 # last byte): wait for the close, or for settle_ms of quiet.
-                self.deferred[path] = mono
-                self.throttled.pop(path, None)
+                files.defer(path, mono).throttled_until = None
                 continue
-            last = self.checked.get(path)
+            known = files.get(path)
+            last = known.checked_at if known is not None else None
             if last is not None and mono - last < settle:
                 # Checked less than a settle window ago: at most once per window.
-                self.throttled[path] = last + settle
-                self.deferred.pop(path, None)
+                files.throttle(path, last + settle).deferred_since = None
                 continue
             due.append(path)
         if state_changed:
             self.heal()
-            due.extend(self.held)
-            self.held.clear()
+            due.extend(files.take_held())
         if self.shared.stopping() or not due:
             return
         for p in due:
-            self.deferred.pop(p, None)
+            if (known := files.get(p)) is not None:
+                known.deferred_since = None
         self.process(due, report_unparsed=False)
 
     def poll(self) -> None:
@@ -344,9 +331,8 @@ class WatchedRoot:
         state = _identity(str(self.specs_dir / self._config.postflight.state_file))
         if state != self.state_identity:
             self.state_identity = state
-            if self.held:
-                held = list(self.held)
-                self.held.clear()
+            held = self.files.take_held()
+            if held:
                 self.process(held, report_unparsed=False)
         cost = clock.monotonic() - started
         # Never more than about 2 % of a core on polling, whatever the tree's size.
@@ -372,12 +358,13 @@ class WatchedRoot:
         settle = self._settle_s
         clock = self.shared.clock
         mono, wall = clock.monotonic(), clock.wall()
-        turn = [path for path, due_at in self.throttled.items() if due_at <= mono]
+        turn = self.files.throttled_by(mono)
         if turn and not self.shared.stopping():
             self.process(turn, report_unparsed=False)
         due: list[str] = []
-        for path, last in list(self.deferred.items()):
-            if mono - last < settle:
+        for path, state in self.files.deferred():
+            last = state.deferred_since
+            if last is None or mono - last < settle:
                 continue
             try:
                 age = wall - os.lstat(path).st_mtime
@@ -386,9 +373,9 @@ class WatchedRoot:
             if age < settle:
                 # Written since its last event reached us (we may lag behind a fast
                 # writer): the file is not quiet yet, whatever the event times say.
-                self.deferred[path] = mono - max(age, 0.0)
+                self.files.defer(path, mono - max(age, 0.0))
                 continue
-            del self.deferred[path]
+            state.deferred_since = None
             due.append(path)
         if due and not self.shared.stopping():
             self.process(due, report_unparsed=True)
@@ -396,7 +383,9 @@ class WatchedRoot:
     def retry_lock_busy(self) -> None:
         """Process the files a busy lock held back, once a probe finds the lock free."""
         clock = self.shared.clock
-        if not self.lock_busy or self.shared.stopping() or clock.monotonic() < self.lock_retry_at:
+        if not self.files.lock_busy() or self.shared.stopping():
+            return
+        if clock.monotonic() < self.lock_retry_at:
             return
         try:
             # A probe first: validating (and journaling) every held file again each
@@ -408,8 +397,7 @@ class WatchedRoot:
             return
         except (OSError, PostflightError):
             pass  # the lock file itself is the problem: postflight reports it
-        paths = list(self.lock_busy)
-        self.lock_busy.clear()
+        paths = self.files.take_lock_busy()
         self.process(paths, report_unparsed=False)
 
     # --- scanning and processing --------------------------------------------------------------
@@ -435,20 +423,24 @@ class WatchedRoot:
         if reason == "periodic":
             self._sweep_litter(task_dirs)
             self.retry_stuck(shared.clock.now())
+        files = self.files
         for path, identity in identities:
             found.add(path)
-            if force or path not in self.identities or self.identities[path] != identity:
+            known = files.get(path)
+            if force or known is None or not known.processed or known.identity != identity:
                 if wall - identity.mtime_ns / 1e9 < settle:
-                    self.deferred.setdefault(path, shared.clock.monotonic())
-                elif path not in self.deferred:
+                    if known is None or known.deferred_since is None:
+                        files.defer(path, shared.clock.monotonic())
+                elif known is None or known.deferred_since is None:
                     dirty.append(path)
         for key in shared.runs.keys_for(str(self.root)):
             path = str(self.specs_dir / key[1] / META_NAME)
             if path not in found:
                 dirty.append(path)
-        for path in list(self.identities):
-            if path not in found:
-                del self.identities[path]
+        for path, state in list(files.items()):
+            if state.processed and path not in found:
+                state.forget_content()
+                files.drop_idle(path)
         if force:
             self.state_problem = None
         added = self.watch.ensure(task_dirs)
@@ -497,13 +489,14 @@ class WatchedRoot:
             task_dir = meta.parent
             if task_dir.parent != self.specs_dir:
                 continue  # a file of that name deeper down (in an artifact directory)
-            self.throttled.pop(path, None)
+            if (known := self.files.get(path)) is not None:
+                known.throttled_until = None
             if not os.path.lexists(path):
                 # Deleted (by our own clean-up, or by another postflight): no need to read
                 # state.json to know that.
                 self.gone(path)
                 continue
-            self.checked[path] = mono
+            self.files.of(path).checked_at = mono
             # No symlink check here: the file is read (later) relative to its task directory,
             # opened then without following links, so a link is refused whenever it appears.
             refs.append(MetaFileRef.at(meta))
@@ -538,8 +531,10 @@ class WatchedRoot:
                     continue
             # The batch had the lock: its files held back by a busy lock before (a rescan met
             # them again) are done with it.
-            self.lock_busy.difference_update(r.path_text for r in chunk)
-            if self.lock_busy_since is not None and not self.lock_busy:
+            for r in chunk:
+                if (known := self.files.get(r.path_text)) is not None:
+                    known.lock_busy = False
+            if self.lock_busy_since is not None and not self.files.lock_busy():
                 log.info(
                     "lock_free",
                     root=str(self.root),
@@ -564,7 +559,8 @@ class WatchedRoot:
     def _lock_busy(self, paths: Iterable[str], exc: LockTimeoutError) -> None:
         """Keep ``paths`` dirty until the project lock is free; say so once, not per attempt."""
         mono = self.shared.clock.monotonic()
-        self.lock_busy.update(paths)
+        for path in paths:
+            self.files.hold_for_lock(path)
         self.lock_retry_at = mono + LOCK_RETRY_S
         if self.lock_busy_since is None:
             self.lock_busy_since = mono
@@ -572,7 +568,7 @@ class WatchedRoot:
                 "lock_busy",
                 root=str(self.root),
                 error=str(exc),
-                files=len(self.lock_busy),
+                files=len(self.files.lock_busy()),
                 retry_s=LOCK_RETRY_S,
             )
 
@@ -594,12 +590,7 @@ class WatchedRoot:
 
     def gone(self, path: str) -> None:
         """``path`` no longer exists: forget it, and end its run."""
-        self.identities.pop(path, None)
-        self.deferred.pop(path, None)
-        self.checked.pop(path, None)
-        self.throttled.pop(path, None)
-        self.held.discard(path)
-        self.stuck_unrecorded.discard(path)
+        self.files.pop(path, None)
         key = (str(self.root), Path(path).parent.name)
         ended = self.shared.runs.ended(key, applied=False)
         if ended is not None:
@@ -622,11 +613,15 @@ class WatchedRoot:
         runs = self.shared.runs
         path = report.path_text
         outcome = report.outcome
+        files = self.files
         if outcome is Outcome.DEFERRED:
             # Maybe still being written: wait for its next event or for it to settle.
-            self.deferred.setdefault(path, self.shared.clock.monotonic())
+            known = files.get(path)
+            if known is None or known.deferred_since is None:
+                files.defer(path, self.shared.clock.monotonic())
             return
-        self.deferred.pop(path, None)
+        if (known := files.get(path)) is not None:
+            known.deferred_since = None
         if outcome is Outcome.GONE:
             self.gone(path)
             return
@@ -637,7 +632,9 @@ class WatchedRoot:
             # In state.json, but TODO.md or errors.json could not be written (a full disk):
             # the file is kept, and forgetting its identity makes the next periodic rescan
             # apply it again, which completes the job.
-            self.identities.pop(path, None)
+            if known is not None:
+                known.forget_content()
+                files.drop_idle(path)
             log.error(
                 "incomplete",
                 **self._context(report),
@@ -645,9 +642,11 @@ class WatchedRoot:
             )
             return
         if outcome is Outcome.APPLIED:
-            self.identities.pop(path, None)
-            self.checked.pop(path, None)
-            self.held.discard(path)
+            if known is not None:
+                known.forget_content()
+                known.checked_at = None
+                known.held = False
+                files.drop_idle(path)
             for t in runs.finished(self._sighting(report), now):
                 self._log_transition(t)
             log.info(
@@ -660,9 +659,10 @@ class WatchedRoot:
             )
             return
         identity = report.loaded.identity
-        unchanged = path not in self.identities and self._seen_before(report)
-        new_content = self.identities.get(path) != identity or identity is None
-        self.identities[path] = identity
+        state = files.of(path)
+        unchanged = not state.processed and self._seen_before(report)
+        new_content = state.identity != identity or identity is None
+        state.processed, state.identity = True, identity
         for t in runs.seen(self._sighting(report), now):
             if not unchanged:
                 self._log_transition(t)
@@ -670,7 +670,7 @@ class WatchedRoot:
             self.unchanged += 1
             new_content = False
         if outcome is Outcome.STATE_UNUSABLE:
-            self.held.add(path)
+            state.held = True
             problem = next(
                 (f.message for f in report.findings if f.code == STATE_UNUSABLE), STATE_UNUSABLE
             )
@@ -749,8 +749,9 @@ class WatchedRoot:
         try:
             record_stuck(project, report, self.config, self.shared.journal, now, LOCK_WAIT_S)
         except LockTimeoutError as exc:
-            first = path not in self.stuck_unrecorded
-            self.stuck_unrecorded.add(path)
+            state = self.files.of(path)
+            first = not state.stuck_unrecorded
+            state.stuck_unrecorded = True
             if first:
                 log.error(  # noqa: TRY400 - expected; no traceback
                     "stuck_record_failed",
@@ -760,18 +761,26 @@ class WatchedRoot:
                 )
             return
         except (OSError, PostflightError) as exc:
-            self.stuck_unrecorded.discard(path)
+            self._clear_unrecorded(path)
             log.error(  # noqa: TRY400 - expected; no traceback
                 "stuck_record_failed", **self._context(report), error=str(exc)
             )
             return
-        if path in self.stuck_unrecorded:
-            self.stuck_unrecorded.discard(path)
+        if self._clear_unrecorded(path):
             log.info("stuck_recorded", **self._context(report))
+
+    def _clear_unrecorded(self, path: str) -> bool:
+        """``path``'s stuck run no longer waits to be recorded; whether it was waiting."""
+        known = self.files.get(path)
+        if known is None or not known.stuck_unrecorded:
+            return False
+        known.stuck_unrecorded = False
+        self.files.drop_idle(path)
+        return True
 
     def retry_stuck(self, now: datetime) -> None:
         """Record the stuck runs a busy lock kept from being recorded, if still stuck."""
-        for path in list(self.stuck_unrecorded):
+        for path in self.files.stuck_unrecorded():
             if self.shared.stopping():
                 return
             meta = Path(path)
@@ -779,7 +788,7 @@ class WatchedRoot:
                 report = check_file(project, MetaFileRef.at(meta), self.config, self.policy, now)
                 if not report.stuck or not report.path.exists():
                     # Finished, rewritten or gone since: nothing stuck to record any more.
-                    self.stuck_unrecorded.discard(path)
+                    self._clear_unrecorded(path)
                     continue
                 self._record_stuck(project, report, now)
 
