@@ -31,6 +31,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -38,7 +39,7 @@ from typing import Final
 
 from postflightd.config import Config, policy_from
 from postflightd.daemon.memtrim import TRIM_AFTER_S, trim_heap
-from postflightd.daemon.notes import STALLED, remove_daemon_notes, write_daemon_notes
+from postflightd.daemon.notes import STALLED, DaemonNotes, remove_daemon_notes
 from postflightd.daemon.pruner import JournalPruner
 from postflightd.daemon.root import Clock, Shared, WatchedRoot
 from postflightd.daemon.sdnotify import SystemdNotifier
@@ -106,6 +107,32 @@ class Waker:
         os.close(self._w)
 
 
+@dataclass(slots=True)
+class Timers:
+    """When the loop's own chores are next due (monotonic): the supervisor's check, the
+    systemd watchdog's ping, and the heap trim, a second after work (None: no work since the
+    last trim)."""
+
+    supervise: float = 0.0
+    ping: float = 0.0
+    trim: float | None = None
+
+
+@dataclass(slots=True)
+class Reconciliation:
+    """The periodic reconciliation: when it is next due (monotonic), what each root's last one
+    cost, and the roots whose turn in flight carries one (its cost is known when it comes
+    back)."""
+
+    next_at: float = 0.0
+    costs: dict[Path, float] = field(default_factory=dict)
+    out: set[Path] = field(default_factory=set)
+
+    def cost(self) -> float:
+        """What the last reconciliation of every root cost, in all."""
+        return sum(self.costs.values())
+
+
 def _check_specs(root: Path, config: Config) -> None:
     """Refuse to start on a root whose specs directory is missing, or is not a plain one."""
     try:
@@ -153,19 +180,14 @@ class Daemon:
         self.dirty = DirtySet(self._waker.set)
         self._notifier = notifier if notifier is not None else SystemdNotifier()
         #: per-root notes for ``status`` (the polling fallback; a stalled root), kept in the
-        #: user state dir; a root's worker may add one (its fallback), hence the lock.
-        self._notes: dict[str, str] = {}
-        self._stalled_notes: dict[str, str] = {}
-        self._notes_lock = threading.Lock()
-        #: each root's worker, the work collected for it since its last turn, and what its
-        #: last periodic reconciliation cost (set by open). A skipped root's worker, while it
-        #: is tried again, returns None when it is still skipped.
+        #: user state dir.
+        self._notes = DaemonNotes()
+        #: each root's worker and the work collected for it since its last turn (set by open).
+        #: A skipped root's worker, while it is tried again, returns None when it is still
+        #: skipped.
         self._workers: dict[Path, RootWorker[WatchedRoot | None]] = {}
         self._work: dict[Path, Work] = {}
-        self._periodic_costs: dict[Path, float] = {}
-        #: the roots whose turn in flight carries a periodic reconciliation (its cost is known
-        #: when it comes back).
-        self._periodic_out: set[Path] = set()
+        self._periodic = Reconciliation()
         #: journals replaced by a reload while a root's turn could still be writing to them.
         self._retired: list[Journal] = []
         #: how long a turn may go on before its root is reported stalled.
@@ -182,11 +204,7 @@ class Daemon:
         self._closed = False
         self._stop = False
         self._reload = False
-        self._next_supervise = 0.0
-        self._next_rescan = 0.0
-        self._next_ping = 0.0
-        #: when to trim the heap: a second after work (None: no work since the last trim).
-        self._trim_at: float | None = None
+        self._timers = Timers()
 
     @property
     def config(self) -> Config:
@@ -211,13 +229,7 @@ class Daemon:
             observer="polling",
             hint="raise fs.inotify.max_user_watches (sysctl) and send SIGHUP to watch again",
         )
-        with self._notes_lock:
-            self._notes[str(root)] = f"polling: {why}"
-        self._write_notes()
-
-    def _write_notes(self) -> None:
-        with self._notes_lock:
-            write_daemon_notes({**self._notes, **self._stalled_notes})
+        self._notes.fell_back(root, why)
 
     # --- signals ------------------------------------------------------------------------------
 
@@ -327,7 +339,7 @@ class Daemon:
             for root, lock in locks.items()
         }
         self._work = {root: Work() for root in self._roots}
-        self._periodic_costs = dict.fromkeys(self._roots, 0.0)
+        self._periodic.costs = dict.fromkeys(self._roots, 0.0)
         try:
             self._start_pruner()
             # Start every observer first, then scan what is there: a file written between the
@@ -344,9 +356,9 @@ class Daemon:
                 for root in self._roots
             }
             now = self._clock.monotonic()
-            self._next_supervise = now + SUPERVISE_S
-            self._next_rescan = now + config.watch.rescan_interval_s
-            self._trim_at = now + TRIM_AFTER_S  # what the imports and the start scan left
+            self._timers.supervise = now + SUPERVISE_S
+            self._periodic.next_at = now + config.watch.rescan_interval_s
+            self._timers.trim = now + TRIM_AFTER_S  # what the imports and the start scan left
             self._last_status = self._status_line()
             self._notifier.notify("READY=1", f"STATUS={self._last_status}")
             log.info(
@@ -436,7 +448,8 @@ class Daemon:
         mono, wall = self._clock.monotonic(), self._clock.wall()
         if self.dirty.roots_waiting():
             return mono
-        candidates = [self._next_supervise, self._next_rescan]
+        timers = self._timers
+        candidates = [timers.supervise, self._periodic.next_at]
         for root, wr in self._roots.items():
             worker = self._workers.get(root)
             if worker is not None and worker.busy:
@@ -451,9 +464,9 @@ class Daemon:
             if deadline is not None:
                 candidates.append(mono + (deadline - wall) + DEADLINE_SLACK_S)
         if self._notifier.watchdog_interval_s is not None:
-            candidates.append(self._next_ping)
-        if self._trim_at is not None:
-            candidates.append(self._trim_at)
+            candidates.append(timers.ping)
+        if timers.trim is not None:
+            candidates.append(timers.trim)
         return min(candidates)
 
     def iterate(self) -> None:
@@ -476,29 +489,30 @@ class Daemon:
         pending = self.dirty.take()
         self._gather(pending)
         mono = clock.monotonic()
-        if mono >= self._next_supervise:
+        timers, periodic = self._timers, self._periodic
+        if mono >= timers.supervise:
             for work in self._work.values():
                 work.check = True
-            self._next_supervise = mono + SUPERVISE_S
-        if mono >= self._next_rescan:
+            timers.supervise = mono + SUPERVISE_S
+        if mono >= periodic.next_at:
             for work in self._work.values():
                 work.periodic = True
             # The safety net, not the mechanism: at 10,000 task directories a reconciliation
             # costs ~35 ms, which every 30 s is 0.12 % of a core; stretched so that it never
             # takes more than 1/PERIODIC_COST_FACTOR of a core (idle <= 0.1 %).
-            cost = sum(self._periodic_costs.values())
+            cost = periodic.cost()
             interval = max(self.config.watch.rescan_interval_s, cost * PERIODIC_COST_FACTOR)
-            self._next_rescan = mono + interval
+            periodic.next_at = mono + interval
         handed, worked = self._hand_out(mono)
         self._wait_for(handed)
         self._collect()
         if any(wr.missing for root, wr in self._roots.items() if not self._workers[root].busy):
-            self._next_supervise = min(self._next_supervise, mono + MISSING_RECHECK_S)
+            timers.supervise = min(timers.supervise, mono + MISSING_RECHECK_S)
         self._check_stalls()
         self._notify_status()
-        if self._notifier.watchdog_interval_s is not None and clock.monotonic() >= self._next_ping:
+        if self._notifier.watchdog_interval_s is not None and clock.monotonic() >= timers.ping:
             self._notifier.notify("WATCHDOG=1")
-            self._next_ping = clock.monotonic() + self._notifier.watchdog_interval_s
+            timers.ping = clock.monotonic() + self._notifier.watchdog_interval_s
         self._trim_when_quiet(worked)
 
     def _trim_when_quiet(self, worked: bool) -> None:
@@ -508,14 +522,15 @@ class Daemon:
         see a quiet one, and a trim costs 0.01-0.2 ms, nothing beside a postflight.
         """
         now = self._clock.monotonic()
-        if self._trim_at is not None and now >= self._trim_at:
-            self._trim_at = None
+        timers = self._timers
+        if timers.trim is not None and now >= timers.trim:
+            timers.trim = None
             if self._shared is not None:
                 self._shared.journal.release_memory()
             if trim_heap():
                 log.debug("heap_trimmed")
-        if worked and self._trim_at is None:
-            self._trim_at = now + TRIM_AFTER_S
+        if worked and timers.trim is None:
+            timers.trim = now + TRIM_AFTER_S
 
     # --- the roots' turns ---------------------------------------------------------------------
 
@@ -556,7 +571,7 @@ class Daemon:
                 continue
             worked = worked or work.worked or polling
             if work.periodic:
-                self._periodic_out.add(root)
+                self._periodic.out.add(root)
             self._work[root] = Work()
             worker.hand(functools.partial(self._turn, wr, work, worker), mono)
             handed.append(worker)
@@ -608,7 +623,7 @@ class Daemon:
             worker.doing = "rescanning (periodic)"
             started = clock.monotonic()
             wr.rescan("periodic", force=False)
-            self._periodic_costs[wr.root] = clock.monotonic() - started
+            self._periodic.costs[wr.root] = clock.monotonic() - started
         worker.doing = "retrying files"
         wr.retry_settled()
         wr.retry_lock_busy()
@@ -629,14 +644,14 @@ class Daemon:
                 continue
             stalled_at, worker.stalled_at = worker.stalled_at, None
             watched = self._take(root, worker)
-            if root in self._periodic_out:
+            periodic = self._periodic
+            if root in periodic.out:
                 # A periodic reconciliation that proved costly (a big tree, a busy lock) pushes
                 # the next one back, as measured once it is done. Only a turn that carried one:
                 # every other turn pushing it would postpone it for as long as work goes on.
-                self._periodic_out.discard(root)
-                self._next_rescan = max(
-                    self._next_rescan,
-                    mono + sum(self._periodic_costs.values()) * PERIODIC_COST_FACTOR,
+                periodic.out.discard(root)
+                periodic.next_at = max(
+                    periodic.next_at, mono + periodic.cost() * PERIODIC_COST_FACTOR
                 )
             if stalled_at is None:
                 continue
@@ -644,9 +659,7 @@ class Daemon:
             if watched:
                 # Events may have been lost while it hung (an overflow nobody read): look again.
                 self._work[root].resumed = True
-            with self._notes_lock:
-                self._stalled_notes.pop(str(root), None)
-            self._write_notes()
+            self._notes.resumed(root)
 
     def _take(self, root: Path, worker: RootWorker[WatchedRoot | None]) -> bool:
         """The root's turn that came back taken; whether the root is watched (a skipped root
@@ -657,7 +670,7 @@ class Daemon:
         if root in self._skipped:
             self._skipped.remove(root)
             self._work[root] = Work()
-            self._periodic_costs[root] = 0.0
+            self._periodic.costs[root] = 0.0
         self._roots[root] = wr
         return True
 
@@ -682,11 +695,7 @@ class Daemon:
             since = datetime.fromtimestamp(
                 self._clock.wall() - (mono - worker.started_at), UTC
             ).strftime("%H:%M:%S UTC")
-            with self._notes_lock:
-                self._stalled_notes[str(root)] = f"{STALLED} since {since}" + (
-                    f" ({doing})" if doing else ""
-                )
-            self._write_notes()
+            self._notes.stalled(root, f"{STALLED} since {since}" + (f" ({doing})" if doing else ""))
 
     @property
     def busy(self) -> list[Path]:
@@ -756,9 +765,7 @@ class Daemon:
             if not (root in self._workers and self._workers[root].busy)
         )
         if fell_back:
-            with self._notes_lock:
-                self._notes.clear()
-            self._write_notes()
+            self._notes.clear_fallbacks()
         if new.watch.roots != old.watch.roots:
             log.warning(
                 "config_roots_ignored",
@@ -769,7 +776,7 @@ class Daemon:
             work.reload = True
             work.retry_watch = work.retry_watch or retry
         self._retry_skipped()
-        self._next_rescan = self._clock.monotonic() + new.watch.rescan_interval_s
+        self._periodic.next_at = self._clock.monotonic() + new.watch.rescan_interval_s
 
     def _root_config(
         self, root: Path, event: str, **context: object

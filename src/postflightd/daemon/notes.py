@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -68,6 +69,40 @@ def write_daemon_notes(notes: Mapping[str, str]) -> None:
         log.warning("status_note_failed", path=str(path), error=exc.strerror or str(exc))
     except StoreError as exc:
         log.warning("status_note_failed", path=str(path), error=str(exc))
+
+
+class DaemonNotes:
+    """This daemon's notes by root, written out at each change: a root's fallback to polling
+    (a root's worker may add one, hence the lock) and a stalled root's."""
+
+    def __init__(self) -> None:
+        self._fallbacks: dict[str, str] = {}
+        self._stalled: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def fell_back(self, root: Path, why: str) -> None:
+        with self._lock:
+            self._fallbacks[str(root)] = f"polling: {why}"
+        self._write()
+
+    def clear_fallbacks(self) -> None:
+        with self._lock:
+            self._fallbacks.clear()
+        self._write()
+
+    def stalled(self, root: Path, note: str) -> None:
+        with self._lock:
+            self._stalled[str(root)] = note
+        self._write()
+
+    def resumed(self, root: Path) -> None:
+        with self._lock:
+            self._stalled.pop(str(root), None)
+        self._write()
+
+    def _write(self) -> None:
+        with self._lock:
+            write_daemon_notes({**self._fallbacks, **self._stalled})
 
 
 def remove_daemon_notes() -> None:
