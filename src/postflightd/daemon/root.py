@@ -6,7 +6,7 @@ throttled, held back by a busy lock or an unusable state.json), post-flighting t
 batches, following their runs (``runs.table.RunTable``) and logging what changed. Time comes
 from a ``Clock`` passed in, so every path here runs in a unit test without waiting.
 
-Why this module stays whole at ~750 lines: it is one class over one root's bookkeeping (each
+Why this module stays whole at ~800 lines: it is one class over one root's bookkeeping (each
 file's ``files.FileState``: deferred, throttled, checked, held, lock-busy, stuck-unrecorded,
 the identity last processed), and its methods are the rules that move a file between those
 states (a file still being written is never throttled too; whatever ends a file's life goes
