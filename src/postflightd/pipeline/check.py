@@ -276,9 +276,7 @@ def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
     """The metadata files of ``project`` (those of ``only``, when it names its root)."""
     # In task order, held as names (metafiles.MetaFiles): a scan keeps this list to its end.
     specs = project.require_specs()
-    refs: Sequence[MetaFileRef] = (
-        project.listing.result() if project.listing is not None else MetaFiles.find(specs)
-    )
+    refs: Sequence[MetaFileRef] = MetaFiles.find(specs)
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:
         refs = [r for r in refs if r.path_text in wanted]

@@ -9,7 +9,6 @@ each file is ``metadata``'s.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -177,16 +176,6 @@ class MetaFiles(Sequence[MetaFileRef]):
         names += sorted(others)
         return cls(str(specs.path), names, refused)
 
-    @classmethod
-    def start(cls, specs: Directory) -> PendingFiles:
-        """``find`` of ``specs``, begun in a forked process where the directory is large, so
-        that the caller reads state.json meanwhile; ``PendingFiles.result()`` gives it."""
-        try:
-            entries = _entries(specs)
-        except UsageError as exc:  # said when the result is asked for, as find would
-            return PendingFiles(specs, [], None, exc)
-        return PendingFiles(specs, entries, _Lister.start(specs, entries))
-
     def _ref(self, name: str) -> MetaFileRef:
         # The same text find_metadata_files gives.
         return MetaFileRef(self._base + name + _META_SUFFIX, name, self._refused.get(name))
@@ -218,116 +207,3 @@ class MetaFiles(Sequence[MetaFileRef]):
     def __iter__(self) -> Iterator[MetaFileRef]:
         for i in range(self._start, self._stop):
             yield self._ref(self._names[i])
-
-
-#: Task directories past which the listing is worth a process of its own (a fork and the
-#: names sent back cost about what looking into 1,000 directories does).
-BACKGROUND_MIN_DIRS: Final = 2000
-
-
-class PendingFiles:
-    """A listing begun by ``MetaFiles.start``: its result, from the forked lister, or made
-    here (a small directory, no process to spare, a lister that failed): the same either way.
-    """
-
-    __slots__ = ("_entries", "_error", "_lister", "_specs")
-
-    def __init__(
-        self,
-        specs: Directory,
-        entries: list[os.DirEntry[str]],
-        lister: _Lister | None,
-        error: UsageError | None = None,
-    ) -> None:
-        self._specs = specs
-        self._entries = entries
-        self._lister = lister
-        self._error = error
-
-    def result(self) -> MetaFiles:
-        if self._error is not None:
-            raise self._error
-        lister, self._lister = self._lister, None
-        found = lister.result() if lister is not None else None
-        if found is None:
-            return MetaFiles.find(self._specs, self._entries)
-        names, refused = found
-        return MetaFiles(str(self._specs.path), names, refused)
-
-    def close(self) -> None:
-        """Reap the lister if its result was never asked for."""
-        lister, self._lister = self._lister, None
-        if lister is not None:
-            lister.stop()
-
-
-class _Lister:
-    """A forked process looking into each task directory and sorting the names (what takes
-    a large listing its time), while its parent reads state.json; it sends back the names and
-    the refusals, pickled."""
-
-    __slots__ = ("_fd", "_pid")
-
-    def __init__(self, pid: int, fd: int) -> None:
-        self._pid = pid
-        self._fd = fd
-
-    @classmethod
-    def start(cls, specs: Directory, entries: list[os.DirEntry[str]]) -> _Lister | None:
-        if len(entries) < BACKGROUND_MIN_DIRS or not hasattr(os, "fork"):
-            return None
-        import pickle  # only a large listing needs it
-
-        try:
-            read_fd, write_fd = os.pipe()
-        except OSError:
-            return None
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(read_fd)
-            os.close(write_fd)
-            return None
-        if pid == 0:  # pragma: no cover - runs in the child
-            code = 1
-            try:
-                os.close(read_fd)
-                files = MetaFiles.find(specs, entries)
-                data = pickle.dumps((files._names, files._refused), pickle.HIGHEST_PROTOCOL)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(write_fd, view) :]
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write_fd)
-        return cls(pid, read_fd)
-
-    def result(self) -> tuple[list[str], dict[str, Finding]] | None:
-        """The names and refusals, or None when the lister failed (then listed here)."""
-        import pickle
-
-        chunks: list[bytes] = []
-        try:
-            while data := os.read(self._fd, 1 << 20):
-                chunks.append(data)
-            found = pickle.loads(b"".join(chunks))  # noqa: S301 - our own child's output
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, MemoryError):
-            found = None
-        finally:
-            self.stop()
-        if (
-            isinstance(found, tuple)
-            and len(found) == 2
-            and isinstance(found[0], list)
-            and isinstance(found[1], dict)
-        ):
-            return found
-        return None
-
-    def stop(self) -> None:
-        if self._fd >= 0:
-            fd, self._fd = self._fd, -1
-            os.close(fd)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self._pid, 0)

@@ -17,7 +17,6 @@ from postflightd.errors import StateUnusableError, UsageError
 from postflightd.fs.directory import Directory, DirIdentity, RefusedError, StoreError, open_specs
 from postflightd.fs.locks import LOCK_NAME
 from postflightd.project.artifacts import DiskProbe, artifact_probe
-from postflightd.project.metafiles import MetaFiles, PendingFiles
 from postflightd.project.state import StateView, load_state
 from postflightd.rules.findings import state_unusable_text
 
@@ -40,9 +39,6 @@ class Project:
     specs_problem: str | None = None
     #: opened for a scan, which writes nothing (and never comes back to a task directory).
     read_only: bool = False
-    #: a scan's listing of the metadata files, begun before state.json was read
-    #: (``pipeline.check.metadata_refs`` takes it).
-    listing: PendingFiles | None = None
 
     @classmethod
     def open(cls, root: Path, config: Config, *, read_only: bool = False) -> Project:
@@ -69,13 +65,9 @@ class Project:
             missing = f"{config.specs_dir}/ does not exist"
             state = StateView(path / pf.state_file, exists=False, problem=problem or missing)
             return cls(root, path, state, artifact_probe(root), None, problem)
-        listing = None
         try:
             if read_only:
                 from postflightd.project.scan_state import load_state_for_scan
-
-                # A large directory is listed in a process of its own meanwhile.
-                listing = MetaFiles.start(specs)
 
                 # Streamed by name (O_NOFOLLOW | O_NONBLOCK) in the specs directory just
                 # opened without links; a scan writes nothing.
@@ -85,11 +77,9 @@ class Project:
                 state = load_state(specs, pf.state_file, others)
             # Anchored: the probe asks the disk relative to the root; closed with the project.
             probe = artifact_probe(root, anchored=True)
-            return cls(root, path, state, probe, specs, problem, read_only, listing)
+            return cls(root, path, state, probe, specs, problem, read_only)
         except BaseException:
             # The caller gets no Project to close: the specs directory is closed here.
-            if listing is not None:
-                listing.close()
             specs.close()
             raise
 
@@ -111,8 +101,6 @@ class Project:
         return self.require_specs().subdir(path.parent.name, expect=expect)
 
     def close(self) -> None:
-        if self.listing is not None:
-            self.listing.close()
         self.probe.close()
         if self.specs is not None:
             self.specs.close()

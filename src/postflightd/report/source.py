@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
@@ -175,10 +174,10 @@ def fold_journal(
 def tally_journal(
     path: Path, conn: sqlite3.Connection, roots: Sequence[str], since: datetime | None
 ) -> Tally:
-    """The tally of every run in scope; half of them in a forked child on 2+ CPUs.
+    """The tally of every run in scope; half of them in a worker process on 2+ CPUs.
 
     Turning rows into Python objects is what a 100,000-run report spends its time on (of the
-    2 s it may take), and it splits cleanly by task number. The child opens its own read-only
+    2 s it may take), and it splits cleanly by task number. The worker opens its own read-only
     connection (an SQLite connection must not cross a fork) and sends back its tally (counts
     and durations: small, quick to pickle, unlike the runs); any failure in it falls back to
     tallying its half here.
@@ -188,36 +187,39 @@ def tally_journal(
         rows = conn.execute("SELECT max(id) - min(id) FROM observations").fetchone()[0] or 0
     except sqlite3.Error as exc:
         raise UsageError(f"the journal cannot be read: {exc}") from None
-    if rows < PARALLEL_MIN_ROWS or (os.cpu_count() or 1) < 2 or not hasattr(os, "fork"):
+    if rows < PARALLEL_MIN_ROWS or (os.cpu_count() or 1) < 2:
         return tally(fold_journal(conn, roots, since))
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - runs in the child
-        code = 1
-        try:
-            os.close(read_fd)
-            child_conn = open_read_only(path)
-            child_tally = tally(fold_journal(child_conn, roots, since, (1, 2)))
-            with os.fdopen(write_fd, "wb") as out:
-                pickle.dump(child_tally, out, protocol=pickle.HIGHEST_PROTOCOL)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_fd)
-    try:
-        mine = tally(fold_journal(conn, roots, since, (0, 2)))
-    finally:
-        with os.fdopen(read_fd, "rb") as pipe:
-            data = pipe.read()
-        _, status = os.waitpid(pid, 0)
+    from postflightd.concurrency import process_pool, stop
+
+    pool = process_pool(1)
+    if pool is None:
+        return tally(fold_journal(conn, roots, since))
     theirs: Tally | None = None
-    if os.waitstatus_to_exitcode(status) == 0:
-        with contextlib.suppress(pickle.UnpicklingError, EOFError, ValueError, TypeError):
-            loaded = pickle.loads(data)  # noqa: S301 - our own child's output
-            theirs = loaded if isinstance(loaded, Tally) else None
+    try:
+        try:
+            future = pool.submit(_tally_part, path, list(roots), since, (1, 2))
+        except (RuntimeError, OSError):  # no process to spare
+            future = None
+        mine = tally(fold_journal(conn, roots, since, (0, 2)))
+        if future is not None:
+            with contextlib.suppress(Exception):  # the worker failed: its half is tallied here
+                result = future.result()
+                theirs = result if isinstance(result, Tally) else None
+    finally:
+        stop(pool)
     if theirs is None:
         theirs = tally(fold_journal(conn, roots, since, (1, 2)))
     return mine.merge(theirs)
+
+
+def _tally_part(  # pragma: no cover - runs in the worker
+    path: Path, roots: Sequence[str], since: datetime | None, part: tuple[int, int]
+) -> Tally:
+    conn = open_read_only(path)
+    try:
+        return tally(fold_journal(conn, roots, since, part))
+    finally:
+        conn.close()
 
 
 def _root_arg(raw: str) -> str:
