@@ -122,19 +122,16 @@ def test_text_and_github_stream_empty_scans(tmp_path: Path) -> None:
     assert github.getvalue() == ""
 
 
-#: state.json read whole and decoded by msgspec (by default for a file of 3 MiB or more), or
-#: the chunked reader alone, whatever the file's size.
-READERS: dict[str, dict[str, int]] = {"whole": {"whole_min": 0}, "chunked": {"whole_max": -1}}
+#: state.json decoded by msgspec (by default for a file of 3 MiB or more), or parsed by the
+#: full reader, whatever the file's size.
+READERS: dict[str, dict[str, int]] = {"msgspec": {"whole_min": 0}, "full": {"whole_min": 1 << 62}}
 
 
 @pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("chunk", [5, 4096, 1 << 20])
-def test_lean_state_has_the_scan_fields_of_the_full_state(
-    tmp_path: Path, chunk: int, reader: str
-) -> None:
+def test_lean_state_has_the_scan_fields_of_the_full_state(tmp_path: Path, reader: str) -> None:
     root = _mixed_project(tmp_path / "p")
     path = root / "specs" / "state.json"
-    lean, full = load_state_for_scan(path, chunk, **READERS[reader]), full_state(path)
+    lean, full = load_state_for_scan(path, **READERS[reader]), full_state(path)
     assert lean.usable and lean.problem is None
     assert set(lean.tasks) == set(full.tasks)
     for number, task in full.tasks.items():
@@ -175,14 +172,13 @@ BAD_STATES: list[bytes] = [
 
 
 @pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("chunk", [1, 3, 1 << 20])
 @pytest.mark.parametrize("raw", BAD_STATES, ids=range(len(BAD_STATES)))
 def test_lean_state_calls_unusable_what_load_state_calls_unusable(
-    tmp_path: Path, raw: bytes, chunk: int, reader: str
+    tmp_path: Path, raw: bytes, reader: str
 ) -> None:
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path, chunk, **READERS[reader]), full_state(path)
+    lean, full = load_state_for_scan(path, **READERS[reader]), full_state(path)
     assert not full.usable
     assert (lean.usable, lean.exists, lean.problem) == (False, True, full.problem)
 
@@ -201,15 +197,11 @@ ODD_BUT_USABLE: list[bytes] = [
 
 
 @pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("chunk", [1, 2, 7, 1 << 20])
 @pytest.mark.parametrize("raw", ODD_BUT_USABLE, ids=range(len(ODD_BUT_USABLE)))
-def test_lean_state_reads_what_load_state_reads(
-    tmp_path: Path, raw: bytes, chunk: int, reader: str
-) -> None:
-    """Every value cut at every chunk boundary (numbers included) reads as json.loads does."""
+def test_lean_state_reads_what_load_state_reads(tmp_path: Path, raw: bytes, reader: str) -> None:
     path = tmp_path / "state.json"
     path.write_bytes(raw)
-    lean, full = load_state_for_scan(path, chunk, **READERS[reader]), full_state(path)
+    lean, full = load_state_for_scan(path, **READERS[reader]), full_state(path)
     assert full.usable and lean.usable
     assert lean.tasks == {
         n: {k: t[k] for k in SCAN_FIELDS if k in t} for n, t in full.tasks.items()
@@ -283,13 +275,3 @@ def test_a_reader_that_goes_away_stops_the_workers(tmp_path: Path) -> None:
         assert scan.wait(timeout=120) == 141
     assert b"PF102 error: the file ends at 1:2 before its JSON is complete" in first
     assert b"Traceback" not in err
-
-
-def test_lean_state_reads_a_value_far_longer_than_a_chunk(tmp_path: Path) -> None:
-    """A 4 MB value read 1 KB at a time: the window doubles, so this stays quick."""
-    path = tmp_path / "state.json"
-    notes = "x" * (4 << 20)
-    task = {"project_number": 7, "project_name": "seven", "notes": notes}
-    path.write_text(json.dumps({"log": notes, "active_projects": [task]}))
-    lean = load_state_for_scan(path, 1024, whole_max=-1)
-    assert lean.tasks == {7: {"project_number": 7, "project_name": "seven"}}

@@ -1,9 +1,9 @@
-"""state.json read for a scan: the whole file decoded by msgspec, or a chunk at a time, always
+"""state.json read for a scan: decoded by msgspec, or parsed by the full reader, always
 exactly what the full reader gives: the same scan fields, or the same problem.
 
 ``decode_tasks`` is msgspec's path alone: where json refuses a file (or might read it
-otherwise) it must answer None, so that the chunked and full readers decide; where it answers,
-the fields must be the full reader's, value and type.
+otherwise) it must answer None, so that the full reader decides; where it answers, the fields
+must be the full reader's, value and type.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from postflightd.fs.directory import Directory
 from postflightd.project.scan_state import (
     SCAN_FIELDS,
     WHOLE_MIN_BYTES,
-    _read_whole,
     decode_tasks,
     load_state_for_scan,
 )
@@ -44,18 +43,17 @@ def rows(tasks: Mapping[int, Mapping[str, Any]]) -> list[str]:
     return [repr((n, {k: task[k] for k in SCAN_FIELDS if k in task})) for n, task in tasks.items()]
 
 
-#: The whole file decoded by msgspec (by default for a file of WHOLE_MIN_BYTES or more), and
-#: the chunked reader alone, whatever the file's size.
-READERS: dict[str, dict[str, int]] = {"whole": {"whole_min": 0}, "chunked": {"whole_max": -1}}
+#: The file decoded by msgspec (by default for a file of WHOLE_MIN_BYTES or more), and parsed
+#: by the full reader alone, whatever the file's size.
+READERS: dict[str, dict[str, int]] = {"msgspec": {"whole_min": 0}, "full": {"whole_min": 1 << 62}}
 
 
 def check_agrees(path: Path, raw: bytes) -> StateView:
     """Every reader of state.json for a scan agrees with the full reader on ``raw``."""
     path.write_bytes(raw)
     full = full_state(path)
-    # msgspec's path reads no chunk: one size for it, two for the chunked reader
-    for reader, chunk in (("whole", 3), ("chunked", 3), ("chunked", 1 << 20)):
-        lean = load_state_for_scan(path, chunk, **READERS[reader])
+    for reader in READERS.values():
+        lean = load_state_for_scan(path, **reader)
         assert (lean.usable, lean.exists, lean.problem) == (full.usable, True, full.problem)
         assert rows(lean.tasks) == rows(full.tasks)
     fast = decode_tasks(raw)
@@ -221,24 +219,17 @@ def test_utf8_checked_across_its_pieces(tmp_path: Path) -> None:
         check_agrees(tmp_path / "state.json", bad)
 
 
-def test_the_whole_file_is_read_between_the_bounds_alone(tmp_path: Path) -> None:
-    """Its bytes, all of them, from ``least`` to ``most`` bytes; else nothing is read."""
+def test_msgspec_decodes_from_its_bound_up_and_the_full_reader_below(tmp_path: Path) -> None:
+    """From ``whole_min`` bytes up msgspec decodes the file, below it the full reader parses
+    it: the same tasks either way."""
     tasks = [task_entry(i, f"t{i}", description="d" * 200) for i in range(1, 200)]
     path = tmp_path / "state.json"
     path.write_text(json.dumps({"active_projects": tasks}))
-    raw, size = path.read_bytes(), path.stat().st_size
-    for least, most, expect in [
-        (0, 1 << 26, raw),
-        (size, size, raw),
-        (0, size - 1, None),
-        (size + 1, 1 << 26, None),
-    ]:
-        with path.open("rb") as file:
-            assert _read_whole(file, least, most) == expect
-            assert file.tell() == (size if expect else 0)
-        lean = load_state_for_scan(path, 4096, whole_min=least, whole_max=most)
-        assert rows(lean.tasks) == rows(full_state(path).tasks)
-    assert len(tasks) == 199
+    size = path.stat().st_size
+    full = rows(full_state(path).tasks)
+    for least in (0, size, size + 1, WHOLE_MIN_BYTES):
+        assert rows(load_state_for_scan(path, whole_min=least).tasks) == full
+    assert len(full) == 199
 
 
 @pytest.mark.parametrize("reader", READERS)

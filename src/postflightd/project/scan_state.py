@@ -2,23 +2,22 @@
 
 A scan needs of each task its number, name, language, session and status; a long-lived
 project's state.json holds much more (the bench's 10,000 tasks: 16.6 MB, about 57 MB as Python
-objects), and it is read before the first file, on one core. Two readers, measured on that
-file in a scan's process (``bench/state.py``, ``bench/scan.py``; ``json.loads`` of the bytes:
-97 ms, +54 MB):
+objects), and it is read before the first file, on one core. Its bytes are read as every
+command reads them (``state.read_state_bytes``); then, measured on that file in a scan's
+process (``bench/state.py``, ``bench/scan.py``):
 
-* from ``WHOLE_MIN_BYTES`` (3 MiB) to ``WHOLE_MAX_BYTES`` (64 MiB), the file is read at once
-  and msgspec decodes those five fields straight from the bytes into typed structs, skipping
-  every other value in C: about 44 ms (reading 10, the checks below 4, msgspec's import 11,
-  decoding 15, keeping the fields 4), +21 MB at the peak: the bytes are held while decoded;
-* a smaller or larger file, or one msgspec refuses: a chunk at a time with the standard
-  library's own decoder (``raw_decode``), one task object at a time: about 91 ms, +7 MB
-  whatever the size. Below 3 MiB it is quicker than msgspec with its import, so that most
-  projects' scans never import msgspec; above 64 MiB it keeps memory flat.
+* from ``WHOLE_MIN_BYTES`` (3 MiB) up, msgspec decodes those five fields straight from the
+  bytes into typed structs, skipping every other value in C: about 44 ms (reading 10, the
+  checks below 4, msgspec's import 11, decoding 15, keeping the fields 4), +21 MB at the peak;
+  ``json.loads`` of the bytes: 97 ms, +54 MB;
+* a smaller file, or one msgspec refuses, is parsed by the full reader (``state.parse_state``,
+  what postflight reads), and the five fields kept of each task. Below 3 MiB that is quicker
+  than msgspec with its import, so that most projects' scans never import msgspec.
 
 Either gives exactly what the full reader (``state.load_state``) gives: the same fields, or,
-for a file it calls unusable, the same problem, since anything unusual is read again by it.
+for a file it calls unusable, the same problem, since anything unusual is read by it.
 Where msgspec is stricter than json (NaN, a lone surrogate escape anywhere, a kept field that
-is not a string or null, a float or a bool as a task's number ...), it refuses and the chunked
+is not a string or null, a float or a bool as a task's number ...), it refuses and the full
 reader reads the file.
 Where it would accept what json refuses, ``decode_tasks`` does not use it:
 
@@ -28,10 +27,9 @@ Where it would accept what json refuses, ``decode_tasks`` does not use it:
   json raises) in a value it skips: a run of half as many digits anywhere sends the file on;
 * nesting deep enough that json runs out of recursion: it counts each array and object against
   the interpreter's recursion limit from wherever it is called, as msgspec does, so that
-  msgspec called from here went 4 levels deeper than the full reader. Both this module's
-  readers run ``_STACK_MARGIN`` calls deeper than the full reader's decoder would: they give
-  up on whatever it would find nested too deeply, and it decides (the chunked reader alone
-  had read 2 levels deeper than it).
+  msgspec called from here went 4 levels deeper than the full reader. It runs
+  ``_STACK_MARGIN`` calls deeper than the full reader's decoder would: it gives up on whatever
+  that would find nested too deeply, and the full reader decides.
 
 The postflight write path does not use this: it reads the whole document and renders it back
 format-preserving.
@@ -40,21 +38,18 @@ format-preserving.
 from __future__ import annotations
 
 import codecs
-import json
-import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cache, partial
 from pathlib import Path
 from types import GenericAlias
-from typing import Any, BinaryIO, Final
+from typing import Any, Final
 
 from postflightd.models.files import deeper
 from postflightd.project.state import (
     WRITE_BACK_MARGIN,
     StateView,
-    open_state,
     parse_state,
     read_state_bytes,
 )
@@ -62,24 +57,12 @@ from postflightd.project.state import (
 #: The task fields the rules read (TaskContext.task), by their state.json names.
 SCAN_FIELDS: Final = ("project_number", "project_name", "language", "session_id", "status")
 
-#: How much of the file the chunked reader reads and decodes at a time.
-CHUNK_BYTES: Final = 1 << 20
-
-#: From this size to ``WHOLE_MAX_BYTES``, state.json is read whole and decoded by msgspec.
-#: Below it the chunked reader is quicker than msgspec with its import (about 11 ms): 2 MB
-#: 12 against 15 ms, 3 MB 18 against 17, 4 MB 24 against 18; most projects' scans never
-#: import it.
+#: From this size up, state.json is decoded by msgspec. Below it the full reader is quicker
+#: than msgspec with its import (about 11 ms); most projects' scans never import it.
 WHOLE_MIN_BYTES: Final = 3 << 20
 
-#: Above this size, a chunk at a time: the whole file is held while it is decoded. 64 MiB is
-#: four times the bench's 10,000 fat tasks, a scan's peak then about 100 MB; a larger file
-#: costs the chunked reader's 3-4x the time but no more memory.
-WHOLE_MAX_BYTES: Final = 64 << 20
 
-_WHITESPACE: Final = re.compile(r"[ \t\n\r]*")  # json's own definition
-
-
-#: How many calls deeper than the full reader's decoder this module's readers decode (above):
+#: How many calls deeper than the full reader's decoder msgspec decodes (above):
 #: the full reader's path from ``load_state_for_scan`` down to json's scanner is 4 calls, and
 #: it decodes ``WRITE_BACK_MARGIN`` calls deeper still.
 _STACK_MARGIN: Final = WRITE_BACK_MARGIN + 32
@@ -91,44 +74,42 @@ _DIGITS: Final = re.compile(rb"[0-9]+")
 _DIGIT_BYTES: Final = frozenset(b"0123456789")
 
 
-def load_state_for_scan(
-    path: Path,
-    chunk_bytes: int = CHUNK_BYTES,
-    *,
-    whole_min: int = WHOLE_MIN_BYTES,
-    whole_max: int = WHOLE_MAX_BYTES,
-) -> StateView:
+def load_state_for_scan(path: Path, *, whole_min: int = WHOLE_MIN_BYTES) -> StateView:
     """state.json for a read-only scan: ``tasks`` hold only SCAN_FIELDS (those present).
 
     ``doc`` is ``{}``: it only says the file is usable (a scan reads tasks by number and never
-    writes the file back). Problems are described exactly as ``state.load_state`` describes them.
-    A file of ``whole_min`` to ``whole_max`` bytes is decoded whole (``decode_tasks``); another,
-    or one msgspec refuses, ``chunk_bytes`` at a time.
+    writes the file back). Problems are described exactly as ``state.load_state`` describes
+    them. A file of ``whole_min`` bytes or more is decoded by msgspec (``decode_tasks``);
+    another, or one msgspec refuses, by the full reader.
     """
-    opened = open_state(path)
-    if isinstance(opened, StateView):
-        return opened
-    try:
-        with opened:
-            raw = _read_whole(opened, whole_min, whole_max)
-            decoded = None if raw is None else _decode(raw)
-            del raw  # not held while the tasks are kept, or the file read again
-            if decoded is not None:
-                tasks = LeanTasks()
-                tasks.keep(decoded)
-            else:
-                opened.seek(0)
-                tasks = deeper(_STACK_MARGIN, _LeanReader(opened, chunk_bytes).tasks)
-    except (_UnusualError, ValueError, RecursionError, OSError):
-        # Rare: the full reader says why, in the words every other command uses (or reads
-        # what this one is too strict for); its cost does not matter then.
-        return _full_read(path)
+    raw = read_state_bytes(path)
+    if isinstance(raw, StateView):
+        return raw
+    decoded = _decode(raw) if len(raw) >= whole_min else None
+    if decoded is None:
+        return _full_read(path, raw)
+    del raw  # not held while the tasks are kept
+    tasks = LeanTasks()
+    tasks.keep(decoded)
+    return StateView(path, exists=True, doc={}, tasks=tasks)
+
+
+def _full_read(path: Path, raw: bytes) -> StateView:
+    """The full reader's parse, the scan fields kept of each task. A call below
+    ``load_state_for_scan``, as ``parse_state`` is a call below ``load_state``: both give up
+    at the same depth of nesting."""
+    doc, problem = parse_state(raw)
+    if problem is not None:
+        return StateView(path, exists=True, problem=f"{path.name}: {problem}")
+    tasks = LeanTasks()
+    for task in doc["active_projects"]:
+        tasks.add(task)
     return StateView(path, exists=True, doc={}, tasks=tasks)
 
 
 def decode_tasks(raw: bytes) -> LeanTasks | None:
     """The scan fields of state.json's bytes, decoded by msgspec; None where json might read
-    them otherwise (the module's docstring says where): the chunked reader decides then."""
+    them otherwise (the module's docstring says where): the full reader decides then."""
     decoded = _decode(raw)
     if decoded is None:
         return None
@@ -168,17 +149,6 @@ def _msgspec() -> tuple[Callable[[bytes], Any], Callable[[Any], tuple[Any, ...]]
     return msgspec.json.Decoder(state).decode, msgspec.structs.astuple
 
 
-def _read_whole(file: BinaryIO, least: int, most: int) -> bytes | None:
-    """The file's bytes if it holds ``least`` to ``most``; None if not."""
-    size = os.fstat(file.fileno()).st_size
-    if not least <= size <= most:
-        return None
-    raw = file.read(size + 1)
-    if len(raw) > size:  # it grew since: read on to its end, or past the bound
-        raw += file.read(most + 1 - len(raw))
-    return raw if len(raw) <= most else None
-
-
 def _utf8(raw: bytes) -> bool:
     """Whether the bytes are UTF-8 as ``bytes.decode`` (so the full reader) reads it."""
     if raw.isascii():
@@ -199,7 +169,7 @@ def _long_integer(raw: bytes) -> bool:
 
     A run of more than ``limit`` digits holds one of the bytes looked at (every ``step``-th),
     with at least ``limit + 1 - step`` digits from there on: a few thousand looks at a 16 MB
-    file, not a look at every byte. A shorter run can be flagged too (the chunked reader then
+    file, not a look at every byte. A shorter run can be flagged too (the full reader then
     decides); a digit inside a string as well.
     """
     limit = sys.get_int_max_str_digits()
@@ -214,19 +184,6 @@ def _long_integer(raw: bytes) -> bool:
             if run is not None and run.end() - at >= least:
                 return True
     return False
-
-
-def _full_read(path: Path) -> StateView:
-    raw = read_state_bytes(path)
-    if isinstance(raw, StateView):
-        return raw
-    doc, problem = parse_state(raw)
-    if problem is not None:
-        return StateView(path, exists=True, problem=f"{path.name}: {problem}")
-    tasks = LeanTasks()
-    for task in doc["active_projects"]:
-        tasks.add(task)
-    return StateView(path, exists=True, doc={}, tasks=tasks)
 
 
 _REST: Final = SCAN_FIELDS[1:]
@@ -291,117 +248,3 @@ class LeanTasks(Mapping[int, Mapping[str, Any]]):
 
     def __len__(self) -> int:
         return len(self._by_number)
-
-
-class _UnusualError(Exception):
-    """Not the plain shape this reader follows: the full reader decides."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-class _LeanReader:
-    """``{"...": value, "active_projects": [task, ...], ...}`` read a chunk at a time.
-
-    Every value is decoded by json's ``raw_decode`` from a window of the text; a value that
-    runs past the window's end is decoded again once the next chunk is in.
-    """
-
-    def __init__(self, file: BinaryIO, chunk_bytes: int) -> None:
-        self._file = file
-        self._chunk_bytes = chunk_bytes
-        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: bad bytes raise
-        self._decoder = json.JSONDecoder(parse_constant=_reject_constant)
-        self._buf = ""
-        self._pos = 0
-        self._eof = False
-
-    def tasks(self) -> LeanTasks:
-        self._expect("{")
-        tasks: LeanTasks | None = None
-        while True:
-            if self._peek() != '"':
-                raise _UnusualError  # `{}` or a bad key: the full reader's words
-            key = self._value()
-            self._expect(":")
-            if key == "active_projects":
-                tasks = self._array()  # a repeated key: the last wins, as in json.loads
-            else:
-                self._value()
-            if self._next() == "}":
-                break
-        self._skip_whitespace()
-        if self._pos != len(self._buf) or tasks is None:
-            raise _UnusualError
-        return tasks
-
-    def _array(self) -> LeanTasks:
-        self._expect("[")
-        tasks = LeanTasks()
-        if self._peek() == "]":
-            self._pos += 1
-            return tasks
-        while True:
-            task = self._value()
-            if not isinstance(task, dict):
-                raise _UnusualError
-            number = task.get("project_number")
-            if not isinstance(number, int) or isinstance(number, bool):
-                raise _UnusualError
-            tasks.add(task)
-            if self._next() == "]":
-                return tasks
-
-    def _more(self, at_least: int = 0) -> bool:
-        """Read the next chunk into the window (dropping what was consumed); False at EOF."""
-        if self._eof:
-            return False
-        data = self._file.read(max(self._chunk_bytes, at_least))
-        self._buf = self._buf[self._pos :] + self._utf8.decode(data, final=not data)
-        self._pos = 0
-        self._eof = not data
-        return True
-
-    def _skip_whitespace(self) -> None:
-        while True:
-            match = _WHITESPACE.match(self._buf, self._pos)
-            if match is not None:  # always: the pattern matches the empty string
-                self._pos = match.end()
-            if self._pos < len(self._buf) or not self._more():
-                return
-
-    def _peek(self) -> str:
-        self._skip_whitespace()
-        if self._pos >= len(self._buf):
-            raise _UnusualError  # ends early
-        return self._buf[self._pos]
-
-    def _expect(self, char: str) -> None:
-        if self._peek() != char:
-            raise _UnusualError
-        self._pos += 1
-
-    def _next(self) -> str:
-        """The ',' between members, or the closing bracket."""
-        char = self._peek()
-        if char not in ",]}":
-            raise _UnusualError
-        self._pos += 1
-        return char
-
-    def _value(self) -> Any:
-        self._skip_whitespace()
-        while True:
-            try:
-                value, end = self._decoder.raw_decode(self._buf, self._pos)
-            except json.JSONDecodeError:
-                # The value goes on past the window: read as much again as it holds, so that
-                # a value of any size is decoded again O(log size) times, not O(size).
-                if self._more(len(self._buf) - self._pos):
-                    continue
-                raise
-            if end == len(self._buf) and self._more():
-                continue  # a number may go on in the next chunk
-            self._pos = end
-            return value
