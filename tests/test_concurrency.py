@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from helpers.documents import researched_doc, task_entry
 from helpers.project import project, write_meta
 from helpers.waiting import wait_until
-from postflightd.concurrency import process_pool, stop
+from postflightd.concurrency import Worker
 from postflightd.pipeline import parallel
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "postflightd"
@@ -112,26 +113,40 @@ def test_an_interrupted_forked_scan_says_so_once_without_a_traceback(tmp_path: P
     assert "Traceback" not in err
 
 
-def _ended(pid: int) -> bool:
-    """Whether the process ``pid`` has ended (reaped, or a zombie not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rpartition(")")[2].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+def test_a_worker_sends_its_messages_in_order_then_ends() -> None:
+    """What ``work`` sends arrives whole and in order, any size; then the end, and the worker
+    is reaped."""
+    big = "x" * (3 << 20)  # more than a pipe holds
+    worker = Worker.start(lambda send: [send(m) for m in (1, ("two", [2.0]), big)])
+    assert worker is not None
+    pid = worker.pid
+    assert [worker.receive() for _ in range(3)] == [1, ("two", [2.0]), big]
+    assert (worker.receive(), worker.ended) == (None, True)
+    assert worker.fd == -1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
 
 
-def test_a_worker_interrupted_while_waiting_for_work_says_nothing(
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    """Ctrl-C reaches a worker between two calls: it ends without a word on this process's
-    stderr (multiprocessing would print its traceback), and the pool is still shut down."""
-    pool = process_pool(1)
-    assert pool is not None
-    try:
-        worker = pool.submit(os.getpid).result(timeout=60)
-        os.kill(worker, signal.SIGINT)
-        wait_until("the worker ends", lambda: _ended(worker), 60)
-    finally:
-        stop(pool)
-    assert capfd.readouterr().err == ""
+def test_a_worker_that_fails_is_seen_ended(capfd: pytest.CaptureFixture[str]) -> None:
+    """An exception in the work, or Ctrl-C while it waits: the worker ends without a word on
+    this process's streams, and its caller sees the end (the work is the caller's to do)."""
+
+    def fails(send: Callable[[object], None]) -> None:
+        raise RuntimeError("boom")
+
+    def waits(send: Callable[[object], None]) -> None:
+        # Python's own handler, whatever this test process was started with (a shell's
+        # background job ignores SIGINT).
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        send("waiting")
+        signal.pause()
+
+    worker = Worker.start(fails)
+    assert worker is not None
+    assert (worker.receive(), worker.ended) == (None, True)
+    worker = Worker.start(waits)
+    assert worker is not None
+    assert worker.receive() == "waiting"
+    os.kill(worker.pid, signal.SIGINT)
+    assert (worker.receive(), worker.ended) == (None, True)
+    assert capfd.readouterr() == ("", "")

@@ -31,12 +31,14 @@ from postflightd.project.root import Project
 
 
 class Forks:
-    """The forks of this process while ``counting_forks`` is on: how many, and each child's
-    pid."""
+    """The forks of this process while ``counting_forks`` is on: how many, each child's pid,
+    and, for the child chosen to die, how it ended (seen before the scan reaps it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, wait_for: int | None) -> None:
         self.count = 0
         self.pids: list[int] = []
+        self.wait_for = wait_for
+        self.ended: tuple[int, int] | None = None  # (si_code, si_status)
         self.read_fd, self.write_fd = os.pipe()
 
 
@@ -60,7 +62,13 @@ def _in_parent() -> None:
     data = b""
     while len(data) < 4:
         data += os.read(forks.read_fd, 4 - len(data))
-    forks.pids.append(int.from_bytes(data, "little"))
+    pid = int.from_bytes(data, "little")
+    forks.pids.append(pid)
+    if forks.count == forks.wait_for:
+        # Until the chosen child ends, without reaping it (WNOWAIT): the scan reaps it.
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        assert info is not None
+        forks.ended = (info.si_code, info.si_status)
 
 
 # A fork hook cannot be removed: installed once, doing nothing unless counting_forks is on.
@@ -68,9 +76,10 @@ os.register_at_fork(before=_before_fork, after_in_child=_in_child, after_in_pare
 
 
 @contextlib.contextmanager
-def counting_forks() -> Iterator[Forks]:
-    """Count this process's forks."""
-    forks = Forks()
+def counting_forks(wait_for: int | None = None) -> Iterator[Forks]:
+    """Count this process's forks; ``wait_for``: the number of the child (1, 2, ...) whose end
+    the parent waits for right after forking it (a child that dies on its own, soon)."""
+    forks = Forks(wait_for)
     _counting.append(forks)
     try:
         yield forks
@@ -165,13 +174,12 @@ def test_a_worker_killed_mid_chunk_loses_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The first of two workers is killed (SIGKILL, as the OOM killer would) on the third file
-    of the chunk it took: that chunk, and every one the workers would have taken, are checked
-    by this process; nothing is missing, nothing twice, and both workers are reaped.
+    of the chunk it took: that chunk, and every one it would have taken, are checked by the
+    others; nothing is missing, nothing twice, and the killed worker is seen dead by SIGKILL.
 
     The check given to the scan is the real one, through the scan's own ``check`` argument; it
-    kills the process it runs in when that is the first worker, saying so first in a file."""
-    root = _mixed_project(tmp_path / "p", MANY)
-    killed = tmp_path / "killed"
+    kills the process it runs in when that is the first worker."""
+    root = _mixed_project(tmp_path, MANY)
     config = Config()
     monkeypatch.setenv(parallel.WORKERS_ENV, "3")
     parent = os.getpid()
@@ -186,21 +194,21 @@ def test_a_worker_killed_mid_chunk_loses_no_file(
             options=rule_options(config, model=False),
         )
         expected = [_summary(check(ref)) for ref in refs]
-        with counting_forks() as forks:
+        with counting_forks(wait_for=1) as forks:
             got = [
                 _summary(report)
                 for report in parallel.check_all(
-                    refs, _killed_on_third_file(check, parent, forks, killed), opened.root
+                    refs, _killed_on_third_file(check, parent, forks), opened.root
                 )
             ]
     assert got == expected
     assert forks.count == 2 and len(forks.pids) == 2
-    assert killed.read_text(encoding="utf-8") == str(forks.pids[0])
+    assert forks.ended == (os.CLD_KILLED, signal.SIGKILL)
     assert _reaped(forks.pids)
 
 
 def _killed_on_third_file(
-    check: Callable[[MetaFileRef], FileReport], parent: int, forks: Forks, killed: Path
+    check: Callable[[MetaFileRef], FileReport], parent: int, forks: Forks
 ) -> Callable[[MetaFileRef], FileReport]:
     calls = [0]
 
@@ -208,7 +216,6 @@ def _killed_on_third_file(
         if os.getpid() != parent and forks.count == 1:  # in the first worker
             calls[0] += 1
             if calls[0] == 3:
-                killed.write_text(str(os.getpid()), encoding="utf-8")
                 os.kill(os.getpid(), signal.SIGKILL)
         return check(ref)
 
@@ -229,3 +236,20 @@ def test_the_workers_env_sets_the_processes_whatever_the_cores(
         monkeypatch.setenv(parallel.WORKERS_ENV, raw)
         assert parallel.worker_count(parallel.PARALLEL_MIN_FILES) == default
         assert parallel.worker_count(parallel.PARALLEL_MIN_FILES - 1) == 1
+
+
+def test_the_queue_hands_out_each_chunk_once_in_order_then_says_it_is_empty() -> None:
+    queue = parallel._ChunkQueue.create(5)
+    assert queue is not None
+    queue.close_writer()
+    assert [queue.take() for _ in range(7)] == [0, 1, 2, 3, 4, None, None]
+    queue.close()
+
+
+def test_more_chunk_numbers_than_a_pipe_holds_make_no_queue_rather_than_wait() -> None:
+    """Nobody reads the queue before the fork: numbers that do not fit in the pipe (four
+    megabytes, past the largest pipe a process may ask for; a user past the pipe quota gets
+    one page) make no queue, and one process checks everything, instead of waiting forever."""
+    before = len(os.listdir("/proc/self/fd"))
+    assert parallel._ChunkQueue.create(1_000_000) is None
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -1,29 +1,31 @@
 """The forked parallel check of a large scan: chunks of files shared with worker processes.
 
-A scan of more files than one process pays for runs workers (``worker_count``) in a process
-pool (``postflightd.concurrency``). The files are cut into chunks, handed out in order: the
-pool is kept two chunks a worker ahead, and this process takes the next chunk not handed out
-whenever it would otherwise wait. Who is faster checks more: this process also writes the
-output, and takes fewer chunks for it. Workers send back plain rows (``_Row``) for each
-chunk; this process reads them in chunk order, so the output is the one process's output,
-streamed.
+A scan of more files than one process pays for forks workers (``worker_count``,
+``postflightd.concurrency``). The files
+are cut into chunks, and every process, this one included, takes the next chunk from one
+queue as soon as it is free: a pipe holding the chunks' numbers, from which each read of
+four bytes takes one number, whole, and no two processes the same (``_ChunkQueue``). Who is
+faster checks more: this process also writes the output, and takes fewer chunks for it.
+Workers send back plain rows (``_Row``) with their chunk's number; this process reads them
+in chunk order, so the output is the one process's output, streamed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from postflightd.concurrency import Worker, grow_pipe
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import Loaded
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.rules.findings import Finding, Severity
 from postflightd.rules.positions import with_positions
-
-if TYPE_CHECKING:
-    from postflightd.concurrency import Future
 
 #: Each worker process beyond the first needs this many files to pay for itself.
 PARALLEL_MIN_FILES = 2000
@@ -33,12 +35,8 @@ PARALLEL_MIN_FILES = 2000
 #: that the processes finish together, large enough that taking a chunk costs nothing.
 CHUNK_FILES = 128
 
-#: Chunks handed to the pool ahead, per worker: one being checked, one waiting for it.
-_QUEUED: Final = 2
-
-#: Chunks this process checks ahead of the output while a worker's chunk is not ready.
-_AHEAD: Final = 4
-
+#: At most this many chunks (the queue holds four bytes a chunk, in one pipe's buffer).
+_MAX_CHUNKS: Final = 16_000
 
 #: The processes a scan checks its files with, when set to a whole number from 1 to
 #: ``_MAX_WORKERS``: whatever the cores and the files (1: never fork). For a machine whose
@@ -75,59 +73,58 @@ def check_all(
     read (they are not sent back); ``before_fork``: loads what every process would otherwise
     load for itself (``rules.metadata.prepare_type_check``), once, for the workers to inherit.
 
-    Validation is CPU-bound Python. Output streams in chunk order as it is produced; while a
-    worker's chunk is not ready this process checks the next ones, up to ``_AHEAD`` chunks,
-    so memory holds a few chunks per process, not the whole result. Workers only read; a
-    chunk a failed worker took (a worker that dies breaks the pool) is checked here.
+    Validation is CPU-bound Python: every process takes chunks from the queue until it is
+    empty. Output streams in chunk order as it is produced; while a worker's chunk is not
+    ready this process checks the next ones, up to ``_AHEAD`` chunks, so memory holds a few
+    chunks per process, not the whole result. Workers only read; a chunk a failed worker
+    took is checked here.
     """
     workers = worker_count(len(refs))
     if workers < 2:
         for ref in refs:
             yield check(ref)
         return
-    from postflightd.concurrency import process_pool, stop
-
-    chunks = [refs[i : i + CHUNK_FILES] for i in range(0, len(refs), CHUNK_FILES)]
-    if before_fork is not None:
-        before_fork()
-    pool = process_pool(workers - 1, _install, (chunks, lambda ref: _row(check(ref), positions)))
-    if pool is None:
+    size = max(CHUNK_FILES, -(-len(refs) // _MAX_CHUNKS))
+    chunks = [refs[i : i + size] for i in range(0, len(refs), size)]
+    queue = _ChunkQueue.create(len(chunks))
+    if queue is None:  # no pipe to spare: one process checks everything
         for ref in refs:
             yield check(ref)
         return
+    if before_fork is not None:
+        before_fork()
+    helpers: list[_Worker] = []
     try:
-        given: dict[int, Future[list[_Row]]] = {}  # chunks handed to the pool, not yet out
+        for _ in range(1, workers):
+            helper = _Worker.start(
+                partial(_take_chunks, queue, chunks, lambda ref: _row(check(ref), positions)),
+                [h.fd for h in helpers],
+            )
+            if helper is not None:
+                helpers.append(helper)
+        queue.close_writer()
         mine: dict[int, list[FileReport]] = {}  # chunks taken and checked here, not yet out
-        free = 0  # the first chunk handed to nobody
-        broken = False  # the pool takes no more chunks
-
-        def hand_out() -> None:
-            nonlocal free, broken
-            busy = sum(not f.done() for f in given.values())
-            while not broken and free < len(chunks) and busy < _QUEUED * (workers - 1):
-                try:
-                    given[free] = pool.submit(_check_chunk, free)
-                except (RuntimeError, OSError):  # a worker died (the pool is broken), or no process
-                    broken = True
-                    break
-                free += 1
-                busy += 1
-
+        taken = -1  # the last chunk this process took
+        done = False  # the queue is empty
         for i, chunk in enumerate(chunks):
-            hand_out()
-            # Take chunks here until chunk i is one of them, or it is the pool's and its rows
-            # are ready; a pool's chunk not ready yet is waited for only with _AHEAD chunks
-            # checked here and held.
-            while i not in mine and (
-                i >= free or (len(mine) < _AHEAD and not given[i].done() and free < len(chunks))
+            # Take chunks here until chunk i is one of them, or is known to be a worker's
+            # (taken before this process's last) and its rows are ready; a worker's chunk not
+            # ready yet is waited for only with _AHEAD chunks checked here and held.
+            while (
+                i not in mine
+                and not done
+                and (i > taken or (len(mine) < _AHEAD and not _ready(helpers, i)))
             ):
-                mine[free] = [check(ref) for ref in chunks[free]]
-                free += 1
-                hand_out()
+                own = queue.take()
+                if own is None:
+                    done = True
+                else:
+                    taken = own
+                    mine[own] = [check(ref) for ref in chunks[own]]
             if i in mine:
                 yield from mine.pop(i)
                 continue
-            rows = _rows_of(given.pop(i), len(chunk))
+            rows = _rows_of(helpers, i, len(chunk))
             if rows is None:  # the worker that took it failed: checked here
                 for ref in chunk:
                     yield check(ref)
@@ -135,31 +132,164 @@ def check_all(
                 for ref, row in zip(chunk, rows, strict=True):
                     yield _from_row(root, ref, row)
     finally:
-        stop(pool)
+        queue.close()
+        for helper in helpers:
+            helper.stop()
 
 
-def _rows_of(future: Future[list[_Row]], count: int) -> list[_Row] | None:
-    """The rows of a chunk handed to the pool; None when the worker failed."""
+#: Chunks this process checks ahead of the output while a worker's chunk is not ready.
+_AHEAD: Final = 4
+
+
+def _ready(helpers: list[_Worker], index: int) -> bool:
+    """Whether the rows of chunk ``index`` (a worker's) are here or on their way, or a worker
+    has ended (its chunks may be this process's to check): then waiting costs little."""
+    waiting = []
+    for helper in helpers:
+        if helper.ended or (helper.head is not None and helper.head[0] == index):
+            return True
+        if helper.head is None:
+            waiting.append(helper.fd)
+    if not waiting:
+        return True
     try:
-        rows = future.result()
-    except Exception:  # noqa: BLE001 - a broken pool (a worker died), or the check raised there
-        return None
-    return rows if isinstance(rows, list) and len(rows) == count else None
+        return bool(select.select(waiting, [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
-#: In a worker: the chunks and the check of one file, as ``_install`` gave them.
-_work: list[tuple[Sequence[Sequence[MetaFileRef]], Callable[[MetaFileRef], _Row]]] = []
+def _rows_of(helpers: list[_Worker], index: int, count: int) -> list[_Row] | None:
+    """The rows of chunk ``index``, from the worker that took it; None when that worker
+    failed (or no worker sends it: each sends its chunks in the order it took them, so once
+    every live worker is past ``index`` none will)."""
+    while True:
+        waiting: list[_Worker] = []
+        for helper in helpers:
+            if helper.head is None and not helper.ended:
+                waiting.append(helper)
+            elif helper.head is not None and helper.head[0] == index:
+                rows = helper.head[1]
+                helper.head = None
+                return rows if len(rows) == count else None
+        if not waiting:
+            return None
+        if len(waiting) > 1:  # whichever has something to say first
+            with contextlib.suppress(OSError, ValueError):
+                ready = set(select.select([h.fd for h in waiting], [], [])[0])
+                waiting = [h for h in waiting if h.fd in ready]
+        for helper in waiting:
+            helper.receive()
 
 
-def _install(  # pragma: no cover - runs in the worker
-    chunks: Sequence[Sequence[MetaFileRef]], check: Callable[[MetaFileRef], _Row]
+class _ChunkQueue:
+    """The chunks' numbers, four bytes each, in a pipe every process reads from.
+
+    Written whole before the fork and then closed for writing: a read of four bytes takes
+    the next number atomically (a pipe's reads are serialized, and four bytes are always
+    there until the end), and an empty pipe reads as its end.
+    """
+
+    __slots__ = ("_read", "_write")
+
+    def __init__(self, read_fd: int, write_fd: int) -> None:
+        self._read = read_fd
+        self._write = write_fd
+
+    @classmethod
+    def create(cls, chunks: int) -> _ChunkQueue | None:
+        try:
+            read_fd, write_fd = os.pipe()
+        except OSError:
+            return None
+        queue = cls(read_fd, write_fd)
+        data = b"".join(i.to_bytes(4, "little") for i in range(chunks))
+        try:
+            grow_pipe(write_fd, len(data))
+            # Nobody reads before the fork: a pipe smaller than the numbers (a user past the
+            # system's pipe quota gets one page) must refuse them, not wait forever.
+            os.set_blocking(write_fd, False)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(write_fd, view) :]
+        except OSError:  # more than a pipe holds here: one process checks everything
+            queue.close()
+            return None
+        return queue
+
+    def take(self) -> int | None:
+        """The next chunk's number, or None when every chunk is taken."""
+        try:
+            data = os.read(self._read, 4)
+        except OSError:
+            return None
+        return int.from_bytes(data, "little") if len(data) == 4 else None
+
+    def close_writer(self) -> None:
+        fd, self._write = self._write, -1
+        if fd >= 0:
+            os.close(fd)
+
+    def close(self) -> None:
+        self.close_writer()
+        fd, self._read = self._read, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+class _Worker:
+    """A worker (``concurrency.Worker``) sending back ``(chunk number, rows)`` per chunk it
+    takes, and the next such message read but not yet wanted (``head``)."""
+
+    __slots__ = ("head", "worker")
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.head: tuple[int, list[_Row]] | None = None
+
+    @classmethod
+    def start(
+        cls, work: Callable[[Callable[[object], None]], object], inherited: list[int]
+    ) -> _Worker | None:
+        worker = Worker.start(work, inherited)
+        return None if worker is None else cls(worker)
+
+    @property
+    def fd(self) -> int:
+        return self.worker.fd
+
+    @property
+    def ended(self) -> bool:
+        return self.worker.ended
+
+    def receive(self) -> None:
+        """Read the next message into ``head``; at the end, or on anything but a message,
+        the worker is over (``ended``)."""
+        head = self.worker.receive()
+        if (
+            isinstance(head, tuple)
+            and len(head) == 2
+            and isinstance(head[0], int)
+            and isinstance(head[1], list)
+        ):
+            self.head = head
+        elif not self.worker.ended:
+            self.worker.ended = True
+            self.worker.stop()
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+
+def _take_chunks(  # pragma: no cover - runs in the worker
+    queue: _ChunkQueue,
+    chunks: Sequence[Sequence[MetaFileRef]],
+    check: Callable[[MetaFileRef], _Row],
+    send: Callable[[object], None],
 ) -> None:
-    _work.append((chunks, check))
-
-
-def _check_chunk(index: int) -> list[_Row]:  # pragma: no cover - runs in the worker
-    chunks, check = _work[0]
-    return [check(ref) for ref in chunks[index]]
+    """A worker's work: every chunk it takes from the queue, checked and sent back."""
+    queue.close_writer()
+    while (index := queue.take()) is not None:
+        send((index, [check(ref) for ref in chunks[index]]))
 
 
 _FindingRow = tuple[str, str, str, str, int | None, int | None]

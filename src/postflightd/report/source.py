@@ -7,7 +7,6 @@ root's ``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 import sys
@@ -189,25 +188,17 @@ def tally_journal(
         raise UsageError(f"the journal cannot be read: {exc}") from None
     if rows < PARALLEL_MIN_ROWS or (os.cpu_count() or 1) < 2:
         return tally(fold_journal(conn, roots, since))
-    from postflightd.concurrency import process_pool, stop
+    from postflightd.concurrency import Worker
 
-    pool = process_pool(1)
-    if pool is None:
+    worker = Worker.start(lambda send: send(_tally_part(path, roots, since, (1, 2))))
+    if worker is None:
         return tally(fold_journal(conn, roots, since))
-    theirs: Tally | None = None
     try:
-        try:
-            future = pool.submit(_tally_part, path, list(roots), since, (1, 2))
-        except (RuntimeError, OSError):  # no process to spare
-            future = None
         mine = tally(fold_journal(conn, roots, since, (0, 2)))
-        if future is not None:
-            with contextlib.suppress(Exception):  # the worker failed: its half is tallied here
-                result = future.result()
-                theirs = result if isinstance(result, Tally) else None
     finally:
-        stop(pool)
-    if theirs is None:
+        theirs = worker.receive()
+        worker.stop()
+    if not isinstance(theirs, Tally):  # the worker failed: its half is tallied here
         theirs = tally(fold_journal(conn, roots, since, (1, 2)))
     return mine.merge(theirs)
 
