@@ -127,8 +127,11 @@ def test_an_open_event_stream_sees_a_run_start_and_its_outcome_land(
         first = stream.until("the first state", lambda n, d: n == "state")
         assert first["runs"] == []
         write_meta(root, "2_task2", in_progress_doc(2, stage="drafting"))
+        # The file is written in place (truncated, then written): a state sent between the two
+        # shows the run with no stage yet, which is right; the test waits for the whole file.
         state = stream.until(
-            "the run in flight", lambda n, d: n == "state" and d["runs"] and d["runs"][0]["task"]
+            "the run in flight",
+            lambda n, d: n == "state" and d["runs"] and d["runs"][0].get("stage") == "drafting",
         )
         assert (state["runs"][0]["task"], state["runs"][0]["stage"]) == (2, "drafting")
         write_meta(root, "2_task2", researched_doc("2_task2"))
