@@ -47,15 +47,18 @@ INNER = textwrap.dedent(
 )
 
 
-def _inner(tmp_path: Path, ci: str | None) -> str:
-    (tmp_path / "test_inner.py").write_text(INNER, encoding="utf-8")
+def _pytest(
+    tmp_path: Path, name: str, text: str, ci: str | None
+) -> subprocess.CompletedProcess[str]:
+    """pytest on the test module ``text`` written as ``name``, with ``CI`` as given."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
     # Without CI's own PYTEST_ADDOPTS (.ci/run's report file is the outer run's).
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
     if ci is not None:
         env["CI"] = ci
     env["PYTHONPATH"] = str(Path(__file__).parent)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", "test_inner.py"],
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfsE", "-p", "no:cacheprovider", name],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -63,6 +66,10 @@ def _inner(tmp_path: Path, ci: str | None) -> str:
         timeout=120,
         check=False,
     )
+
+
+def _inner(tmp_path: Path, ci: str | None) -> str:
+    result = _pytest(tmp_path, "test_inner.py", INNER, ci)
     assert result.returncode == 1, result.stdout + result.stderr
     return result.stdout
 
@@ -113,20 +120,7 @@ def test_a_missing_extra_skips_its_module_away_from_ci_and_fails_under_ci(
 ) -> None:
     """At the top of a test module (before the imports that need it), a missing extra skips
     the whole module with its reason; under CI the module's collection fails."""
-    (tmp_path / "test_extra.py").write_text(MODULE_LEVEL, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
-    if ci is not None:
-        env["CI"] = ci
-    env["PYTHONPATH"] = str(Path(__file__).parent)
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfsE", "-p", "no:cacheprovider", "test_extra.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    result = _pytest(tmp_path, "test_extra.py", MODULE_LEVEL, ci)
     out = result.stdout + result.stderr
     reason = "cannot import postflightd_no_such_module"
     assert "these tests import it (the [nothing-here] extra)" in out, out
