@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from helpers import crash_states as cs
-from helpers.needs import unavailable
+from helpers.needs import require_strace
 from helpers.paths import copy_example
 from helpers.waiting import wait_until
 from postflightd.cli import main
@@ -475,19 +475,9 @@ def report(counts: Counts) -> str:
     return "\n".join(lines)
 
 
-def _strace_works(tmp_path: Path) -> bool:
-    if shutil.which("strace") is None:
-        return False
-    probe = subprocess.run(
-        ["strace", "-f", "-o", str(tmp_path / "probe"), "true"], capture_output=True, check=False
-    )
-    return probe.returncode == 0
-
-
 @pytest.fixture
 def strace(tmp_path: Path) -> None:
-    if not _strace_works(tmp_path):
-        unavailable("strace is not installed here, or cannot trace (ptrace not permitted)")
+    require_strace(tmp_path)
 
 
 def test_a_first_postflight_keeps_its_journal_through_a_power_loss(

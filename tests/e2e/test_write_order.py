@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc
-from helpers.needs import unavailable
+from helpers.needs import require_strace
 from helpers.project import meta_path, project, write_meta
 from helpers.waiting import wait_until
 from postflightd.journal.database import default_journal_path
@@ -46,19 +45,9 @@ RENAME_AT = re.compile(
 RENAME = re.compile(r'^"(?P<old>[^"]*)", "(?P<new>[^"]*)"')
 
 
-def _strace_works(tmp_path: Path) -> bool:
-    if shutil.which("strace") is None:
-        return False
-    probe = subprocess.run(
-        ["strace", "-f", "-o", str(tmp_path / "probe"), "true"], capture_output=True, check=False
-    )
-    return probe.returncode == 0
-
-
 @pytest.fixture
 def strace(tmp_path: Path) -> list[str]:
-    if not _strace_works(tmp_path):
-        unavailable("strace is not installed here, or cannot trace (ptrace not permitted)")
+    require_strace(tmp_path)
     return ["strace", "-ff", "-y", "-s", "0", "-e", f"trace={CALLS}", "-o", str(tmp_path / "tr")]
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import subprocess
+from pathlib import Path
 from types import ModuleType
 from typing import Final, NoReturn
 
@@ -89,3 +91,18 @@ def require_extra(extra: str, reason: str) -> None:
             importlib.import_module(name)
         except ImportError as exc:
             unavailable(f"cannot import {name} ({exc}): {reason} (the [{extra}] extra)")
+
+
+def require_strace(scratch: Path) -> None:
+    """strace installed and allowed to trace here (ptrace may be refused in a container);
+    ``scratch``: a directory for its probe's output."""
+    works = shutil.which("strace") is not None and (
+        subprocess.run(
+            ["strace", "-f", "-o", str(scratch / "strace-probe"), "true"],
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    )
+    if not works:
+        unavailable("strace is not installed here, or cannot trace (ptrace not permitted)")
