@@ -42,17 +42,7 @@ SOURCE = Path(__file__).resolve().parent.parent / "src" / PACKAGE
 # ``__init__`` is one of them. ``daemon.watch`` sits below the rest of ``daemon`` (and below
 # ``serve``, which watches files too); the longest matching unit wins.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    (
-        "__init__",
-        "errors",
-        "inert",
-        "durations",
-        "timestamps",
-        "logs",
-        "words",
-        "records",
-        "concurrency",
-    ),
+    ("__init__", "errors", "inert", "durations", "timestamps", "logs", "words", "concurrency"),
     ("fs", "models", "journal"),
     ("runs",),
     ("rules",),

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 import subprocess
 import sys
+from dataclasses import FrozenInstanceError, asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +90,7 @@ def test_defaults_without_any_file(tmp_path: Path) -> None:
     assert config == Config()
     assert config.source == ""
     assert config.validation.max_file_bytes == 1024 * 1024
-    assert config.timeouts.as_mapping() == {
+    assert asdict(config.timeouts) == {
         "research": 3600,
         "planning": 1800,
         "implementation": 7200,
@@ -100,7 +103,7 @@ def test_example_config_file_is_valid() -> None:
     """config.example.toml documents every key with its default: it loads to the defaults."""
     example = Path(__file__).parent.parent / "config.example.toml"
     config = load_config(str(example))
-    assert config.replace(source="") == Config()
+    assert replace(config, source="") == Config()
 
 
 def test_full_config_is_read(tmp_path: Path) -> None:
@@ -428,3 +431,18 @@ def test_the_file_init_writes_is_read_without_pydantic(tmp_path: Path, apply: bo
         [sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == [str(apply), str(root / ".postflightd.toml"), "False"]
+
+
+def test_a_configuration_copies_pickles_and_stays_frozen(tmp_path: Path) -> None:
+    """A configuration crosses to a forked worker and is shared by threads: it pickles, copies,
+    and refuses assignment; the keys it came with are not part of what it is."""
+    path = tmp_path / "c.toml"
+    path.write_text('[postflight.status_map]\nimplemented = "done"\n', encoding="utf-8")
+    config = load_config(str(path))
+    assert config.postflight.status_map.implemented == "done"
+    assert pickle.loads(pickle.dumps(config)) == config  # noqa: S301 - our own bytes
+    assert copy.deepcopy(config) == config
+    assert replace(config, file_keys=frozenset()) == config
+    assert hash(config.postflight) == hash(copy.deepcopy(config.postflight))
+    with pytest.raises(FrozenInstanceError):
+        config.specs_dir = "other"  # type: ignore[misc]

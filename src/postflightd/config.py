@@ -9,11 +9,11 @@ project's files (``USER_ONLY_KEYS`` are refused there): what acts beyond the pro
 journal every project shares, the process's log, which roots are watched and how) comes from
 the user's configuration (``--config``, ``$POSTFLIGHTD_CONFIG``, the user file, the defaults).
 
-The configuration is plain data: frozen records (``records.Record``), one per table, each
-field the one definition of a key (name, type, default, bounds). Without a file nothing is
-validated; a file's tables are validated by pydantic, imported only to read one, through a
-dataclass twin of each table made then. A file of tables and booleans alone, as ``init``
-writes it, needs no validator: it is read as it is (``_plain_tables``), at every stop.
+The configuration is plain data: frozen dataclasses, one per table, each field the one
+definition of a key (name, type, default, bounds). Without a file nothing is validated; a
+file's tables are validated by pydantic (the same dataclasses), imported only to read one.
+A file of tables and booleans alone, as ``init`` writes it, needs no validator: it is read
+as it is (``_plain_tables``), at every stop.
 
 Why this module stays whole at a little over 500 lines: each key is declared once here, with
 its type, default and bounds, and both readers of a file (as it is, and pydantic's) read
@@ -22,23 +22,19 @@ those declarations; split, a key's definition and the code that reads it would p
 
 from __future__ import annotations
 
-import inspect
 import os
 import re
+import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import MISSING, Field, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
+from typing import Annotated, Any, ClassVar, Final, Literal
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
-from postflightd.records import Record, dataclass_twin, from_twin
 from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
-
-if TYPE_CHECKING:
-    import tomllib
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
@@ -119,22 +115,21 @@ class _Bounds:
         return schema
 
 
-class _Section(Record):
-    """A table of the configuration: a frozen record (``records``), not a dataclass, so that
-    the ten of them cost start-up 0.3 ms, not 6. pydantic validates a file's tables through a
-    dataclass twin of each (``_adapter``), made when a file is read."""
+class _Section:
+    """A table of the configuration (each a frozen dataclass), as pydantic validates a file's."""
 
     __slots__ = ()
+    __pydantic_config__: ClassVar[dict[str, Any]] = _PYDANTIC_CONFIG
 
-
-def _table_schema(cls: type[Any], source: Any, handler: Any) -> Any:
-    schema = handler(source)
-    # A table arrives as a dict: strict on the section itself would want an instance.
-    schema["strict"] = False
-    for entry in schema["schema"]["fields"]:
-        if entry["name"] in _NOT_KEYS:
-            entry["init"] = False  # filled in by the loader, never read from a file
-    return schema
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        schema = handler(source)
+        # A table arrives as a dict: strict on the section itself would want an instance.
+        schema["strict"] = False
+        for entry in schema["schema"]["fields"]:
+            if entry["name"] in _NOT_KEYS:
+                entry["init"] = False  # filled in by the loader, never read from a file
+        return schema
 
 
 def _codes(value: list[str]) -> list[str]:
@@ -204,6 +199,7 @@ StatusWord = Annotated[str, _Check(_status_word)]
 PlainName = Annotated[str, _Check(_plain_name)]
 
 
+@dataclass(frozen=True, slots=True)
 class ValidationConfig(_Section):
     select: Codes = field(default_factory=list)
     ignore: Codes = field(default_factory=list)
@@ -215,6 +211,7 @@ class ValidationConfig(_Section):
     )
 
 
+@dataclass(frozen=True, slots=True)
 class TimeoutsConfig(_Section):
     research: Timeout = 3600
     planning: Timeout = 1800
@@ -223,6 +220,7 @@ class TimeoutsConfig(_Section):
     default: Timeout = 3600
 
 
+@dataclass(frozen=True, slots=True)
 class WatchConfig(_Section):
     roots: list[str] = field(default_factory=list)
     observer: Literal["auto", "inotify", "polling"] = "auto"
@@ -234,6 +232,7 @@ class WatchConfig(_Section):
     heal_window_s: Annotated[float, _Bounds(ge=0, le=DAY_S)] = 600
 
 
+@dataclass(frozen=True, slots=True)
 class StatusMap(_Section):
     researched: StatusWord = "researched"
     planned: StatusWord = "planned"
@@ -241,6 +240,7 @@ class StatusMap(_Section):
     blocked: StatusWord = "blocked"
 
 
+@dataclass(frozen=True, slots=True)
 class PostflightConfig(_Section):
     sync_todo: bool = True
     state_file: PlainName = "state.json"
@@ -249,6 +249,7 @@ class PostflightConfig(_Section):
     status_map: StatusMap = field(default_factory=StatusMap)
 
 
+@dataclass(frozen=True, slots=True)
 class JournalConfig(_Section):
     path: str = ""
     #: rows older than this are pruned by the daemon (in the background).
@@ -257,6 +258,7 @@ class JournalConfig(_Section):
     max_content_mb: Annotated[float, _Bounds(gt=0, le=MAX_CONTENT_MB_LIMIT)] = 200
 
 
+@dataclass(frozen=True, slots=True)
 class HookConfig(_Section):
     #: false: the stop hook validates and blocks the agent until its own file is right, but
     #: applies and deletes nothing (a workflow that reads the file in a later stage, then runs
@@ -264,11 +266,13 @@ class HookConfig(_Section):
     apply: bool = True
 
 
+@dataclass(frozen=True, slots=True)
 class LogConfig(_Section):
     format: LogFormat = "auto"
     level: LogLevel = "info"
 
 
+@dataclass(frozen=True, slots=True)
 class Config(_Section):
     specs_dir: Annotated[str, _Check(_relative)] = "specs"
     validation: ValidationConfig = field(default_factory=ValidationConfig)
@@ -288,7 +292,20 @@ class Config(_Section):
 #: Config's fields that no file sets.
 _NOT_KEYS: Final = frozenset({"source", "file_keys"})
 #: Each table's record by the name its field's annotation gives it (``_plain_tables``).
-_SECTIONS: Final[dict[str, type[_Section]]] = {t.__name__: t for t in _Section.__subclasses__()}
+_SECTIONS: Final[dict[str, type[_Section]]] = {
+    t.__name__: t
+    for t in (
+        ValidationConfig,
+        TimeoutsConfig,
+        WatchConfig,
+        StatusMap,
+        PostflightConfig,
+        JournalConfig,
+        HookConfig,
+        LogConfig,
+        Config,
+    )
+}
 
 
 def user_config_path() -> Path:
@@ -332,12 +349,13 @@ def _user_file_config() -> Config:
 
 def _with_user_settings(config: Config, user: Config) -> Config:
     """``config`` with every ``USER_ONLY_KEYS`` setting taken from ``user``."""
-    watch = config.watch.replace(
+    watch = replace(
+        config.watch,
         roots=user.watch.roots,
         observer=user.watch.observer,
         rescan_interval_s=user.watch.rescan_interval_s,
     )
-    return config.replace(journal=user.journal, log=user.log, watch=watch)
+    return replace(config, journal=user.journal, log=user.log, watch=watch)
 
 
 def _refuse_user_only_keys(data: Mapping[str, Any], path: Path) -> None:
@@ -375,8 +393,6 @@ def _is_file(path: Path) -> bool:
 
 
 def _read_config(path: Path, *, in_project: bool = False) -> Config:
-    import tomllib  # only to read a file: the built-in defaults need none
-
     try:
         if in_project:
             # Read like every file of the project tree: not through a link, not from a FIFO.
@@ -436,34 +452,28 @@ def _quote(text: str) -> str:
 
 
 @cache
-def _adapter() -> tuple[Any, dict[type[Any], type[Record]]]:
-    """pydantic's validator of a file's tables into ``Config``'s dataclass twin, and each
-    twin's table: built once, when a file is read."""
+def _adapter() -> Any:
+    """pydantic's validator of a file's tables into ``Config``: built once, when a file with
+    values of its own is read (pydantic is imported then, never for the defaults)."""
     from pydantic import TypeAdapter
 
-    twins: dict[type[Record], type[Any]] = {}
-    namespace = {
-        "__pydantic_config__": _PYDANTIC_CONFIG,
-        "__get_pydantic_core_schema__": classmethod(_table_schema),
-    }
-    adapter = TypeAdapter(dataclass_twin(Config, twins, namespace))
-    return adapter, {twin: record for record, twin in twins.items()}
+    return TypeAdapter(Config)
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
     plain = _plain_tables(Config, data)
     if isinstance(plain, Config):
-        return plain.replace(source=source, file_keys=frozenset(data))
+        return replace(plain, source=source, file_keys=frozenset(data))
     return _validated(data, source)
 
 
-def _plain_tables(cls: type[_Section], data: Mapping[str, Any]) -> Any:
+def _plain_tables(cls: type[Any], data: Mapping[str, Any]) -> Any:
     """``data`` as a ``cls`` without pydantic, when it holds only tables of ``cls``'s own,
     booleans of its ``bool`` keys and keys' defaults, each already what pydantic would make of
     it: what ``init`` writes (every table with its keys commented out, an empty
     ``[validation.severity]``, ``[hook] apply = false``), read at every stop. None for
     anything else, which pydantic checks, and words when it is wrong."""
-    annotations = inspect.get_annotations(cls)
+    annotations = {f.name: f.type for f in fields(cls)}
     values: dict[str, Any] = {}
     for key, value in data.items():
         annotation = annotations.get(key) if key not in _NOT_KEYS else None
@@ -481,13 +491,10 @@ def _plain_tables(cls: type[_Section], data: Mapping[str, Any]) -> Any:
     return cls(**values)
 
 
-def _is_default(cls: type[_Section], key: str, value: object) -> bool:
+def _is_default(cls: type[Any], key: str, value: object) -> bool:
     """``value`` is ``key``'s default, of the default's very type (``1.0`` is not ``1``)."""
-    default = cls._FIELDS[key]
-    if isinstance(default, Field):
-        default = (
-            default.default if default.default_factory is MISSING else default.default_factory()
-        )
+    spec = next(f for f in fields(cls) if f.name == key)
+    default = spec.default if spec.default_factory is MISSING else spec.default_factory()
     return type(value) is type(default) and value == default
 
 
@@ -495,9 +502,8 @@ def _validated(data: Mapping[str, Any], source: str) -> Config:
     """``data`` validated by pydantic into ``Config``, or ConfigError saying each problem."""
     from pydantic import ValidationError
 
-    adapter, sections = _adapter()
     try:
-        config: Config = from_twin(adapter.validate_python(dict(data)), sections)
+        config: Config = _adapter().validate_python(dict(data))
     except ValidationError as exc:
         problems = []
         for err in exc.errors(include_url=False):
@@ -510,7 +516,7 @@ def _validated(data: Mapping[str, Any], source: str) -> Config:
                 msg = f"should be a valid dictionary or instance of {err['ctx']['class_name']}"
             problems.append(f"key {key!r}: {msg} (got {_quote(repr(err.get('input')))})")
         raise ConfigError(f"{source}: bad configuration: " + "; ".join(problems)) from None
-    return config.replace(source=source, file_keys=frozenset(data))
+    return replace(config, source=source, file_keys=frozenset(data))
 
 
 def policy_from(

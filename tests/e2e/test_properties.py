@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ EXAMPLES = [
     for p in sorted((FIXTURES / "metadata_examples").glob("*.json"))
 ]
 NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
-OPTIONS = RuleOptions(timeouts=Config().timeouts.as_mapping())
+OPTIONS = RuleOptions(timeouts=asdict(Config().timeouts))
 PROPERTY_SETTINGS = settings(max_examples=200, deadline=None, database=None)
 
 KEYS = (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ def polling_config(*, polling: bool = True) -> Config:
     config = load_config()
     if not polling:
         return config
-    return config.replace(watch=config.watch.replace(observer="polling"))
+    return replace(config, watch=replace(config.watch, observer="polling"))
 
 
 def config_loader(*, polling: bool = True) -> Callable[[Path | None], Config]:

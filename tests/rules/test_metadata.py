@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,7 +20,7 @@ from postflightd.rules.toolkit import location
 
 NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)
 TASK_DIR = "259_prove_completeness"
-OPTIONS = RuleOptions(timeouts=TimeoutsConfig().as_mapping())
+OPTIONS = RuleOptions(timeouts=asdict(TimeoutsConfig()))
 
 
 def ctx(

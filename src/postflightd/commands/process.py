@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -140,7 +141,7 @@ def _described(result: Processed, root: Path, config: Config, path: Path, fmt: s
     if fmt == "json":
         with Project.open(root, config) as project:
             entry = project.state.tasks.get(parsed[0])
-    return result.replace(task=parsed[0], task_name=parsed[1], state_entry=entry)
+    return replace(result, task=parsed[0], task_name=parsed[1], state_entry=entry)
 
 
 def _process_dry_run(root: Path, path: Path, config: Config, chosen: Policy) -> int:

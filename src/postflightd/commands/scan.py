@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import chain
 from pathlib import Path
@@ -26,7 +26,6 @@ from postflightd.project.root import (
     require_project,
     root_of,
 )
-from postflightd.records import Record
 from postflightd.reporters.scan import REPORTERS, Scanned, report_statistics
 from postflightd.reporters.style import Options, use_color
 from postflightd.rules.findings import STATE_UNUSABLE, Policy
@@ -35,7 +34,8 @@ if TYPE_CHECKING:
     from postflightd.pipeline.dry_run import Plan
 
 
-class ScanOutput(Record):
+@dataclass(frozen=True, slots=True)
+class ScanOutput:
     """How ``scan`` shows its result (the output conventions of ruff and friends)."""
 
     statistics: bool = False

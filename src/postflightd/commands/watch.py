@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from postflightd.config import Config, LogFormat, LogLevel, load_config
@@ -52,11 +53,12 @@ def run_watch(
         config = load_config(config_path, [root] if root is not None else [])
         if log_format or log_level:
             # argparse has already limited both flags to LogConfig's choices.
-            log = config.log.replace(
+            log = replace(
+                config.log,
                 format=log_format or config.log.format,
                 level=log_level or config.log.level,
             )
-            config = config.replace(log=log)
+            config = replace(config, log=log)
         return config
 
     config = load(None)

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import closing
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
@@ -278,7 +279,7 @@ def _postflight(
     refs = list(find_metadata_files(project.require_specs()))
     now_s = time.time()
     operation = operation_of(None, request.agent_type)
-    rule = request.whose(timeout_for(operation, config.timeouts.as_mapping()), now_s)
+    rule = request.whose(timeout_for(operation, asdict(config.timeouts)), now_s)
     own = {r.path for r in refs if rule.owns(r.task_dir, _mtime(r.path), now_s)}
     settled, young = settled_split(refs, config.watch.settle_ms / 1000)
     problems: list[str] = []

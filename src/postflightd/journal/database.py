@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
@@ -34,7 +35,6 @@ from typing import Any, Final, Literal, NamedTuple, Self, get_args
 from postflightd.inert import clip
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
-from postflightd.records import Record
 
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
@@ -86,17 +86,15 @@ def journal_path(config_path: str) -> Path:
     return Path(config_path).expanduser()
 
 
-class Batch(Record, frozen=False):
-    """The outcome of ``Journal.batch``: whether its rows were committed to stable storage.
-    (This, ``PruneResult``, ``Observation``, ``TaskChange`` and ``RecordedChange`` are records
-    or named tuples: the hook opens the journal at every stop, and a dataclass compiles its
-    methods at import.)
-    """
+@dataclass(slots=True)
+class Batch:
+    """The outcome of ``Journal.batch``: whether its rows were committed to stable storage."""
 
     committed: bool = False
 
 
-class PruneResult(Record, frozen=False):
+@dataclass(slots=True)
+class PruneResult:
     """What one ``Journal.prune`` removed."""
 
     rows: int = 0

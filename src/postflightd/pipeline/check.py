@@ -8,7 +8,7 @@ what the command's policy selects. Nothing is written.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
@@ -145,7 +145,7 @@ def rule_options(config: Config, *, model: bool = True) -> RuleOptions:
     """What the rules are told of ``config``; ``model``: whether a valid file's typed model is
     wanted (to apply it), which a plain scan, reporting only, does without."""
     return RuleOptions(
-        timeouts=config.timeouts.as_mapping(),
+        timeouts=asdict(config.timeouts),
         check_artifacts=config.validation.check_artifacts,
         model=model,
     )

@@ -7,7 +7,7 @@ as they are now; nothing is locked, journaled, written or deleted.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -73,7 +73,7 @@ def plan(project: Project, reports: Sequence[FileReport], config: Config, now: d
     text = snapshot.raw.decode("utf-8")
     new = doc
     index = task_index(doc)
-    status_map = config.postflight.status_map.as_mapping()
+    status_map = asdict(config.postflight.status_map)
     edits: list[TodoEdit] = []
     applied: list[FileReport] = []
     for item in ready:

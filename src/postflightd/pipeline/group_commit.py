@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -189,7 +189,7 @@ def fold_state(
             raise StateUnusableError(state_unusable_text(f"{snapshot.path}: {problem}"))
     # Built once from the document read under the lock: outcomes never add or move tasks.
     index = task_index(doc)
-    status_map = config.postflight.status_map.as_mapping()
+    status_map = asdict(config.postflight.status_map)
     folded = _fold(doc, text, index, files, status_map, now, reruns, render_each=False)
     if folded.after == doc:
         return folded

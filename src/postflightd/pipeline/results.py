@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from postflightd.errors import ExitCode
 from postflightd.models.terms import Status
 from postflightd.project.metadata import Loaded
-from postflightd.records import Record
 from postflightd.rules.findings import Finding, Severity
 from postflightd.rules.metadata import Validation
 
@@ -126,11 +125,11 @@ class Ready(NamedTuple):
     task: int
 
 
-class Tally(Record, frozen=False):
+@dataclass(slots=True)
+class Tally:
     """What a scan's summary and exit code need, counted as the files go by.
 
-    A streamed scan keeps this, not the files: its memory does not grow with them. (A record:
-    a dataclass compiles its methods at import, and every scan imports this.)
+    A streamed scan keeps this, not the files: its memory does not grow with them.
     """
 
     strict: bool = False
@@ -183,9 +182,9 @@ class Tally(Record, frozen=False):
         return ExitCode.OK
 
 
-class ScanReport(Record, frozen=False):
-    """Every file of a scan, in memory: ``scan --apply`` and the library's callers. (A record,
-    as ``Tally``.)"""
+@dataclass(slots=True)
+class ScanReport:
+    """Every file of a scan, in memory: ``scan --apply`` and the library's callers."""
 
     roots: list[Path]
     files: list[FileReport] = field(default_factory=list)
@@ -230,10 +229,10 @@ EXIT_CODES: Final[Mapping[Outcome, ExitCode]] = {
 }
 
 
-class Processed(Record):
+@dataclass(frozen=True, slots=True)
+class Processed:
     """What ``process`` did with the file named ``file``: its report (None when the file was
-    already gone), and when the journal shows another run applied it first, when. A record:
-    every scan imports this module, and a frozen dataclass compiles its methods at import."""
+    already gone), and when the journal shows another run applied it first, when."""
 
     file: str
     report: FileReport | None

@@ -11,6 +11,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterator, Sequence
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -268,9 +269,9 @@ def make_report(
             root_config = load_config(config_path, [root_path] if root_path.is_dir() else [])
         except ConfigError as exc:
             notes.append(f"{exc}; the default timeouts are used for {root}")
-            timeouts[root] = Config().timeouts.as_mapping()
+            timeouts[root] = asdict(Config().timeouts)
             continue
-        timeouts[root] = root_config.timeouts.as_mapping()
+        timeouts[root] = asdict(root_config.timeouts)
     report = build_report(counted, timeouts, now=now, since=since)
     if wanted:
         report.roots = wanted

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TextIO
-
-from postflightd.records import Record
 
 
 def _current_directory() -> str:
@@ -18,7 +16,8 @@ def _current_directory() -> str:
         return ""
 
 
-class Options(Record):
+@dataclass(frozen=True, slots=True)
+class Options:
     """How a report is shown: colour, quiet or verbose, the directory paths are shown from, and
     where a note goes that the format has no room for (JSON on stdout holds the JSON only)."""
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Final, NamedTuple
 
-from postflightd.records import Record
-
 
 class Severity(StrEnum):
     ERROR = "error"
@@ -191,9 +189,10 @@ def expand_codes(codes: Iterable[str]) -> frozenset[str]:
     return frozenset(result)
 
 
-class Policy(Record):
+@dataclass(frozen=True, slots=True)
+class Policy:
     """Which findings count, at which severity (``[validation]``: select, ignore, severity,
-    strict). A record, not a dataclass: one is built a command, and every command imports it."""
+    strict)."""
 
     select: frozenset[str] = frozenset()
     ignore: frozenset[str] = frozenset()
