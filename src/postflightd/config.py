@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal
 
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
 from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
+
+if TYPE_CHECKING:
+    import tomllib
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
@@ -116,7 +118,10 @@ class _Bounds:
 
 
 class _Section:
-    """A table of the configuration (each a frozen dataclass), as pydantic validates a file's."""
+    """A table of the configuration (each a frozen dataclass), as pydantic validates a file's.
+
+    Each table has a docstring: without one, ``dataclass`` computes the class's signature to
+    make one, at every start-up (a tenth of the class's cost)."""
 
     __slots__ = ()
     __pydantic_config__: ClassVar[dict[str, Any]] = _PYDANTIC_CONFIG
@@ -201,6 +206,8 @@ PlainName = Annotated[str, _Check(_plain_name)]
 
 @dataclass(frozen=True, slots=True)
 class ValidationConfig(_Section):
+    """``[validation]``: which findings count, and at which severity."""
+
     select: Codes = field(default_factory=list)
     ignore: Codes = field(default_factory=list)
     strict: bool = False
@@ -213,6 +220,8 @@ class ValidationConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class TimeoutsConfig(_Section):
+    """``[timeouts]``: each operation's timeout, in seconds."""
+
     research: Timeout = 3600
     planning: Timeout = 1800
     implementation: Timeout = 7200
@@ -222,6 +231,8 @@ class TimeoutsConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class WatchConfig(_Section):
+    """``[watch]``: what the daemon watches, and how."""
+
     roots: list[str] = field(default_factory=list)
     observer: Literal["auto", "inotify", "polling"] = "auto"
     settle_ms: Annotated[int, _Bounds(ge=0, le=MAX_SETTLE_MS)] = 200
@@ -234,6 +245,8 @@ class WatchConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class StatusMap(_Section):
+    """``[postflight.status_map]``: the status word state.json gets for each outcome."""
+
     researched: StatusWord = "researched"
     planned: StatusWord = "planned"
     implemented: StatusWord = "completed"
@@ -242,6 +255,8 @@ class StatusMap(_Section):
 
 @dataclass(frozen=True, slots=True)
 class PostflightConfig(_Section):
+    """``[postflight]``: the project files postflight writes."""
+
     sync_todo: bool = True
     state_file: PlainName = "state.json"
     todo_file: PlainName = "TODO.md"
@@ -251,6 +266,8 @@ class PostflightConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class JournalConfig(_Section):
+    """``[journal]``: where the journal is, and what it keeps."""
+
     path: str = ""
     #: rows older than this are pruned by the daemon (in the background).
     keep_days: Annotated[float, _Bounds(gt=0, le=MAX_KEEP_DAYS)] = 90
@@ -260,6 +277,8 @@ class JournalConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class HookConfig(_Section):
+    """``[hook]``: what the stop hook does with a valid file."""
+
     #: false: the stop hook validates and blocks the agent until its own file is right, but
     #: applies and deletes nothing (a workflow that reads the file in a later stage, then runs
     #: ``postflightd process``, keeps it).
@@ -268,12 +287,16 @@ class HookConfig(_Section):
 
 @dataclass(frozen=True, slots=True)
 class LogConfig(_Section):
+    """``[log]``: the daemon's log."""
+
     format: LogFormat = "auto"
     level: LogLevel = "info"
 
 
 @dataclass(frozen=True, slots=True)
 class Config(_Section):
+    """The whole configuration, a table per field."""
+
     specs_dir: Annotated[str, _Check(_relative)] = "specs"
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     timeouts: TimeoutsConfig = field(default_factory=TimeoutsConfig)
@@ -393,6 +416,10 @@ def _is_file(path: Path) -> bool:
 
 
 def _read_config(path: Path, *, in_project: bool = False) -> Config:
+    # Kept here, not at the top: a project without a file of its own (a pre-commit scan, a
+    # stop) reads none, and tomllib is about a tenth of the hook's imports.
+    import tomllib
+
     try:
         if in_project:
             # Read like every file of the project tree: not through a link, not from a FIFO.

@@ -17,6 +17,7 @@ import inspect
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -426,9 +427,10 @@ def _mutate(draw: st.DrawFn, doc: dict[str, Any], ctx: TaskContext) -> TaskConte
                 ),
             )
         )
-        return ctx._replace(task=task)
+        return replace(ctx, task=task)
     elif what == 16:
-        return ctx._replace(
+        return replace(
+            ctx,
             number=draw(st.sampled_from((14, None))),
             slug=draw(st.sampled_from(("fix_it", "other", None))),
             state_known=draw(st.booleans()),
@@ -437,7 +439,8 @@ def _mutate(draw: st.DrawFn, doc: dict[str, Any], ctx: TaskContext) -> TaskConte
             first_seen=draw(st.one_of(st.none(), written_times)),
         )
     else:
-        return ctx._replace(
+        return replace(
+            ctx,
             marker_session=draw(st.one_of(st.none(), sessions)),
             marker_operation=draw(st.sampled_from((None, "research", "implementation"))),
             marker_findings=draw(st.sampled_from(((), (rules.finding("PF605", "", "m"),)))),

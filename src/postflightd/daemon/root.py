@@ -699,7 +699,7 @@ class WatchedRoot:
             root=str(self.root),
             file=report.rel_path,
             task=report.task,
-            identity=identity_text(*identity),
+            identity=identity_text(identity.dev, identity.ino, identity.size, identity.mtime_ns),
         )
 
     def _context(self, report: FileReport) -> dict[str, Any]:

@@ -45,8 +45,9 @@ import os
 import re
 import stat
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 from postflightd.fs.directory import (
     NEW_FILE_MODE,
@@ -84,9 +85,9 @@ def aside_name(name: str) -> str:
 # --- reading --------------------------------------------------------------------------------
 
 
-class Snapshot(NamedTuple):
-    """A file as read at one instant: its bytes and the identity they were read from. (A named
-    tuple: a frozen dataclass compiles its methods at import, and every writer imports this.)"""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A file as read at one instant: its bytes and the identity they were read from."""
 
     path: Path  # for messages: ``directory`` and ``name`` are what is read and written
     raw: bytes | None  # None: the file does not exist

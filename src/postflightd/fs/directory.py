@@ -23,8 +23,9 @@ import errno
 import itertools
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 from postflightd.errors import ProjectFileError
 from postflightd.fs import renameat2
@@ -55,12 +56,12 @@ class StoreError(ProjectFileError):
     """A project file could not be read or written; the original is left untouched."""
 
 
-class FileIdentity(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class FileIdentity:
     """What makes 'the same file content' for safe deletion: device, inode, size, mtime.
 
     A metadata file is deleted only if it still has the identity it had when it was read, so a
-    file an agent rewrote meanwhile is never deleted unprocessed. A named tuple: made for
-    every file a scan reads, at half a frozen dataclass's cost.
+    file an agent rewrote meanwhile is never deleted unprocessed.
     """
 
     dev: int
@@ -73,7 +74,8 @@ class FileIdentity(NamedTuple):
         return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class DirIdentity(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class DirIdentity:
     """(device, inode) of a directory: tells the directory opened from one swapped in later."""
 
     dev: int

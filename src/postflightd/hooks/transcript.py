@@ -19,8 +19,9 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from postflightd.models.files import META_NAME
 from postflightd.timestamps import parse_timestamp
@@ -41,10 +42,10 @@ _TASK_DIR: Final = re.compile(r"([^/\s'\"`;|&<>()=]+)/" + re.escape(META_NAME))
 Written = Callable[[Any], set[str]]
 
 
-class Transcript(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Transcript:
     """What one transcript says: the task directories whose metadata file the agent wrote,
-    and when the transcript began (its first line's timestamp; None when it has none). A
-    named tuple: a frozen dataclass compiles its methods at import, at every stop."""
+    and when the transcript began (its first line's timestamp; None when it has none)."""
 
     task_dirs: frozenset[str]
     began: float | None

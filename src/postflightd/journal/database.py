@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, NamedTuple, Self, get_args
+from typing import Any, Final, Literal, Self, get_args
 
 from postflightd.inert import clip
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
@@ -102,7 +102,8 @@ class PruneResult:
     error: str | None = None
 
 
-class Observation(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Observation:
     """One journal row."""
 
     id: int
@@ -121,7 +122,8 @@ class Observation(NamedTuple):
     leftover: bool = False
 
 
-class TaskChange(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class TaskChange:
     """What one postflight did to its task: the state.json entry before and after, exactly,
     and the TODO.md edits made for it (each ``{"marker", "links", "completed"}``)."""
 
@@ -130,7 +132,8 @@ class TaskChange(NamedTuple):
     todo: Sequence[Mapping[str, Any]] = ()
 
 
-class RecordedChange(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RecordedChange:
     """A ``postflighted`` row that recorded its ``TaskChange`` (schema version 2)."""
 
     id: int

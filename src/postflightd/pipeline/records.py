@@ -79,7 +79,11 @@ def journal_row(
             content=content_text(raw) if content and raw is not None else None,
             change=change,
             agent=agent_type(report),
-            identity=identity_text(*identity) if identity is not None else None,
+            identity=(
+                identity_text(identity.dev, identity.ino, identity.size, identity.mtime_ns)
+                if identity is not None
+                else None
+            ),
             leftover=report.validation is not None and report.validation.leftover,
         )
     except (UnicodeEncodeError, OverflowError):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.errors import ExitCode
 from postflightd.models.terms import Status
@@ -115,10 +115,9 @@ class FileReport:
         return out
 
 
-class Ready(NamedTuple):
-    """A file postflight can apply: its report, its final metadata and its task number. A
-    named tuple: every scan imports this module, and a frozen dataclass compiles its methods
-    at import."""
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A file postflight can apply: its report, its final metadata and its task number."""
 
     report: FileReport
     meta: MetadataFile

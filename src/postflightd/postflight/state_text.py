@@ -17,7 +17,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from postflightd.postflight.json_layout import (
     PLAIN_INDENT,
@@ -109,7 +109,8 @@ def _decode(text: str, start: int) -> tuple[Any, int]:
         raise _IrregularError from exc
 
 
-class _Span(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class _Span:
     """Where one member of an object (or element of an array) is written."""
 
     head: int  # the key's opening quote (an element's start, in an array)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from postflightd.fs.directory import Directory, DirIdentity, FileIdentity, RefusedError
 from postflightd.models.files import MARKER_NAME, META_NAME, parse_json
@@ -25,11 +25,9 @@ from postflightd.rules.findings import Finding, finding
 MAX_MARKER_BYTES: Final = 64 * 1024
 
 
-class Loaded(NamedTuple):
-    """One metadata file as read: its bytes and parsed value, or the finding that stopped it.
-
-    A named tuple: made for every file a scan reads, at half a frozen dataclass's cost.
-    """
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """One metadata file as read: its bytes and parsed value, or the finding that stopped it."""
 
     identity: FileIdentity | None = None
     raw: bytes | None = None

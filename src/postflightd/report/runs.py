@@ -38,7 +38,8 @@ _VALID_STATUSES: Final = frozenset(s.value for s in Status)
 
 
 class JournalRow(NamedTuple):
-    """One journal row, as the report reads it (``source.stream_rows``).
+    """One journal row, as the report reads it (``source.stream_rows``). A named tuple, not a
+    dataclass: it is the row SQLite gives, which ``fold`` unpacks by position, 300,000 a report.
 
     The last four fields are facts from a postflighted row's content, each None unless it is
     of the right JSON type (SQLite extracts them in bulk; ``facts_of`` is the same in Python).

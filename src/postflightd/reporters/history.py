@@ -4,7 +4,7 @@ journal's rows as they were recorded, oldest first."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from postflightd.durations import format_duration
@@ -192,7 +192,7 @@ def report_json(history: History, out: TextIO, options: Options | None = None) -
     if history.runs is not None:
         doc: list[dict[str, Any]] = [run_json(k, r, o.cwd) for k, r in history.runs]
     else:
-        doc = [r._asdict() for r in history.rows]
+        doc = [asdict(r) for r in history.rows]
     out.write(json_text(doc, indent=2) + "\n")
     if history.note:
         o.note_stream.write(history.note + "\n")

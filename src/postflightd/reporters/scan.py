@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from postflightd.inert import inert, json_text
 from postflightd.reporters import Reporter
@@ -23,10 +24,10 @@ if TYPE_CHECKING:
     from postflightd.rules.findings import Finding
 
 
-class Scanned(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Scanned:
     """What ``scan`` reports, as it comes: ``scan`` streams its files, each checked, written
-    and forgotten, so ``files`` is consumed once and ``tally`` is complete only after. A named
-    tuple: a frozen dataclass compiles its methods at import, and every scan imports this."""
+    and forgotten, so ``files`` is consumed once and ``tally`` is complete only after."""
 
     roots: list[Path]
     files: Iterable[FileReport]

@@ -9,9 +9,10 @@ so reading never imports validation logic and validation never imports reading.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any
 
 from postflightd.rules.findings import Finding
 
@@ -30,11 +31,9 @@ class ArtifactState(Enum):
 ArtifactProbe = Callable[[str], ArtifactState]
 
 
-class TaskContext(NamedTuple):
-    """What the project knows of the task a metadata file belongs to.
-
-    A named tuple: a scan makes one per file, at a fifth of a frozen dataclass's cost.
-    """
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What the project knows of the task a metadata file belongs to."""
 
     dir_name: str
     number: int | None = None

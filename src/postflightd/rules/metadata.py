@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from postflightd.durations import format_duration
 from postflightd.inert import CONTROL_OR_LINE_SEPARATOR, clip
@@ -278,7 +278,8 @@ def _schema_fields(doc: dict[str, Any]) -> Iterator[Finding]:
 # --- status-dependent rules (PF3xx) --------------------------------------------------------
 
 
-class RunStart(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class RunStart:
     """What ``started_at`` says: when the run started (None: unknown or unusable), and what is
     wrong with it."""
 
