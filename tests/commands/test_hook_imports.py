@@ -31,6 +31,9 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.gemini",
     "postflightd.hooks.opencode",
     "postflightd.hooks.rollout",
+    # the journal, opened only when something is to be recorded
+    "sqlite3",
+    "postflightd.journal",
     "structlog",
     "watchdog",
     "pydantic",

@@ -193,6 +193,29 @@ def test_unusable_journal_is_a_system_message_and_stdout_holds_only_the_answer(
     assert meta.exists()  # applied; kept because its content could not be recorded
 
 
+def test_a_stop_with_nothing_to_record_never_opens_the_journal(tmp_path: Path) -> None:
+    """No metadata file and nothing a crash left: the journal is not opened, so a journal that
+    cannot open is not the person's business at every such stop; a stop that settles a deletion
+    a crash left aside opens it (to see whether it holds that content) and says so."""
+    root = project(tmp_path / "proj", TASKS, artifacts=[259])
+    config = tmp_path / "user.toml"
+    config.write_text('[journal]\npath = "/dev/null/not-a-dir/journal.db"\n', encoding="utf-8")
+    env = {"POSTFLIGHTD_CONFIG": str(config)}
+    stop = {"cwd": str(root), "stop_hook_active": False}
+    out = hook(stop, env)
+    assert out.returncode == 0, out.stderr
+    assert one_object(out) == {}
+    aside = (
+        root / "specs" / "259_prove_completeness" / "..return-meta.json.999999.0badc0de.deleting"
+    )
+    aside.write_text(json.dumps(researched_doc()), encoding="utf-8")
+    out = hook(stop, env)
+    answer = one_object(out)
+    assert "journal is unavailable" in answer["systemMessage"]
+    assert b"restored" in out.stderr
+    assert (aside.parent / ".return-meta.json").exists()  # not in the journal: processed again
+
+
 def test_bad_project_config_is_a_system_message_never_exit_2(tmp_path: Path) -> None:
     """The user's broken .postflightd.toml is not the agent's to fix: systemMessage, exit 0."""
     root = project(tmp_path / "proj", TASKS, artifacts=[259])

@@ -19,11 +19,10 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import closing
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from postflightd.config import Config, policy_from
 from postflightd.fs.locks import LockTimeoutError
@@ -31,7 +30,6 @@ from postflightd.hooks.ownership import Ownership
 from postflightd.hooks.reported import Reported, content_key
 from postflightd.hooks.reported import default_path as default_reported_path
 from postflightd.inert import inert
-from postflightd.journal.database import Journal
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project, foreign_owner
@@ -40,6 +38,7 @@ from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.words import counted
 
 if TYPE_CHECKING:
+    from postflightd.journal.database import Journal
     from postflightd.pipeline.results import FileReport
 
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
@@ -56,9 +55,9 @@ MAX_OTHERS_NAMED: Final = 3
 Whose = Callable[[float, float], Ownership]
 
 
-class StopRequest(NamedTuple):
-    """One stop, whatever the runtime: what ``answer`` needs. (These three are named tuples:
-    the hook runs at every stop, and a frozen dataclass compiles its methods at import.)"""
+@dataclass(frozen=True, slots=True)
+class StopRequest:
+    """One stop, whatever the runtime: what ``answer`` needs."""
 
     #: where to look for the project, in order (``project_starts``: the runtime's project
     #: directory or workspace roots, the agent's cwd only within them)
@@ -93,7 +92,8 @@ def _inside(path: Path, directory: Path) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(directory))
 
 
-class Verdict(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Verdict:
     """The decision, before a runtime's protocol renders it."""
 
     #: what the agent must repair before stopping; None lets it stop
@@ -102,7 +102,8 @@ class Verdict(NamedTuple):
     message: str | None = None
 
 
-class Runtime(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Runtime:
     """A runtime's protocol: its stdin parsed, the Verdict rendered, its exit codes."""
 
     name: str
@@ -387,20 +388,30 @@ def _apply(
     """Every valid final file applied; None when the project lock stayed busy (said in
     ``problems``: the files are kept for the next run)."""
     reports: list[FileReport] = []
-    with closing(open_journal(config)) as journal:
-        if not journal.enabled:
-            problems.append(
-                f"the journal is unavailable ({journal.error}); postflight went on without it"
-            )
-        now = datetime.now(UTC)
-        try:
-            for note in clean_litter(project, config, journal):
-                print(f"postflightd: {inert(note)}", file=sys.stderr)
-            if settled or young:
-                reports += _apply_found(project, config, settled, young, journal, now)
-        except LockTimeoutError as exc:
-            problems.append(f"{exc}; the metadata files are kept for the next run")
-            return None
+    opened: list[Journal] = []
+
+    def journal() -> Journal:
+        # Opened when first needed: most stops have nothing to record.
+        if not opened:
+            opened.append(open_journal(config))
+            if not opened[0].enabled:
+                problems.append(
+                    f"the journal is unavailable ({opened[0].error}); postflight went on without it"
+                )
+        return opened[0]
+
+    now = datetime.now(UTC)
+    try:
+        for note in clean_litter(project, config, journal):
+            print(f"postflightd: {inert(note)}", file=sys.stderr)
+        if settled or young:
+            reports += _apply_found(project, config, settled, young, journal(), now)
+    except LockTimeoutError as exc:
+        problems.append(f"{exc}; the metadata files are kept for the next run")
+        return None
+    finally:
+        for each in opened:
+            each.close()
     return reports
 
 

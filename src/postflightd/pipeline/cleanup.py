@@ -8,7 +8,7 @@ the journal holds the file's content (``clean_litter``).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from postflightd.config import Config
@@ -23,13 +23,13 @@ from postflightd.fs.litter import (
     settle_leftover,
 )
 from postflightd.fs.locks import LockTimeoutError, project_lock
-from postflightd.journal.database import Journal, content_text
 from postflightd.models.files import LOOP_GUARD_NAME, MARKER_NAME, META_NAME
 from postflightd.pipeline.unrecordable import printable
 from postflightd.project.metafiles import parse_task_dir
 from postflightd.project.root import Project, os_problem
 
 if TYPE_CHECKING:
+    from postflightd.journal.database import Journal
     from postflightd.pipeline.results import FileReport
 
 
@@ -83,7 +83,7 @@ def delete_applied(project: Project, report: FileReport) -> bool:
 def clean_litter(
     project: Project,
     config: Config,
-    journal: Journal,
+    journal: Journal | Callable[[], Journal],
     task_dirs: Iterable[str] | None = None,
 ) -> list[str]:
     """Remove what a killed postflightd left behind; one line per file, for the log.
@@ -92,7 +92,8 @@ def clean_litter(
     A metadata file renamed aside for deletion (``..return-meta.json.PID.HEX.deleting``) goes
     only when the journal holds a ``postflighted`` row with exactly its content; otherwise it
     is put back as ``.return-meta.json`` (processed again, which is harmless), or kept when a
-    newer file took that name. ``task_dirs``: the task directories to look in (None: all).
+    newer file took that name. ``journal``: the journal, or what opens it, called only for
+    such a file. ``task_dirs``: the task directories to look in (None: all).
     Takes the project lock.
     """
     specs = project.specs
@@ -135,15 +136,25 @@ def _task_dir_names(specs: Directory) -> list[str]:
 
 
 def _settle(
-    project: Project, config: Config, journal: Journal, task: Directory, leftover: Leftover
+    project: Project,
+    config: Config,
+    journal: Journal | Callable[[], Journal],
+    task: Directory,
+    leftover: Leftover,
 ) -> str:
     """Finish or undo one interrupted deletion in ``task``, checking the journal first."""
+    # Here, not at the top: the hook cleans up at every stop, and most stops find nothing
+    # to settle and open no journal (sqlite3 and the journal's module: a tenth of such a stop).
+    from postflightd.journal.database import content_text
+
     rel = printable(str(leftover.path.relative_to(project.root)))
     raw = read_leftover(task, leftover, config.validation.max_file_bytes)
     recorded = False
     if raw is not None:
         meta = leftover.path.with_name(META_NAME)
         parsed = parse_task_dir(meta.parent.name)
+        if callable(journal):
+            journal = journal()
         row = journal.last_postflighted(
             root=str(project.root),
             file=meta.relative_to(project.root).as_posix(),
