@@ -30,6 +30,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Final, Literal
 
+import platformdirs
+
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
@@ -332,9 +334,7 @@ _SECTIONS: Final[dict[str, type[_Section]]] = {
 
 
 def user_config_path() -> Path:
-    from platformdirs import user_config_path as _ucp
-
-    return _ucp(APP_NAME) / "config.toml"
+    return platformdirs.user_config_path(APP_NAME) / "config.toml"
 
 
 def load_config(explicit: str | None = None, roots: Sequence[Path] | None = None) -> Config:

@@ -8,6 +8,7 @@ everything that stops a command early is an exception mapped here.
 
 from __future__ import annotations
 
+import os
 import sys
 from enum import IntEnum
 
@@ -100,8 +101,6 @@ def internal_error_text(exc: BaseException) -> str:
 
 
 def _discard_stdout() -> None:
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -112,6 +111,8 @@ def _discard_stdout() -> None:
 
 def write_crash_log(exc: BaseException) -> str:
     """Write the traceback of an unexpected error to the crash log; return where it went."""
+    # Imported here: only a crash needs them, and this module is imported by every command
+    # (tempfile, traceback and platformdirs are a tenth of a stop's start-up).
     import tempfile
     import traceback
     from datetime import UTC, datetime

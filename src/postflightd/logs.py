@@ -16,6 +16,7 @@ a journal query can follow one task or one agent session.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
@@ -70,8 +71,6 @@ _PRIORITY: Final = {
 
 def under_journald(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
     """True when ``stream`` is the journal stream systemd connected ($JOURNAL_STREAM)."""
-    import os
-
     value = (os.environ if env is None else env).get("JOURNAL_STREAM", "")
     dev, _, ino = value.partition(":")
     if not (dev.isdigit() and ino.isdigit()):

@@ -7,7 +7,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
+from postflightd.config import policy_from
+from postflightd.durations import parse_since
 from postflightd.errors import UsageError
+from postflightd.rules.findings import UnknownCodeError
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
@@ -53,9 +56,6 @@ def policy(
     config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
 ) -> Policy:
     """The configuration's policy with ``--select``/``--ignore``/``--strict`` applied."""
-    from postflightd.config import policy_from
-    from postflightd.rules.findings import UnknownCodeError
-
     try:
         return policy_from(config, select, ignore, strict)
     except UnknownCodeError as exc:
@@ -64,8 +64,6 @@ def policy(
 
 def parse_since_arg(text: str, now: datetime) -> datetime | None:
     """``--since``: a duration back (30m, 2h, 7d), a date, or ``all`` (None)."""
-    from postflightd.durations import parse_since
-
     try:
         return parse_since(text, now)
     except ValueError as exc:

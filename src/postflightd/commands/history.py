@@ -13,6 +13,7 @@ from postflightd.commands.arguments import add_format, open_journal, parse_since
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import Observation, format_ts
+from postflightd.project.root import project_marker, why_not_a_directory
 from postflightd.report.runs import Run, RunKey, fold, no_runs_recorded, observation_row
 from postflightd.reporters.history import REPORTERS, History
 from postflightd.reporters.style import Options
@@ -21,8 +22,6 @@ from postflightd.reporters.style import Options
 def _known_root(raw: str, root: Path, config_path: str | None) -> None:
     """``--root`` with no rows: fine for a project (nothing recorded yet), a usage error for a
     directory that is none, so that a mistyped path is not an empty, green answer."""
-    from postflightd.project.root import project_marker, why_not_a_directory
-
     if not root.is_dir():
         raise UsageError(
             f"--root {raw}: {why_not_a_directory(root)}, and the journal has no runs of it"

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from platformdirs import user_state_path
+
 from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
 from postflightd.logs import get_logger
@@ -25,8 +27,6 @@ log = get_logger()
 
 
 def _notes_dir() -> Path:
-    from platformdirs import user_state_path
-
     return user_state_path("postflightd")
 
 

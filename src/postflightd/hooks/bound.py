@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from platformdirs import user_state_path
+
 from postflightd.fs.atomic import Snapshot, replace_if_unchanged
 from postflightd.fs.directory import Directory, StoreError
 
@@ -36,8 +38,6 @@ MAX_BYTES: Final = 2 * MAX_KEYS * 72
 
 def default_path() -> Path:
     """``<user state dir>/postflightd/hook-blocks`` (platformdirs)."""
-    from platformdirs import user_state_path
-
     return user_state_path("postflightd") / FILE_NAME
 
 

@@ -323,6 +323,7 @@ def _bounded(
     back while the runtime's guard allows it and postflightd's bound (``hooks.bound``) is not
     reached; the others are said to the person, who is otherwise never told that the agent
     stopped with its file still invalid."""
+    # With a file of the agent's own only (module docstring): most stops have none.
     from postflightd.hooks.bound import MAX_BLOCKS, Blocks, block_key
     from postflightd.hooks.bound import default_path as default_blocks_path
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
 
+from platformdirs import user_state_path
+
 from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
 
@@ -25,8 +27,6 @@ MAX_BYTES: Final = 2 * MAX_KEYS * 65
 
 def default_path() -> Path:
     """``<user state dir>/postflightd/hook-reported`` (platformdirs)."""
-    from platformdirs import user_state_path
-
     return user_state_path("postflightd") / FILE_NAME
 
 

@@ -32,6 +32,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Self, get_args
 
+from platformdirs import user_state_path
+
 from postflightd.inert import clip
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
@@ -74,8 +76,6 @@ log = get_logger()
 
 def default_journal_path() -> Path:
     """``<user state dir>/postflightd/journal.sqlite3`` (platformdirs)."""
-    from platformdirs import user_state_path
-
     return user_state_path(APP_NAME) / FILE_NAME
 
 

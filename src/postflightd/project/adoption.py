@@ -24,6 +24,7 @@ from postflightd.errors import UsageError
 from postflightd.fs.directory import Directory, open_specs
 from postflightd.models.files import META_NAME, parse_json
 from postflightd.models.terms import Status
+from postflightd.project.metafiles import find_metadata_files, task_order
 
 #: Where an agent runtime keeps the prompts and scripts that make up a workflow: Claude Code's
 #: skills, agents, commands and hook scripts; OpenCode's, Codex's, Gemini's and Cursor's whole
@@ -294,8 +295,6 @@ def _open_specs(root: Directory, specs_dir: str) -> Directory:
 
 def _leftovers(root: Directory, specs_dir: str) -> tuple[str, ...]:
     """The metadata files whose status is final: a run that ended, its file never applied."""
-    from postflightd.project.metafiles import find_metadata_files, task_order
-
     try:
         specs = _open_specs(root, specs_dir)
     except OSError:

@@ -8,6 +8,7 @@ holds that descriptor open: every caller opens it in a ``with`` block, which clo
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -221,8 +222,6 @@ def require_own_project(root: Path, specs_dir: str) -> None:
 
 
 def _user_name(uid: int) -> str:
-    import pwd  # only to word a refusal
-
     try:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:

@@ -8,12 +8,17 @@ What goes into each agent runtime's own files is ``hook_files``'.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from postflightd.errors import UsageError
+from postflightd.fs.atomic import atomic_write
+from postflightd.fs.directory import Directory, RefusedError, StoreError
+from postflightd.fs.litter import remove_stale_temps
 from postflightd.inert import inert_diff
 from postflightd.project.hook_files import (
     CLAUDE,
@@ -24,9 +29,6 @@ from postflightd.project.hook_files import (
     packaged_plugin,
 )
 from postflightd.words import joined
-
-if TYPE_CHECKING:
-    from postflightd.fs.directory import Directory
 
 GITIGNORE_NAME: Final = ".gitignore"
 CONFIG_NAME: Final = ".postflightd.toml"
@@ -280,10 +282,6 @@ def _parent(root: Path, rel: str, *, create: bool) -> Directory:
     """The directory holding ``rel`` (``.claude`` for its settings), opened through the file
     layer: a directory on the way that is a link (out of the project) is refused, one that is
     missing is created, or with ``create=False`` is a FileNotFoundError."""
-    import os
-
-    from postflightd.fs.directory import Directory
-
     current = Directory.anchor(root)
     try:
         for part in PurePosixPath(rel).parts[:-1]:
@@ -304,9 +302,6 @@ def _parent(root: Path, rel: str, *, create: bool) -> Directory:
 
 def read_project_text(root: Path, rel: str) -> str | None:
     """The text of ``rel`` under ``root`` (None: absent), read through the file layer."""
-    from postflightd.errors import UsageError
-    from postflightd.fs.directory import RefusedError
-
     path = root / rel
     try:
         with _parent(root, rel, create=False) as directory:
@@ -335,10 +330,6 @@ def read_project_text(root: Path, rel: str) -> str | None:
 
 def write_project_text(root: Path, rel: str, text: str) -> None:
     """Replace ``rel`` atomically (temporary file, fsync, rename), keeping its permissions."""
-    from postflightd.fs.atomic import atomic_write
-    from postflightd.fs.directory import StoreError
-    from postflightd.fs.litter import remove_stale_temps
-
     name = PurePosixPath(rel).name
     with _parent(root, rel, create=True) as directory:
         try:

@@ -16,10 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from postflightd.config import Config, load_config
 from postflightd.errors import ConfigError, UsageError
 from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
-from postflightd.journal.database import JournalKind
+from postflightd.journal.database import JournalKind, journal_path
+from postflightd.project.root import project_marker, why_not_a_directory
 from postflightd.report.figures import Report, Tally, build_report, tally
 from postflightd.report.runs import Runs, fold
 
@@ -222,9 +224,6 @@ def _root_arg(raw: str) -> str:
 def _known_root(raw: str, root: Path, conn: sqlite3.Connection, config_path: str | None) -> None:
     """A ROOT asked for is a project, or one the journal has runs of (a project since moved
     or removed); anything else is a usage error: a mistyped path must not report nothing."""
-    from postflightd.config import load_config
-    from postflightd.project.root import project_marker, why_not_a_directory
-
     if root.is_dir() and project_marker(root, lambda rs: load_config(config_path, rs)):
         return
     # Not indexed by root: a full scan, but only for a ROOT that is no project.
@@ -243,10 +242,6 @@ def make_report(
     roots: Sequence[str], since: datetime | None, config_path: str | None, now: datetime
 ) -> tuple[Report, list[str]]:
     """The report and notes for stderr (roots whose configuration could not be read)."""
-    from postflightd.config import Config, load_config
-    from postflightd.journal.database import journal_path
-    from postflightd.project.root import why_not_a_directory
-
     wanted = [_root_arg(r) for r in roots]
     # The journal's path comes from the user's configuration, as for `history`.
     config = load_config(config_path)

@@ -7,8 +7,11 @@ every registered code has an entry here.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Final
+
+from postflightd.rules.findings import RULES
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,8 +459,6 @@ EXPLANATIONS: Final[dict[str, Explanation]] = {
 
 def explain(code: str) -> str:
     """The text ``postflightd rules CODE`` prints."""
-    from postflightd.rules.findings import RULES
-
     rule = RULES[code]
     ex = EXPLANATIONS[code]
     return (
@@ -470,8 +471,6 @@ def explain(code: str) -> str:
 
 
 def _indent(text: str) -> str:
-    import textwrap
-
     if "\n" in text or text.startswith(("{", '"', "[", "specs/", "`")):
         return textwrap.indent(text, "    ")
     return textwrap.fill(
