@@ -20,6 +20,7 @@ from helpers.project import project, write_meta
 from helpers.waiting import wait_until
 from postflightd import cli
 from postflightd.cli import main
+from postflightd.commands.hook import RUNTIME_NAMES
 from postflightd.errors import ExitCode, UsageError, exit_code_of
 from postflightd.fs import faults
 from postflightd.fs.directory import StoreError
@@ -439,3 +440,24 @@ def test_rules_takes_a_code_with_or_without_its_prefix(
 def test_rules_of_an_unknown_number_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["rules", "999"]) == 2
     assert "unknown rule code 'PF999'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        *(["hook", name] for name in RUNTIME_NAMES),
+        ["hook", "claude", "--config", "c.toml"],
+        ["hook", "vim"],
+        ["hook"],
+        ["scan", "claude"],
+        ["--version", "claude"],
+    ],
+)
+def test_the_hook_command_line_is_read_as_the_parser_reads_it(words: list[str]) -> None:
+    """``hook RUNTIME`` skips the parser at every stop: it must mean just what the parser makes
+    of it, and any other command line goes to the parser."""
+    plain = cli._plain_hook(words)
+    if words[0] == "hook" and len(words) == 2 and words[1] in RUNTIME_NAMES:
+        assert plain == cli.parser().parse_known_args(words)[0]
+    else:
+        assert plain is None

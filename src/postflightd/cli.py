@@ -98,22 +98,19 @@ def parser(*, whole: bool = False) -> argparse.ArgumentParser:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    top = parser()
-    if COMPLETING_ENV in os.environ:
-        # The shell's completion function is asking (argcomplete's protocol): it makes the
-        # parser of the command being completed alone.
-        from postflightd.commands.completion import complete_and_exit
+    words = sys.argv[1:] if argv is None else argv
+    completing = COMPLETING_ENV in os.environ
+    args = None if completing else _plain_hook(words)
+    top = None
+    if args is None:
+        top = parser()
+        if completing:
+            # The shell's completion function is asking (argcomplete's protocol): it makes the
+            # parser of the command being completed alone.
+            from postflightd.commands.completion import complete_and_exit
 
-        complete_and_exit(top)
-    args, extra = top.parse_known_args(argv)
-    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    command: argparse.ArgumentParser = sub._name_parser_map[args.command] if args.command else top
-    check = getattr(command_module(args.command), "without_effect", None) if args.command else None
-    if extra or (check is not None and (problem := check(args)) is not None):
-        from postflightd.commands.arguments import unrecognized
-
-        # The command's own usage, not the top-level one argparse gives an unknown option.
-        command.error(unrecognized(command, extra) if extra else problem)
+            complete_and_exit(top)
+        args = _parsed(top, words)
     from postflightd.logs import command_logging
 
     # Once, for every command, on stderr: structlog's default prints to stdout, where a
@@ -124,12 +121,36 @@ def _run(argv: Sequence[str] | None) -> int:
             from postflightd.fs.faults import fault_point
 
             fault_point("command")
-        if args.command is None:
+        if top is not None and args.command is None:
             from postflightd.errors import ExitCode
 
             top.print_help(sys.stderr)
             return int(ExitCode.USAGE)
         return int(command_module(args.command).run(args))
+
+
+def _plain_hook(words: Sequence[str]) -> argparse.Namespace | None:
+    """``hook RUNTIME`` alone, as ``init`` writes it into each runtime's settings, read as the
+    parser reads it (a test holds the two equal) without making one: it runs at every agent
+    stop, and making the parser (its messages import ``locale``) is 8 million instructions of
+    a stop with nothing to do. None for any other command line."""
+    if len(words) == 2 and words[0] == "hook" and words[1] in command_module("hook").RUNTIME_NAMES:
+        return argparse.Namespace(command="hook", runtime=words[1], config=None)
+    return None
+
+
+def _parsed(top: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The command line parsed by ``top``, or the command's usage error (exit 2)."""
+    args, extra = top.parse_known_args(words)
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    command: argparse.ArgumentParser = sub._name_parser_map[args.command] if args.command else top
+    check = getattr(command_module(args.command), "without_effect", None) if args.command else None
+    if extra or (check is not None and (problem := check(args)) is not None):
+        from postflightd.commands.arguments import unrecognized
+
+        # The command's own usage, not the top-level one argparse gives an unknown option.
+        command.error(unrecognized(command, extra) if extra else problem)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

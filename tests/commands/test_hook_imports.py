@@ -31,6 +31,8 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.gemini",
     "postflightd.hooks.opencode",
     "postflightd.hooks.rollout",
+    # the parser's messages: the hook's command line is read without making one
+    "locale",
     # the journal, opened only when something is to be recorded
     "sqlite3",
     "postflightd.journal",
