@@ -31,6 +31,11 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.gemini",
     "postflightd.hooks.opencode",
     "postflightd.hooks.rollout",
+    # whose files they are, asked only of files found; the other runtimes' input shapes
+    "postflightd.hooks.ownership",
+    "postflightd.hooks.transcript",
+    "postflightd.hooks.copilot",
+    "postflightd.hooks.cursor",
     # the parser's messages: the hook's command line is read without making one
     "locale",
     # the journal, opened only when something is to be recorded
@@ -82,8 +87,9 @@ def test_a_stop_with_no_metadata_file_imports_no_pipeline(
     answer, modules = _stop(root)
     assert answer == {}
     assert _loaded(modules, NOT_FOR_AN_EMPTY_STOP) == []
-    # the protocol asked for, and the callers it answers for (Copilot CLI, Cursor)
-    assert {"postflightd.hooks.claude", "postflightd.hooks.copilot"} <= modules
+    # the protocol asked for (the callers it answers for, Copilot CLI and Cursor, only for
+    # their own input)
+    assert "postflightd.hooks.claude" in modules
 
 
 def test_a_stop_with_a_final_file_still_applies_it(tmp_path: Path) -> None:

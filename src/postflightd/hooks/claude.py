@@ -33,12 +33,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from postflightd.hooks import copilot, cursor
 from postflightd.hooks.decision import Runtime, StopRequest, decision_answer, project_starts
-from postflightd.hooks.ownership import Ownership, ownership, transcripts_of
 from postflightd.hooks.stdin import directory, flag, text
+
+if TYPE_CHECKING:
+    from postflightd.hooks.ownership import Ownership
 
 #: Keys only Cursor's input has.
 CURSOR_KEYS: Final = frozenset({"conversation_id", "workspace_roots", "loop_count"})
@@ -53,14 +54,14 @@ def parse(doc: Mapping[str, Any], env: Mapping[str, str]) -> StopRequest:
     cwd = directory(doc, "cwd")
     active = flag(doc, "stop_hook_active")
     event = text(doc, "hook_event_name")
-    paths = transcripts_of(
-        event,
-        text(doc, "transcript_path"),
-        text(doc, "agent_transcript_path"),
-        text(doc, "session_id"),
-    )
+    transcript, agent_transcript = text(doc, "transcript_path"), text(doc, "agent_transcript_path")
 
     def whose(timeout_s: float, now: float) -> Ownership:
+        # Asked only of a stop that found files: most find none, and skip the transcripts'
+        # listing and the ownership module with its records.
+        from postflightd.hooks.ownership import ownership, transcripts_of
+
+        paths = transcripts_of(event, transcript, agent_transcript, text(doc, "session_id"))
         return ownership(paths, timeout_s, now)
 
     project_dir = env.get("CLAUDE_PROJECT_DIR")
@@ -79,9 +80,14 @@ RUNTIME: Final = Runtime("claude", parse, decision_answer)
 def caller(doc: Mapping[str, Any]) -> Runtime:
     """Whose protocol the input of ``hook claude`` is in: Cursor's, Copilot CLI's, or Claude
     Code's (any other shape, as before)."""
+    # Each module imported only for its own input: Claude Code's stop needs neither.
     if CURSOR_KEYS & doc.keys():
+        from postflightd.hooks import cursor
+
         return cursor.RUNTIME
     copilot_shaped = (COPILOT_KEYS | COPILOT_SNAKE_KEYS) & doc.keys()
     if copilot_shaped or doc.get("hook_event_name") in COPILOT_EVENTS:
+        from postflightd.hooks import copilot
+
         return copilot.RUNTIME
     return RUNTIME

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from postflightd.config import Config, policy_from
 from postflightd.fs.locks import LockTimeoutError
-from postflightd.hooks.ownership import Ownership
 from postflightd.hooks.reported import Reported, content_key
 from postflightd.hooks.reported import default_path as default_reported_path
 from postflightd.inert import inert
@@ -38,6 +37,7 @@ from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.words import counted
 
 if TYPE_CHECKING:
+    from postflightd.hooks.ownership import Ownership
     from postflightd.journal.database import Journal
     from postflightd.pipeline.results import FileReport
 
@@ -52,7 +52,7 @@ MAX_SETTLE_WAIT_S: Final = 1.0
 MAX_OTHERS_NAMED: Final = 3
 
 #: The rule telling the agent's own files, given the operation's timeout and the time now.
-Whose = Callable[[float, float], Ownership]
+Whose = Callable[[float, float], "Ownership"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,9 +279,11 @@ def _postflight(
     files, a ``systemMessage`` naming other runs' invalid files once."""
     refs = list(find_metadata_files(project.require_specs()))
     now_s = time.time()
-    operation = operation_of(None, request.agent_type)
-    rule = request.whose(timeout_for(operation, asdict(config.timeouts)), now_s)
-    own = {r.path for r in refs if rule.owns(r.task_dir, _mtime(r.path), now_s)}
+    own: set[Path] = set()
+    if refs:  # whose files they are: asked only of files found (it may read transcripts)
+        operation = operation_of(None, request.agent_type)
+        rule = request.whose(timeout_for(operation, asdict(config.timeouts)), now_s)
+        own = {r.path for r in refs if rule.owns(r.task_dir, _mtime(r.path), now_s)}
     settled, young = settled_split(refs, config.watch.settle_ms / 1000)
     problems: list[str] = []
     if config.hook.apply:
