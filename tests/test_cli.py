@@ -454,10 +454,12 @@ def test_rules_of_an_unknown_number_is_a_usage_error(capsys: pytest.CaptureFixtu
     ],
 )
 def test_the_hook_command_line_is_read_as_the_parser_reads_it(words: list[str]) -> None:
-    """``hook RUNTIME`` skips the parser at every stop: it must mean just what the parser makes
+    """``hook RUNTIME`` skips argparse at every stop: it must mean just what the parser makes
     of it, and any other command line goes to the parser."""
-    plain = cli._plain_hook(words)
+    runtime = cli._plain_hook(words)
     if words[0] == "hook" and len(words) == 2 and words[1] in RUNTIME_NAMES:
-        assert plain == cli.parser().parse_known_args(words)[0]
+        # the shortcut runs run_hook(runtime, config_path=None), as hook's run does with this
+        parsed = argparse.Namespace(command="hook", runtime=runtime, config=None)
+        assert cli.parser().parse_known_args(words) == (parsed, [])
     else:
-        assert plain is None
+        assert runtime is None

@@ -8,7 +8,6 @@ command, a hook or a scan its own alone (all would cost 7 ms of a start-up kept 
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
@@ -18,6 +17,7 @@ from postflightd import __version__
 #: ``typing.TYPE_CHECKING``, without importing typing (3 ms of ``--version``'s start-up).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from types import ModuleType
     from typing import NoReturn
 
@@ -53,33 +53,47 @@ def command_module(name: str) -> ModuleType:
     return __import__(f"postflightd.commands.{name.replace('-', '_')}", fromlist=["run"])
 
 
-class _Parser(argparse.ArgumentParser):
-    """The parser of postflightd and of each command, made with ``allow_abbrev=False``: an
-    abbreviation accepted today would change meaning the day another option starts the same
-    way (``--statistic``), and a CI job would not notice."""
+def _parser_class() -> type[argparse.ArgumentParser]:
+    """The class of postflightd's parser and of each command's. Made here, on the first
+    parser, not at import: the stop hook makes none (``_plain_hook``), and argparse with
+    ``gettext`` is 8 million instructions of a stop with nothing to do."""
+    import argparse
 
-    def error(self, message: str) -> NoReturn:
-        """argparse's error, with the command meant by a near miss (``scna``), as options get."""
-        if message.startswith(prefix := "argument COMMAND: invalid choice: "):
-            given = message[len(prefix) :].split(" (choose from", 1)[0].strip("'\"")
-            from postflightd.commands.arguments import meant
+    class _Parser(argparse.ArgumentParser):
+        """The parser of postflightd and of each command, made with ``allow_abbrev=False``:
+        an abbreviation accepted today would change meaning the day another option starts the
+        same way (``--statistic``), and a CI job would not notice."""
 
-            message += meant(given, COMMANDS, 0.6)
-        super().error(message)
+        def error(self, message: str) -> NoReturn:
+            """argparse's error, with the command meant by a near miss (``scna``), as options
+            get."""
+            if message.startswith(prefix := "argument COMMAND: invalid choice: "):
+                given = message[len(prefix) :].split(" (choose from", 1)[0].strip("'\"")
+                from postflightd.commands.arguments import meant
+
+                message += meant(given, COMMANDS, 0.6)
+            super().error(message)
+
+    return _Parser
 
 
-class _Parsers(dict[str, _Parser]):
+class _Parsers(dict[str, "argparse.ArgumentParser"]):
     """The commands' parsers by name, each made by its module when argparse first asks for it."""
 
-    def __missing__(self, name: str) -> _Parser:
-        parser = self[name] = _Parser(prog=f"postflightd {name}", allow_abbrev=False)
+    def __init__(self, make: type[argparse.ArgumentParser]) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, name: str) -> argparse.ArgumentParser:
+        parser = self[name] = self.make(prog=f"postflightd {name}", allow_abbrev=False)
         command_module(name).add_arguments(parser)
         return parser
 
 
 def parser(*, whole: bool = False) -> argparse.ArgumentParser:
     """The parser; ``whole``: every command's parser made now (the docs list them all)."""
-    top = _Parser(
+    make = _parser_class()
+    top = make(
         prog="postflightd",
         allow_abbrev=False,
         description="Validate AI agents' .return-meta.json files and apply their outcome to "
@@ -90,7 +104,7 @@ def parser(*, whole: bool = False) -> argparse.ArgumentParser:
     # Names, not parsers, are argparse's (and argcomplete's) choices: it only checks and lists
     # them, and no parser is made for that.
     sub.choices = {name: name for name in COMMANDS}  # type: ignore[misc]
-    sub._name_parser_map = _Parsers()
+    sub._name_parser_map = _Parsers(make)
     sub._choices_actions = [sub._ChoicesPseudoAction(n, (), h) for n, h in COMMANDS.items()]
     for name in COMMANDS if whole else ():
         sub._name_parser_map[name]  # made now
@@ -100,9 +114,8 @@ def parser(*, whole: bool = False) -> argparse.ArgumentParser:
 def _run(argv: Sequence[str] | None) -> int:
     words = sys.argv[1:] if argv is None else argv
     completing = COMPLETING_ENV in os.environ
-    args = None if completing else _plain_hook(words)
-    top = None
-    if args is None:
+    runtime = None if completing else _plain_hook(words)
+    if runtime is None:
         top = parser()
         if completing:
             # The shell's completion function is asking (argcomplete's protocol): it makes the
@@ -121,7 +134,10 @@ def _run(argv: Sequence[str] | None) -> int:
             from postflightd.fs.faults import fault_point
 
             fault_point("command")
-        if top is not None and args.command is None:
+        if runtime is not None:
+            # What commands.hook.run does with the Namespace the parser makes of these words.
+            return int(command_module("hook").run_hook(runtime, config_path=None))
+        if args.command is None:
             from postflightd.errors import ExitCode
 
             top.print_help(sys.stderr)
@@ -129,18 +145,21 @@ def _run(argv: Sequence[str] | None) -> int:
         return int(command_module(args.command).run(args))
 
 
-def _plain_hook(words: Sequence[str]) -> argparse.Namespace | None:
-    """``hook RUNTIME`` alone, as ``init`` writes it into each runtime's settings, read as the
-    parser reads it (a test holds the two equal) without making one: it runs at every agent
-    stop, and making the parser (its messages import ``locale``) is 8 million instructions of
-    a stop with nothing to do. None for any other command line."""
+def _plain_hook(words: Sequence[str]) -> str | None:
+    """The runtime of ``hook RUNTIME`` alone, as ``init`` writes it into each runtime's
+    settings, read as the parser reads it (a test holds the two equal) without making one: it
+    runs at every agent stop, and importing argparse and making the parser (its messages
+    import ``locale``) is 16 million instructions of a stop with nothing to do. None for any
+    other command line."""
     if len(words) == 2 and words[0] == "hook" and words[1] in command_module("hook").RUNTIME_NAMES:
-        return argparse.Namespace(command="hook", runtime=words[1], config=None)
+        return words[1]
     return None
 
 
 def _parsed(top: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
     """The command line parsed by ``top``, or the command's usage error (exit 2)."""
+    import argparse
+
     args, extra = top.parse_known_args(words)
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     command: argparse.ArgumentParser = sub._name_parser_map[args.command] if args.command else top

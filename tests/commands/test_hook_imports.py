@@ -36,7 +36,8 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.transcript",
     "postflightd.hooks.copilot",
     "postflightd.hooks.cursor",
-    # the parser's messages: the hook's command line is read without making one
+    # argparse and its messages: the hook's command line is read without a parser
+    "argparse",
     "locale",
     # the journal, opened only when something is to be recorded
     "sqlite3",

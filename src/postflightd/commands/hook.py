@@ -8,10 +8,9 @@ metadata files (``hooks.decision``). ``tests/commands/test_hook_imports.py`` che
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.commands.arguments import open_journal
 from postflightd.config import load_config
@@ -19,6 +18,9 @@ from postflightd.errors import ExitCode, PostflightError, internal_error_text
 from postflightd.hooks.decision import Runtime, Verdict, answer, message_of
 from postflightd.hooks.stdin import HookInputError, load_object, read_hook_input
 from postflightd.inert import inert, json_text
+
+if TYPE_CHECKING:
+    import argparse
 
 #: project.hook_files.RUNTIME_NAMES (a test keeps the two equal), named here: the hook runs at
 #: every agent stop, and looking them up would import the set-up layer for it.
