@@ -8,7 +8,6 @@ holds that descriptor open: every caller opens it in a ``with`` block, which clo
 from __future__ import annotations
 
 import os
-import pwd
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +221,9 @@ def require_own_project(root: Path, specs_dir: str) -> None:
 
 
 def _user_name(uid: int) -> str:
+    # Here, not at the top: only to word a refusal, and a system without pwd has none to word.
+    import pwd
+
     try:
         return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
     except KeyError:
