@@ -36,6 +36,8 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.transcript",
     "postflightd.hooks.copilot",
     "postflightd.hooks.cursor",
+    # the task's record: an opened project's artifact probe answers with rules.probe alone
+    "postflightd.rules.context",
     # argparse and its messages: the hook's command line is read without a parser
     "argparse",
     "locale",

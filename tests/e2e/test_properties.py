@@ -19,9 +19,10 @@ from postflightd.models.files import META_NAME, parse_json
 from postflightd.pipeline.check import check_file
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import Project
-from postflightd.rules.context import ArtifactState, TaskContext
+from postflightd.rules.context import TaskContext
 from postflightd.rules.findings import RULES, Finding, Policy, Severity
 from postflightd.rules.metadata import RuleOptions, validate
+from postflightd.rules.probe import ArtifactState
 
 EXAMPLES = [
     json.loads(p.read_text(encoding="utf-8"))

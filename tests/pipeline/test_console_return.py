@@ -27,8 +27,8 @@ from postflightd.pipeline.console_extract import (
     extract_return,
 )
 from postflightd.pipeline.console_return import check_bytes, return_probe
-from postflightd.rules.context import ArtifactState
 from postflightd.rules.findings import RULES, Policy, Severity
+from postflightd.rules.probe import ArtifactState
 
 RETURNS = FIXTURES / "returns"
 METADATA_DOC = REPO / "docs" / "metadata.md"

@@ -29,7 +29,7 @@ from postflightd.project.metafiles import (
     task_order,
 )
 from postflightd.project.state import MAX_STATE_FILES, STATE_CACHE, StateView, load_state
-from postflightd.rules.context import ArtifactState
+from postflightd.rules.probe import ArtifactState
 
 LIMIT = 1024 * 1024
 

@@ -13,9 +13,10 @@ import pytest
 from helpers.documents import SESSION, researched_doc, task_entry
 from postflightd.config import TimeoutsConfig
 from postflightd.models.terms import Status
-from postflightd.rules.context import ArtifactState, TaskContext
+from postflightd.rules.context import TaskContext
 from postflightd.rules.findings import RULES, Finding, Severity
 from postflightd.rules.metadata import RuleOptions, Validation, suggest_status, validate
+from postflightd.rules.probe import ArtifactState
 from postflightd.rules.toolkit import location
 
 NOW = datetime(2026, 1, 28, 12, 0, tzinfo=UTC)

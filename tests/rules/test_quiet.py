@@ -33,8 +33,9 @@ from postflightd.rules import metadata as rules
 from postflightd.rules import toolkit
 from postflightd.rules.clean import is_clean
 from postflightd.rules.conditions import Condition, codes_of, registered
-from postflightd.rules.context import ArtifactState, TaskContext
+from postflightd.rules.context import TaskContext
 from postflightd.rules.metadata import RuleOptions, Validation, validate
+from postflightd.rules.probe import ArtifactState
 from postflightd.rules.quiet_source import expression_of, generated_part, metadata_quiet
 
 NOW = datetime(2026, 11, 26, 12, 0, tzinfo=UTC)

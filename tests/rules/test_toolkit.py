@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from postflightd.rules.context import ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
+from postflightd.rules.probe import ArtifactState
 from postflightd.rules.toolkit import (
     ArtifactContract,
     artifact_rules,

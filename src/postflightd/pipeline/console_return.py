@@ -26,13 +26,13 @@ from postflightd.pipeline.console_extract import (
 )
 from postflightd.project.artifacts import artifact_probe
 from postflightd.rules.console_return import validate_return
-from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import (
     Finding,
     Policy,
     Severity,
     finding,
 )
+from postflightd.rules.probe import ArtifactProbe, ArtifactState
 
 # --- one input, end to end ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Final
 
-from postflightd.rules.context import ArtifactState
+from postflightd.rules.probe import ArtifactState
 
 #: How many resolved directories an artifact probe remembers (``artifact_probe``).
 PROBE_CACHE_DIRS: Final = 4096

@@ -26,9 +26,9 @@ from postflightd.models.console_return import (
     Dialect,
     SubagentReturn,
 )
-from postflightd.rules.context import ArtifactProbe
 from postflightd.rules.findings import Finding, finding
 from postflightd.rules.fixes import guess_status
+from postflightd.rules.probe import ArtifactProbe
 from postflightd.rules.toolkit import (
     ArtifactContract,
     artifact_rules,

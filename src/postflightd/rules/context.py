@@ -1,34 +1,19 @@
 """What validation is told about the project: the task a document belongs to
-(``TaskContext``) and what an artifact path is on disk (``ArtifactProbe``).
+(``TaskContext``; what an artifact path is on disk is ``rules.probe``'s).
 
-Data only. Reading the project fills them (``project.metadata.task_context``,
-``project.artifacts.artifact_probe``); the rules read them. Both sides import this module,
-so reading never imports validation logic and validation never imports reading.
+Data only. Reading the project fills it (``project.metadata.task_context``); the rules read
+it. Both sides import this module, so reading never imports validation logic and validation
+never imports reading.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from typing import Any
 
 from postflightd.rules.findings import Finding
-
-
-class ArtifactState(Enum):
-    OK = "ok"
-    MISSING = "missing"
-    EMPTY = "empty"
-    NOT_A_FILE = "not_a_file"
-    OUTSIDE = "outside"
-    #: a path the system cannot be asked about: the OS cannot encode it (a lone surrogate).
-    UNNAMEABLE = "unnameable"
-
-
-#: Answers what an artifact path (relative to the project root) is on disk.
-ArtifactProbe = Callable[[str], ArtifactState]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ artifacts; then the project checks. Every step runs whatever an earlier one foun
 status hides nothing: ``_judged``), and the findings of a step come in the order of their
 place in the file (``in_file_order``). The checks check-return shares are in ``toolkit``; what
 is left here is one contract's rule set, read top to bottom in that order. What validation is
-told of the project (``TaskContext``, ``ArtifactProbe``) is ``context``'s.
+told of the project is ``context``'s (``TaskContext``) and ``probe``'s (``ArtifactProbe``).
 
 Each rule returns what it found: findings, and where the caller needs more (when the run
 started, whether it is stuck) a small value beside them; ``validate`` assembles the
@@ -44,9 +44,10 @@ from postflightd.models.terms import (
 from postflightd.models.todo_link import MAX_LINK_CHARS, link_too_long
 from postflightd.rules.clean import is_clean, is_clean_but_for_extras
 from postflightd.rules.conditions import condition
-from postflightd.rules.context import ArtifactProbe, ArtifactState, TaskContext
+from postflightd.rules.context import TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.fixes import guess_status, member, status_word
+from postflightd.rules.probe import ArtifactProbe, ArtifactState
 from postflightd.rules.toolkit import (
     SESSION_RE,
     ArtifactContract,

@@ -30,9 +30,9 @@ from typing import Any, Final, TypeGuard, TypeVar
 from postflightd.inert import clip
 from postflightd.models.terms import MAX_DELEGATION_DEPTH
 from postflightd.rules.conditions import condition
-from postflightd.rules.context import ArtifactProbe, ArtifactState
 from postflightd.rules.findings import Finding, Severity, finding
 from postflightd.rules.fixes import fix_path, member, misspelt_field
+from postflightd.rules.probe import ArtifactProbe, ArtifactState
 from postflightd.words import counted
 
 # --- accessors that never raise -------------------------------------------------------------
