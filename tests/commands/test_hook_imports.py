@@ -103,6 +103,8 @@ def test_a_stop_with_a_final_file_still_applies_it(tmp_path: Path) -> None:
     assert task_status(root, 1) == "researched"
     assert not meta_path(root, 1).exists()
     assert "postflightd.pipeline.apply" in modules
+    # a command's summaries of its files (a scan's tally and report, process's result)
+    assert "postflightd.pipeline.summaries" not in modules
 
 
 @pytest.mark.parametrize(

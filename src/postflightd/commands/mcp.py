@@ -325,7 +325,7 @@ class Served:
 
     def _scan_text(self, report: FileReport) -> str:
         """What ``postflightd scan`` prints for this file, from the project's root."""
-        from postflightd.pipeline.results import Tally
+        from postflightd.pipeline.summaries import Tally
         from postflightd.reporters.scan import Scanned, write_text
         from postflightd.reporters.style import Options
 

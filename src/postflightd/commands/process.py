@@ -20,7 +20,8 @@ from postflightd.pipeline.apply import apply_files
 from postflightd.pipeline.check import check_file
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.pipeline.dry_run import preview
-from postflightd.pipeline.results import Outcome, Processed
+from postflightd.pipeline.results import Outcome
+from postflightd.pipeline.summaries import Processed
 from postflightd.project.metafiles import MetaFileRef, parse_task_dir
 from postflightd.project.root import Project, require_own_project, root_of
 from postflightd.reporters.dry_run import report_process_dry_run

@@ -18,7 +18,8 @@ from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.models.files import META_NAME
 from postflightd.pipeline.check import scan_files, state_report
-from postflightd.pipeline.results import FileReport, ScanReport, Tally
+from postflightd.pipeline.results import FileReport
+from postflightd.pipeline.summaries import ScanReport, Tally
 from postflightd.project.root import (
     Project,
     find_project,

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from postflightd.config import Config
 from postflightd.fs.directory import StoreError
@@ -39,7 +40,7 @@ from postflightd.pipeline.records import (
     journal_row,
     write_errors,
 )
-from postflightd.pipeline.results import FileReport, Outcome, Ready, ScanReport
+from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import unrecordable
 from postflightd.postflight.errors_json import ErrorRecord, error_key
 from postflightd.project.metafiles import MetaFileRef
@@ -52,6 +53,9 @@ from postflightd.rules.findings import (
     finding,
     state_unusable,
 )
+
+if TYPE_CHECKING:
+    from postflightd.pipeline.summaries import ScanReport
 
 
 def scan(
@@ -69,6 +73,9 @@ def scan(
     find them from the bytes each report keeps; only the files checked in a forked process
     (whose bytes are not sent back) get them here.
     """
+    # Here, not at the top: the stop hook applies files with this module and no scan report.
+    from postflightd.pipeline.summaries import ScanReport
+
     report = ScanReport(roots=list(roots), strict=policy.strict)
     files = scan_files(report.roots, config, policy, now, only, positions=positions)
     report.files.extend(files.reports(report.notes.append))
@@ -104,6 +111,8 @@ def apply_all(
     only: Only = None,
 ) -> ScanReport:
     """``scan --apply``: validate everything, post-flight every valid final file."""
+    from postflightd.pipeline.summaries import ScanReport  # as in ``scan``
+
     report = ScanReport(roots=list(roots), strict=policy.strict)
     for project, listed in _projects(report, config, only):
         # A deletion a crash interrupted may have put a metadata file back: list again then.

@@ -9,7 +9,8 @@ from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options
 
 if TYPE_CHECKING:
-    from postflightd.pipeline.results import FileReport, Processed
+    from postflightd.pipeline.results import FileReport
+    from postflightd.pipeline.summaries import Processed
 
 
 def report_text(result: Processed, out: TextIO, options: Options | None = None) -> None:

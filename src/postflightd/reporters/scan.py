@@ -20,7 +20,8 @@ from postflightd.words import counted
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from postflightd.pipeline.results import FileReport, ScanReport, Tally
+    from postflightd.pipeline.results import FileReport
+    from postflightd.pipeline.summaries import ScanReport, Tally
     from postflightd.rules.findings import Finding
 
 
