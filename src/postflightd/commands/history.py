@@ -12,7 +12,8 @@ from pathlib import Path
 from postflightd.commands.arguments import add_format, open_journal, parse_since_arg
 from postflightd.config import load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.journal.database import Observation, format_ts
+from postflightd.journal.database import format_ts
+from postflightd.journal.rows import Observation
 from postflightd.project.root import project_marker, why_not_a_directory
 from postflightd.report.runs import Run, RunKey, fold, no_runs_recorded, observation_row
 from postflightd.reporters.history import REPORTERS, History

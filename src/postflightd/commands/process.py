@@ -13,7 +13,8 @@ from pathlib import Path
 from postflightd.commands.arguments import add_code_filters, add_format, open_journal, policy
 from postflightd.config import Config, load_config
 from postflightd.errors import ExitCode, UsageError
-from postflightd.journal.database import Journal, Observation, content_text
+from postflightd.journal.database import Journal, content_text
+from postflightd.journal.rows import Observation
 from postflightd.models.files import META_NAME
 from postflightd.models.terms import Status
 from postflightd.pipeline.apply import apply_files

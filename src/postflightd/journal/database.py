@@ -30,13 +30,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, Self, get_args
+from typing import TYPE_CHECKING, Any, Final, Literal, Self, get_args
 
 from platformdirs import user_state_path
 
 from postflightd.inert import clip
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
+
+if TYPE_CHECKING:
+    from postflightd.journal.rows import Observation, PruneResult
 
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
@@ -91,35 +94,6 @@ class Batch:
     """The outcome of ``Journal.batch``: whether its rows were committed to stable storage."""
 
     committed: bool = False
-
-
-@dataclass(slots=True)
-class PruneResult:
-    """What one ``Journal.prune`` removed."""
-
-    rows: int = 0
-    contents: int = 0
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """One journal row."""
-
-    id: int
-    ts: str
-    kind: str
-    root: str
-    file: str
-    task: int | None
-    session: str | None
-    status: str | None
-    findings: list[dict[str, str]] | None
-    content: str | None
-    #: the file's ``metadata.agent_type`` (journal version 3), on rows without content too
-    agent: str | None = None
-    #: the file was a leftover (PF607, journal version 5): its run has no known duration
-    leftover: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,6 +543,8 @@ class Journal:
         A dropped content leaves its ``postflighted`` row (what was applied, when) with
         ``content`` NULL, which ``history`` shows as pruned.
         """
+        from postflightd.journal.rows import PruneResult  # its readers' (module docstring)
+
         result = PruneResult()
         conn = self._conn
         if conn is None:
@@ -718,6 +694,8 @@ def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, 
 
 
 def _observation(row: tuple[Any, ...]) -> Observation:
+    from postflightd.journal.rows import Observation  # its readers' (module docstring)
+
     (id_, ts, kind, root, file, task, session, status, findings, content, agent, leftover) = row
     return Observation(
         id=int(id_),

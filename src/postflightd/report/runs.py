@@ -30,7 +30,7 @@ from postflightd.runs.lifecycle import operation_of
 from postflightd.timestamps import parse_timestamp
 
 if TYPE_CHECKING:
-    from postflightd.journal.database import Observation
+    from postflightd.journal.rows import Observation
 
 UNKNOWN: Final = "unknown"
 MAX_DURATION_S: Final = 10 * 365 * 86400.0

@@ -23,7 +23,7 @@ from postflightd.reporters.style import Options, display_path
 from postflightd.timestamps import iso_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
-    from postflightd.journal.database import Observation
+    from postflightd.journal.rows import Observation
 
 
 @dataclass(frozen=True, slots=True)
