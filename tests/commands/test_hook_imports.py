@@ -105,6 +105,9 @@ def test_a_stop_with_a_final_file_still_applies_it(tmp_path: Path) -> None:
     assert "postflightd.pipeline.apply" in modules
     # a command's summaries of its files (a scan's tally and report, process's result)
     assert "postflightd.pipeline.summaries" not in modules
+    # a scan's stream of files and its forked checks
+    assert "postflightd.pipeline.stream" not in modules
+    assert "postflightd.pipeline.parallel" not in modules
     # the journal's rows as its readers get them: the stop writes it and reads none
     assert "postflightd.journal.rows" not in modules
 

@@ -17,8 +17,9 @@ from postflightd.config import Config, load_config, load_configs
 from postflightd.errors import ExitCode, UsageError
 from postflightd.inert import inert
 from postflightd.models.files import META_NAME
-from postflightd.pipeline.check import scan_files, state_report
+from postflightd.pipeline.check import state_report
 from postflightd.pipeline.results import FileReport
+from postflightd.pipeline.stream import scan_files
 from postflightd.pipeline.summaries import ScanReport, Tally
 from postflightd.project.root import (
     Project,

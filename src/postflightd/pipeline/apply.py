@@ -31,7 +31,7 @@ from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.journal.database import Journal
 from postflightd.models.terms import Status
-from postflightd.pipeline.check import Only, check_file, check_specs_dir, metadata_refs, scan_files
+from postflightd.pipeline.check import Only, check_file, check_specs_dir, metadata_refs
 from postflightd.pipeline.cleanup import clean_litter, delete_applied
 from postflightd.pipeline.group_commit import commit_outcomes, mark_incomplete
 from postflightd.pipeline.records import (
@@ -73,7 +73,9 @@ def scan(
     find them from the bytes each report keeps; only the files checked in a forked process
     (whose bytes are not sent back) get them here.
     """
-    # Here, not at the top: the stop hook applies files with this module and no scan report.
+    # Here, not at the top: the stop hook applies files with this module, and neither makes a
+    # scan's report nor streams a scan.
+    from postflightd.pipeline.stream import scan_files
     from postflightd.pipeline.summaries import ScanReport
 
     report = ScanReport(roots=list(roots), strict=policy.strict)

@@ -1,4 +1,5 @@
-"""Read and validate: one metadata file (``check_file``), or every file of a scan as a stream.
+"""Read and validate: one metadata file (``check_file``; every file of a scan as a stream is
+``pipeline.stream``'s).
 
 Reads through the project's specs directory (``project.metadata``), validates
 (``rules.metadata``), and keeps
@@ -7,15 +8,13 @@ what the command's policy selects. Nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from datetime import datetime
-from functools import partial
 from pathlib import Path
 
 from postflightd.config import Config
-from postflightd.errors import ConfigError, StateUnusableError
-from postflightd.pipeline.parallel import check_all
+from postflightd.errors import ConfigError
 from postflightd.pipeline.results import FileReport
 from postflightd.project.metadata import Loaded, parsed_task_context, read_task
 from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
@@ -27,9 +26,8 @@ from postflightd.rules.findings import (
     cap_findings,
     finding,
     state_unusable,
-    state_unusable_text,
 )
-from postflightd.rules.metadata import RuleOptions, Validation, prepare_type_check, validate
+from postflightd.rules.metadata import RuleOptions, Validation, validate
 from postflightd.rules.toolkit import get_object, get_str
 from postflightd.rules.toolkit import location as json_location
 
@@ -195,70 +193,6 @@ def _no_specs(project: Project) -> Finding:
 
 #: ``scan FILE ...``: per root, the only metadata files to look at (a root not listed: all)
 Only = Mapping[Path, frozenset[str]] | None
-
-
-@dataclass(frozen=True, slots=True)
-class ScanFiles:
-    """A plain scan's files, checked one at a time as they are asked for.
-
-    The command streams them to its reporter (check, report, forget): memory stays flat in
-    the number of files. ``reports`` gives each root's notes to ``note`` as it reaches them.
-    """
-
-    roots: list[Path]
-    config: Config
-    policy: Policy
-    now: datetime
-    only: Only = None
-    positions: bool = False
-    #: each valid file's typed model is wanted (a dry run applies it); a plain scan, which
-    #: only reports, does without.
-    model: bool = True
-
-    def reports(self, note: Callable[[str], None]) -> Iterator[FileReport]:
-        config = self.config
-        for root in self.roots:
-            with Project.open(root, config, read_only=True) as project:
-                if project.specs is None:
-                    if project.specs_problem is not None:
-                        raise StateUnusableError(project.specs_problem)
-                    note(f"{root}: no {config.specs_dir}/ directory; nothing to scan")
-                    continue
-                refs = metadata_refs(project, self.only)
-                if project.state.exists and not project.state.usable and not refs:
-                    # With metadata files, each carries PF604 and the report shows it once.
-                    note(state_unusable_text(f"{project.root}: {project.state.problem}"))
-                options = rule_options(config, model=self.model)
-                check = partial(
-                    check_file,
-                    project,
-                    config=config,
-                    policy=self.policy,
-                    now=self.now,
-                    options=options,
-                )
-                # The first file that is not clean loads its type check (pydantic-core and a
-                # stored schema, or the models), in each process that meets one: loaded before
-                # the fork, the workers inherit it.
-                prepare = partial(prepare_type_check, options)
-                yield from check_all(refs, check, project.root, self.positions, prepare)
-
-
-def scan_files(
-    roots: Sequence[Path],
-    config: Config,
-    policy: Policy,
-    now: datetime,
-    only: Only = None,
-    *,
-    positions: bool = False,
-    model: bool = True,
-) -> ScanFiles:
-    """``scan``'s files as a stream; a configured specs_dir that is missing raises here, before
-    anything is checked or printed (ConfigError). ``model``: see ``ScanFiles.model``."""
-    for root in roots:
-        check_specs_dir(root, config)
-    return ScanFiles(list(roots), config, policy, now, only, positions, model)
 
 
 def check_specs_dir(root: Path, config: Config) -> None:
