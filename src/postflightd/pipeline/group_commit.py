@@ -135,6 +135,8 @@ def _already_applied(before: Mapping[str, Any], after: Mapping[str, Any]) -> boo
 
 @dataclass(slots=True)
 class Committed:
+    """What one group commit wrote, and what it must still answer for."""
+
     #: errors.json records of the applied outcomes...
     errors: list[ErrorRecord] = field(default_factory=list)
     #: ...and the files they belong to: kept if errors.json cannot be written.

@@ -36,6 +36,9 @@ _ITEM_SEP_RE: Final = re.compile(r'["\d\]}el],( ?)["\d\[{tfn-]')
 
 @dataclass(frozen=True, slots=True)
 class _Style:
+    """How state.json is laid out (its indent, separators and escaping), to write a value
+    the same way."""
+
     indent: str | None  # None: one-line JSON
     item_sep: str
     key_sep: str

@@ -104,6 +104,9 @@ def prepare_type_check(options: RuleOptions) -> None:
 
 @dataclass(frozen=True, slots=True)
 class RuleOptions:
+    """What the configuration tells the rules: each operation's timeout, whether artifacts are
+    looked at on disk, and whether the typed value is wanted."""
+
     timeouts: Mapping[str, float]
     check_artifacts: bool = True
     #: the typed value of a valid document is wanted (postflight applies it); a plain scan,
