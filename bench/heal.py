@@ -38,7 +38,8 @@ from typing import Any
 from machine import describe
 from postflightd.config import Config
 from postflightd.daemon.healer import Healer
-from postflightd.journal.database import Journal, TaskChange, format_ts
+from postflightd.journal.changes import TaskChange
+from postflightd.journal.database import Journal, format_ts
 from postflightd.pipeline.verify import inspect_root
 from postflightd.project.state import load_state
 

@@ -24,12 +24,9 @@ from helpers.needs import require_tool
 from helpers.paths import FIXTURES
 from helpers.project import project, write_meta
 from postflightd.cli import main
-from postflightd.journal.database import (
-    Journal,
-    RecordedChange,
-    TaskChange,
-    default_journal_path,
-)
+from postflightd.journal.changes import TaskChange
+from postflightd.journal.database import Journal, default_journal_path
+from postflightd.journal.rows import RecordedChange
 from postflightd.journal.schema import SCHEMA_VERSION
 from postflightd.pipeline.verify import (
     Tracked,

@@ -35,11 +35,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Self, get_args
 from platformdirs import user_state_path
 
 from postflightd.inert import clip
+from postflightd.journal.changes import TaskChange
 from postflightd.journal.schema import SchemaTooNewError, connect, explain
 from postflightd.logs import get_logger
 
 if TYPE_CHECKING:
-    from postflightd.journal.rows import Observation, PruneResult
+    from postflightd.journal.rows import Observation, PruneResult, RecordedChange
 
 APP_NAME: Final = "postflightd"
 FILE_NAME: Final = "journal.sqlite3"
@@ -94,30 +95,6 @@ class Batch:
     """The outcome of ``Journal.batch``: whether its rows were committed to stable storage."""
 
     committed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class TaskChange:
-    """What one postflight did to its task: the state.json entry before and after, exactly,
-    and the TODO.md edits made for it (each ``{"marker", "links", "completed"}``)."""
-
-    before: Any
-    after: Any
-    todo: Sequence[Mapping[str, Any]] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedChange:
-    """A ``postflighted`` row that recorded its ``TaskChange`` (schema version 2)."""
-
-    id: int
-    ts: str
-    root: str
-    file: str
-    task: int
-    session: str | None
-    status: str | None
-    change: TaskChange
 
 
 def content_text(raw: bytes) -> str:
@@ -424,6 +401,8 @@ class Journal:
             f"todo_edits FROM observations WHERE {kind} = 'postflighted' AND ts >= ? AND id > ? "
             f"AND entry_after IS NOT NULL AND task IS NOT NULL AND root IN ({marks}) ORDER BY id"
         )
+        from postflightd.journal.rows import RecordedChange  # its readers' (module docstring)
+
         rows = self._read(query, (since, after_id, *roots))
         for id_, ts, root, file, task, session, status, before, after, todo in rows:
             try:

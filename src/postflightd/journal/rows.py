@@ -1,4 +1,5 @@
-"""The journal's rows as its readers get them, an observation, and what a pruning removed.
+"""The journal's rows as its readers get them: an observation, a recorded change, and what a
+pruning removed.
 
 Apart from ``journal.database``, which imports them where it makes them: a stop that applies
 a file writes the journal and reads none of these, and each record's class made at start-up
@@ -8,6 +9,10 @@ is about 4.5 million instructions of that stop.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from postflightd.journal.changes import TaskChange
 
 
 @dataclass(slots=True)
@@ -37,3 +42,17 @@ class Observation:
     agent: str | None = None
     #: the file was a leftover (PF607, journal version 5): its run has no known duration
     leftover: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedChange:
+    """A ``postflighted`` row that recorded its ``TaskChange`` (schema version 2)."""
+
+    id: int
+    ts: str
+    root: str
+    file: str
+    task: int
+    session: str | None
+    status: str | None
+    change: TaskChange

@@ -21,7 +21,8 @@ from postflightd.errors import StateUnusableError
 from postflightd.fs.atomic import Snapshot, atomic_write, read_snapshot, replace_if_unchanged
 from postflightd.fs.directory import FileIdentity, StoreError
 from postflightd.fs.faults import crash_point
-from postflightd.journal.database import Journal, TaskChange, content_text
+from postflightd.journal.changes import TaskChange
+from postflightd.journal.database import Journal, content_text
 from postflightd.models.files import META_NAME, json_problem
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready

@@ -16,10 +16,10 @@ from postflightd.fs.atomic import Snapshot, TooLargeError, replace_if_unchanged
 from postflightd.fs.directory import StoreError
 from postflightd.fs.locks import project_lock
 from postflightd.inert import clip, utf8_safe
+from postflightd.journal.changes import TaskChange
 from postflightd.journal.database import (
     Journal,
     JournalKind,
-    TaskChange,
     content_text,
     identity_text,
 )

@@ -34,7 +34,9 @@ from postflightd.fs.directory import Directory, StoreError, open_specs
 from postflightd.fs.faults import crash_point
 from postflightd.fs.litter import remove_stale_temps
 from postflightd.fs.locks import project_lock
-from postflightd.journal.database import Journal, RecordedChange, TaskChange
+from postflightd.journal.changes import TaskChange
+from postflightd.journal.database import Journal
+from postflightd.journal.rows import RecordedChange
 from postflightd.logs import get_logger
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
