@@ -50,7 +50,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config",),
     ("project",),
     ("pipeline",),
-    ("report",),
+    ("stats",),
     ("daemon.watch",),
     # What the commands run, each on its own: the daemon, the stop hooks, the terminal's
     # reporters, the dashboard, the MCP server.
@@ -609,9 +609,9 @@ def test_no_cycle_in_a_layered_set() -> None:
 
 
 def test_an_upward_import_is_named_with_both_layers() -> None:
-    graph = fake({"fs.atomic": ["project.metadata"], "project.metadata": ["fs.atomic"]})
+    graph = fake({"fs.atomic": ["project.meta_file"], "project.meta_file": ["fs.atomic"]})
     assert upward_imports(graph) == [
-        "fs.atomic (line 1) imports project.metadata: project (layer 6) is not below fs (layer 1)"
+        "fs.atomic (line 1) imports project.meta_file: project (layer 6) is not below fs (layer 1)"
     ]
 
 
@@ -652,7 +652,7 @@ def test_siblings_never_import_each_other() -> None:
             f"{importer}.a (line 1) imports {imported}.b: {imported} and {importer} are"
             f" siblings (layer {layer_of(importer)}): neither imports the other"
         ]
-    assert upward_imports(fake({"serve.a": ["daemon.watch.dirty", "report.b"]})) == []
+    assert upward_imports(fake({"serve.a": ["daemon.watch.dirty", "stats.b"]})) == []
 
 
 def test_a_package_on_the_way_is_judged_by_what_it_leads_to() -> None:

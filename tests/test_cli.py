@@ -87,7 +87,7 @@ def test_version_imports_no_registry_and_no_command() -> None:
         "except SystemExit:\n"
         "    pass\n"
         "loaded = sorted(m for m in sys.modules if m.startswith(('postflightd.reporters', "
-        "'postflightd.report.figures', 'postflightd.commands', 'postflightd.pipeline.apply')))\n"
+        "'postflightd.stats.figures', 'postflightd.commands', 'postflightd.pipeline.apply')))\n"
         "print(loaded)\n"
     )
     out = subprocess.run(

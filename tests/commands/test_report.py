@@ -492,7 +492,7 @@ def test_the_forked_fold_gives_the_same_report(
     built: Built, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Half the runs folded in a child process (large journals): the same figures."""
-    from postflightd.report import source as report_journal
+    from postflightd.stats import source as report_journal
 
     monkeypatch.setattr(report_journal, "PARALLEL_MIN_ROWS", 10**9)
     serial = report_json(capsys, "--since", "all")

@@ -4,6 +4,6 @@ owns its command line too: ``add_arguments(parser)`` and ``run(args)`` (``cli.CO
 lists the commands).
 
 May import: ``serve``, ``mcp_server``, ``reporters``, ``hooks``, ``daemon``, ``daemon.watch``,
-``report``, ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``, ``runs``, ``fs``,
+``stats``, ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``, ``runs``, ``fs``,
 ``models``, ``journal`` and the shared top-level modules.
 """

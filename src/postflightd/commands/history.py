@@ -15,9 +15,9 @@ from postflightd.errors import ExitCode, UsageError
 from postflightd.journal.database import format_ts
 from postflightd.journal.rows import Observation
 from postflightd.project.root import project_marker, why_not_a_directory
-from postflightd.report.runs import Run, RunKey, fold, no_runs_recorded, observation_row
 from postflightd.reporters.history import REPORTERS, History
 from postflightd.reporters.style import Options
+from postflightd.stats.runs import Run, RunKey, fold, no_runs_recorded, observation_row
 
 
 def _known_root(raw: str, root: Path, config_path: str | None) -> None:

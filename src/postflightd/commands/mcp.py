@@ -342,7 +342,7 @@ class Served:
         from postflightd.commands.status import Facts, file_status
         from postflightd.fs.locks import lock_holder
         from postflightd.pipeline.check import check_file
-        from postflightd.project.metadata import read_marker, task_context
+        from postflightd.project.meta_file import read_marker, task_context
 
         _only(arguments, "task")
         config = self.config

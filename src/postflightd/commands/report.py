@@ -1,4 +1,4 @@
-"""``postflightd report``: analytics from the journal (reading it: ``report.source``)."""
+"""``postflightd report``: analytics from the journal (reading it: ``stats.source``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from datetime import UTC, datetime
 from postflightd.commands.arguments import add_format, parse_since_arg
 from postflightd.errors import ExitCode
 from postflightd.inert import inert
-from postflightd.report.runs import no_runs_recorded
-from postflightd.report.source import make_report, write_output
 from postflightd.reporters.report import REPORTERS
 from postflightd.reporters.style import Options
+from postflightd.stats.runs import no_runs_recorded
+from postflightd.stats.source import make_report, write_output
 from postflightd.words import joined
 
 

@@ -2,6 +2,6 @@
 (systemd notifications, the journal pruner, heap trimming). ``watch/`` finds out which files
 changed.
 
-May import: ``daemon.watch``, ``report``, ``pipeline``, ``project``, ``config``, ``postflight``,
+May import: ``daemon.watch``, ``stats``, ``pipeline``, ``project``, ``config``, ``postflight``,
 ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """

@@ -5,6 +5,6 @@ Read-only: the tools are ``commands.mcp``'s (the code of ``scan``, ``status``, `
 ``schema``), handed in; this package is the protocol, on the official MCP Python SDK, the
 ``[mcp]`` extra: nothing else in postflightd imports it.
 
-May import: ``daemon.watch``, ``report``, ``pipeline``, ``project``, ``config``, ``postflight``,
+May import: ``daemon.watch``, ``stats``, ``pipeline``, ``project``, ``config``, ``postflight``,
 ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """

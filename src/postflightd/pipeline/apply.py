@@ -1,6 +1,6 @@
 """The pipeline every command runs, stage by stage; each stage lives in its own module.
 
-    find, read             project.metafiles, project.metadata, project.state, through
+    find, read             project.metafiles, project.meta_file, project.state, through
                            project.root (a root, its specs directory opened once)
     validate               rules.metadata; check runs reading and rules per file (parallel:
                            a large scan)

@@ -1,7 +1,7 @@
 """Read and validate: one metadata file (``check_file``; every file of a scan as a stream is
 ``pipeline.stream``'s).
 
-Reads through the project's specs directory (``project.metadata``), validates
+Reads through the project's specs directory (``project.meta_file``), validates
 (``rules.metadata``), and keeps
 what the command's policy selects. Nothing is written.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from postflightd.config import Config
 from postflightd.errors import ConfigError
 from postflightd.pipeline.results import FileReport
-from postflightd.project.metadata import Loaded, parsed_task_context, read_task
+from postflightd.project.meta_file import Loaded, parsed_task_context, read_task
 from postflightd.project.metafiles import MetaFileRef, MetaFiles, parse_task_dir
 from postflightd.project.root import Project, why_not_a_directory
 from postflightd.project.state import problem_position

@@ -42,7 +42,7 @@ def delete_applied(project: Project, report: FileReport) -> bool:
     # with no metadata file), and these bring the metadata models and the rules.
     from postflightd.pipeline.records import NO_JOURNAL
     from postflightd.pipeline.results import Outcome
-    from postflightd.project.metadata import read_marker
+    from postflightd.project.meta_file import read_marker
 
     identity = report.loaded.identity
     if NO_JOURNAL in report.notes or identity is None:

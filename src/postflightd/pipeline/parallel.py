@@ -22,7 +22,7 @@ from typing import Final
 
 from postflightd.concurrency import Worker, grow_pipe
 from postflightd.pipeline.results import FileReport
-from postflightd.project.metadata import Loaded
+from postflightd.project.meta_file import Loaded
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.rules.findings import Finding, Severity
 from postflightd.rules.positions import with_positions

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.models.terms import Status
-from postflightd.project.metadata import Loaded
+from postflightd.project.meta_file import Loaded
 from postflightd.rules.findings import Finding
 from postflightd.rules.metadata import Validation
 

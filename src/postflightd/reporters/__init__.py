@@ -7,7 +7,7 @@ called the same way: ``REPORTERS[fmt](result, stream, options)`` writes ``result
 from, where a note goes that the format has no room for). A reporter whose result comes as
 a stream (``scan``'s files) writes each part as it comes.
 
-May import: ``daemon.watch``, ``report``, ``pipeline``, ``project``, ``config``, ``postflight``,
+May import: ``daemon.watch``, ``stats``, ``pipeline``, ``project``, ``config``, ``postflight``,
 ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """
 

@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from postflightd.durations import format_duration
 from postflightd.inert import inert, json_text
-from postflightd.report.runs import (
+from postflightd.reporters import Reporter
+from postflightd.reporters.style import Options, display_path
+from postflightd.stats.runs import (
     Run,
     RunKey,
     duration_of,
@@ -18,8 +20,6 @@ from postflightd.report.runs import (
     outcome_of,
     started_of,
 )
-from postflightd.reporters import Reporter
-from postflightd.reporters.style import Options, display_path
 from postflightd.timestamps import iso_timestamp, parse_timestamp
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import Final, TextIO
 
 from postflightd.inert import inert, json_text
-from postflightd.report.figures import Group, Report, human, outcome_mix, success_rate
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options
+from postflightd.stats.figures import Group, Report, human, outcome_mix, success_rate
 from postflightd.words import counted, plural
 
 BAR_WIDTH: Final = 40

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from postflightd.inert import inert
-from postflightd.report.figures import (
+from postflightd.stats.figures import (
     OUTCOMES,
     SUCCESS,
     Group,

@@ -1,7 +1,7 @@
 """What validation is told about the project: the task a document belongs to
 (``TaskContext``; what an artifact path is on disk is ``rules.probe``'s).
 
-Data only. Reading the project fills it (``project.metadata.task_context``); the rules read
+Data only. Reading the project fills it (``project.meta_file.task_context``); the rules read
 it. Both sides import this module, so reading never imports validation logic and validation
 never imports reading.
 """

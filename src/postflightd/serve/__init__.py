@@ -5,6 +5,6 @@ Read-only: it reads the trees (through the same code as ``status``, handed in by
 Its third-party stack (Starlette, uvicorn, sse-starlette, prometheus-client) is the ``[web]``
 extra: nothing else in postflightd imports this package.
 
-May import: ``daemon.watch``, ``report``, ``pipeline``, ``project``, ``config``, ``postflight``,
+May import: ``daemon.watch``, ``stats``, ``pipeline``, ``project``, ``config``, ``postflight``,
 ``rules``, ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """

@@ -1,7 +1,7 @@
 """What the dashboard reads from the journal: outcomes as they land, and the figures ``/metrics``
 exports.
 
-Read-only connections (``report.source.open_read_only``): the dashboard never creates,
+Read-only connections (``stats.source.open_read_only``): the dashboard never creates,
 migrates or locks the database the daemon writes. Every value from a row was written by an
 agent: strings are made inert here, before any of it is sent.
 """
@@ -20,7 +20,7 @@ from typing import Any, Final
 from postflightd.errors import UsageError
 from postflightd.inert import clip, inert, json_text
 from postflightd.journal.database import format_ts
-from postflightd.report.source import open_read_only
+from postflightd.stats.source import open_read_only
 from postflightd.timestamps import parse_timestamp
 
 #: Rows a poll reads at most; a backlog larger than this is read over the next polls.

@@ -2,6 +2,6 @@
 observer elsewhere, or polling (``observer``), all handing their paths to the loop through
 ``dirty``. Below the rest of ``daemon``: it never imports the loop.
 
-May import: ``report``, ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``,
+May import: ``stats``, ``pipeline``, ``project``, ``config``, ``postflight``, ``rules``,
 ``runs``, ``fs``, ``models``, ``journal`` and the shared top-level modules.
 """

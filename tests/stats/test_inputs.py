@@ -18,8 +18,8 @@ from helpers.project import project, write_artifact, write_meta
 from postflightd.cli import main
 from postflightd.commands.arguments import parse_interval, parse_since_arg
 from postflightd.journal.database import Journal, default_journal_path
-from postflightd.report.figures import advise, build_report, median, nice_ceil, percentile
-from postflightd.report.runs import Facts, JournalRow, duration_of, facts_of, fold
+from postflightd.stats.figures import advise, build_report, median, nice_ceil, percentile
+from postflightd.stats.runs import Facts, JournalRow, duration_of, facts_of, fold
 
 SID = "sess_1736700000_abc123"
 HOSTILE_AGENT = "<script>alert(1)</script>\x1b[2J\u202eagent"

@@ -19,7 +19,7 @@ from helpers.needs import unavailable
 from helpers.project import project, write_artifact, write_meta
 from postflightd.fs.directory import Directory, open_specs
 from postflightd.models.files import META_NAME, parse_json
-from postflightd.project.metadata import Loaded, Marker, read_marker, read_task, task_context
+from postflightd.project.meta_file import Loaded, Marker, read_marker, read_task, task_context
 from postflightd.project.metafiles import (
     TASK_DIR_RE,
     MetaFileRef,

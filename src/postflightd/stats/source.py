@@ -1,7 +1,7 @@
 """The report's I/O edge, behind ``commands/report.py``: the journal in, the text out.
 
 It reads the journal through its own read-only connection (a report never creates, migrates or
-locks the database the daemon writes), streams the rows into ``report.runs.fold``, loads each
+locks the database the daemon writes), streams the rows into ``stats.runs.fold``, loads each
 root's ``[timeouts]``, and writes the rendered report to stdout or ``-o FILE``.
 """
 
@@ -22,8 +22,8 @@ from postflightd.fs.atomic import write_file
 from postflightd.fs.directory import StoreError
 from postflightd.journal.database import JournalKind, journal_path
 from postflightd.project.root import project_marker, why_not_a_directory
-from postflightd.report.figures import Report, Tally, build_report, tally
-from postflightd.report.runs import Runs, fold
+from postflightd.stats.figures import Report, Tally, build_report, tally
+from postflightd.stats.runs import Runs, fold
 
 # The facts the report needs from a postflighted row's content, extracted by SQLite's JSON
 # functions (C, no Python object per document; SQLite caches the parse across the calls of a
@@ -103,7 +103,7 @@ def stream_rows(
     since: datetime | None,
     part: tuple[int, int] | None = None,
 ) -> Iterator[tuple[Any, ...]]:
-    """The rows the report reads (``report.runs.JournalRow`` fields), oldest first, in batches.
+    """The rows the report reads (``stats.runs.JournalRow`` fields), oldest first, in batches.
 
     ``part=(i, n)``: only the rows whose task number is i modulo n (a run's rows all share
     its task directory, so each run falls wholly in one part; no task number is part 0).

@@ -28,7 +28,9 @@ from typing import Any, Final
 from postflightd.durations import format_duration
 from postflightd.inert import utf8_safe
 from postflightd.models.terms import SUCCESS_STATUSES
-from postflightd.report.runs import (
+from postflightd.rules.metadata import suggest_status
+from postflightd.runs.lifecycle import DEFAULT_OPERATION, timeout_for
+from postflightd.stats.runs import (
     UNKNOWN,
     Run,
     RunKey,
@@ -37,8 +39,6 @@ from postflightd.report.runs import (
     operation_of_run,
     outcome_of,
 )
-from postflightd.rules.metadata import suggest_status
-from postflightd.runs.lifecycle import DEFAULT_OPERATION, timeout_for
 from postflightd.words import counted
 
 #: Outcome columns, in the order they are shown (the JSON report has every key, always).
