@@ -141,7 +141,10 @@ def _answer(tmp_path: Path, line: str, asker: str = "bash") -> tuple[list[str], 
     imported = [
         row.rsplit("|", 1)[1].strip()
         for row in done.stderr.splitlines()
-        if row.startswith("import time:") and "postflightd.commands." in row
+        if row.startswith("import time:")
+        and "postflightd.commands." in row
+        # The machinery every start-up imports; the commands are the rest.
+        and "postflightd.commands.parsing" not in row
     ]
     return answer.read_text().split("\v"), sorted(imported)
 
