@@ -42,7 +42,7 @@ BLOCK = 4096
 CALLS = (
     "open,openat,creat,close,dup,dup2,dup3,write,pwrite64,writev,pwritev,lseek,"
     "ftruncate,truncate,fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat,"
-    "mkdir,mkdirat,rmdir,link,linkat"
+    "mkdir,mkdirat,rmdir,link,linkat,clone,clone3,fork,vfork"
 )
 
 
@@ -267,6 +267,12 @@ def record(trace_text: str, roots: tuple[str, ...], before: Tree, cwd: str) -> R
             m = FD_ARG.match(a[0])
             if m is not None and m["fd"] != "AT_FDCWD":
                 fds.pop((call.pid, int(m["fd"])), None)
+        elif name in ("clone", "clone3", "fork", "vfork"):
+            # A child starts with its parent's descriptors, sharing each one's offset (a shell
+            # opens a redirection, then forks the command that writes to it).
+            for (pid, fd), f in list(fds.items()):
+                if pid == call.pid:
+                    fds[(call.ret, fd)] = f
         elif name in ("dup", "dup2", "dup3"):
             f = fd_of(call, a[0])
             if f is not None:
