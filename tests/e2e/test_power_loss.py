@@ -15,7 +15,13 @@ docs/safety.md, "Power loss":
   counts as still there);
 * after recovery: the project holds what the run without a crash left, timestamps aside
   (every outcome applied, nothing reported lost); no temporary or renamed-aside file is left;
-  the journal passes SQLite's integrity check and holds every outcome; ``verify`` is clean.
+  the journal passes SQLite's integrity check and holds every outcome; ``verify`` is clean;
+* with a writer that ignores the lock replacing state.json during the run (``WRITER``, traced
+  with it): every version postflightd puts in place is its outcome on top of one that stood
+  there, and no fsync of the run finds the writer's counter gone back; in each state an update
+  of the writer's that was durable is in state.json, and recovery keeps the counter the crash
+  left, with the outcome applied. What the writer could lose alone (its renames not yet
+  durable, its data never fsynced: state.json empty, which postflightd refuses) is fair.
 
 The counts are printed (``-s`` shows them). The states checked are sampled deterministically
 (a fixed seed) so that the whole runs within a few minutes; ``PF_CRASH_STATES`` sets how many
@@ -44,6 +50,7 @@ from helpers.needs import require_strace
 from helpers.paths import copy_example
 from helpers.waiting import wait_until
 from postflightd.cli import main
+from postflightd.fs.atomic import TEMP_RE
 from postflightd.journal.database import default_journal_path
 from postflightd.project.state import STATE_CACHE
 
@@ -116,6 +123,9 @@ class Workload:
     fresh_journal: bool = False
     #: a daemon (``watch``): stopped with SIGTERM once the files it applies are gone
     daemon: bool = False
+    #: a writer that ignores the lock replaces state.json in a loop while the command runs
+    #: (``WRITER``, traced with it)
+    writer: bool = False
 
 
 def _lose_an_update(root: Path) -> None:
@@ -176,6 +186,13 @@ WORKLOADS = [
         daemon=True,
     ),
     Workload(
+        "process a valid file, a writer that ignores the lock replacing state.json meanwhile",
+        lambda r: ["process", str(r / "specs" / VALID / META)],
+        (VALID,),
+        recover=_again_then_repair(["process", "{root}/specs/" + VALID + "/" + META]),
+        writer=True,
+    ),
+    Workload(
         "verify --repair of a lost update",
         lambda r: ["verify", "--repair", str(r)],
         prepare=_lose_an_update,
@@ -187,6 +204,28 @@ WORKLOADS = [
         recover=lambda r: [["init", "-y", str(r)]],
     ),
 ]
+
+#: The command in the background and, while it runs, a writer that ignores the lock (as a user's
+#: `jq` one-liner does: no lock, no fsync) replacing state.json, its counter ``x`` one more
+#: each time. ``$1``: the project, ``$2``: the Python running postflightd, then its arguments.
+WRITER = """
+state="$1/specs/state.json"
+python="$2"
+shift 2
+"$python" -m postflightd "$@" &
+pf=$!
+n=0
+while kill -0 $pf 2>/dev/null && [ $n -lt 200 ]; do
+  jq '.x += 1' "$state" > "$state.w" && mv "$state.w" "$state"
+  n=$((n + 1))
+done
+wait $pf
+"""
+#: The writer's temporary file (its own litter, not postflightd's).
+WRITER_TEMP = "state.json.w"
+#: How many times the writer workload is recorded, at most, until the trace shows the writer's
+#: rename landing between postflightd's read of state.json and its exchange.
+WRITER_TRIES = 12
 
 TS = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)")
 ERR_ID = re.compile(rb"err_\d+_\d+")
@@ -239,6 +278,130 @@ def versions(rec: cs.Recording, before: cs.Tree) -> dict[str, set[bytes]]:
     return seen
 
 
+def _without(data: bytes, task: str) -> object:
+    """state.json parsed, the entry of ``task`` (if one is named) and the writer's counter
+    ``x`` left out, timestamps blanked: what a postflight of ``task`` must keep of the version
+    it read."""
+    doc = json.loads(normal(data))
+    if task:
+        number = int(task.split("_", maxsplit=1)[0])
+        doc["active_projects"] = [
+            e for e in doc.get("active_projects", []) if e.get("project_number") != number
+        ]
+    doc.pop("x", None)
+    return doc
+
+
+def _counter(data: bytes | None) -> int | None:
+    """The writer's counter in a version of state.json (None: none, or not JSON)."""
+    try:
+        doc = json.loads(data or b"")
+    except ValueError:
+        return None
+    x = doc.get("x") if isinstance(doc, dict) else None
+    return x if isinstance(x, int) else None
+
+
+@dataclass(slots=True)
+class WriterRun:
+    """What a recording of the writer workload says about the writer's versions of state.json
+    and postflightd's."""
+
+    #: each content a writer's file may have under state.json after a power loss: the writer
+    #: never fsyncs, so its data may be missing (the file empty) or torn by block
+    torn: set[bytes] = field(default_factory=set)
+    #: every content the writer renamed into place
+    theirs: set[bytes] = field(default_factory=set)
+    #: (index of the operation, counter) of each rename of the writer's into state.json
+    renames: list[tuple[int, int]] = field(default_factory=list)
+    #: a version of postflightd's that is not its outcome on top of one that stood there
+    problems: list[str] = field(default_factory=list)
+
+
+def writer_run(rec: cs.Recording, state_path: str, task: str) -> WriterRun:
+    out = WriterRun()
+    disk = cs._Disk(rec)
+    temp = os.path.join(os.path.dirname(state_path), WRITER_TEMP)
+    writes: dict[int, list[cs.Op]] = {}
+    mine: set[int] = set()
+    stood = {b for b in [rec.inodes.get(rec.names.get(state_path, -1))] if b is not None}
+    landed = 0
+    for i, op in enumerate(rec.ops):
+        disk.apply(op)
+        if op.kind == "sync" and landed:
+            now = _counter(bytes(disk.data.get(disk.names.get(state_path, -1)) or b""))
+            if (now or 0) < landed and not out.problems:
+                out.problems.append(
+                    f"recording: at operation {i} (an fsync) state.json has x={now}, the writer "
+                    f"had put x={landed} in place before: its update lost"
+                )
+        if op.kind == "new" and op.path == temp:
+            writes[op.ino] = []
+        elif op.kind == "new" and TEMP_RE.fullmatch(os.path.basename(op.path)):
+            mine.add(op.ino)
+        elif op.kind == "w" and op.ino in writes:
+            writes[op.ino].append(op)
+        elif op.kind in ("mv", "xchg") and state_path in (op.path, op.path2):
+            ino = disk.names.get(state_path, -1)
+            data = bytes(disk.data.get(ino) or b"")
+            if ino in writes:
+                out.theirs.add(data)
+                stood.add(data)
+                out.renames.append((i, _counter(data) or 0))
+                landed = max(landed, _counter(data) or 0)
+            elif ino in mine and not any(_without(data, task) == _without(v, task) for v in stood):
+                out.problems.append(
+                    f"recording: postflightd's state.json at operation {i} is not its outcome "
+                    "on top of a version that stood there"
+                )
+    for ops in writes.values():
+        pieces = [
+            (op, pos, min((pos // cs.BLOCK + 1) * cs.BLOCK, op.offset + len(op.data)))
+            for op in ops
+            for pos in sorted(
+                {op.offset}
+                | set(
+                    range(
+                        (op.offset // cs.BLOCK + 1) * cs.BLOCK, op.offset + len(op.data), cs.BLOCK
+                    )
+                )
+            )
+        ]
+        for mask in range(1 << min(len(pieces), 10)):
+            buf = bytearray()
+            for n, (op, start, end) in enumerate(pieces):
+                if n >= 10 or mask >> n & 1:
+                    buf.extend(b"\0" * max(0, start - len(buf)))
+                    buf[start:end] = op.data[start - op.offset : end - op.offset]
+            out.torn.add(bytes(buf))
+    return out
+
+
+def raced(trace_text: str, state_path: str) -> bool:
+    """Whether the writer's rename landed between a read of state.json by postflightd and its
+    next step on its temporary file (the exchange, or the temporary file deleted to read
+    again): the path that re-reads and re-applies, in the trace at least once."""
+    calls = cs.read_trace(trace_text)
+    ours = {c.pid for c in calls if c.name == "renameat2" and "RENAME_EXCHANGE" in c.args[-1]}
+    reading = False
+    landed = False
+    for c in calls:
+        if c.pid in ours:
+            if c.name in ("open", "openat") and c.ret_path == state_path:
+                reading, landed = True, False
+            elif c.name in ("renameat2", "unlinkat") and TEMP_RE.fullmatch(
+                cs._string(c.args[1]).decode("utf-8", "surrogateescape")
+            ):
+                if reading and landed:
+                    return True
+                reading = False
+        elif c.name in ("rename", "renameat", "renameat2"):
+            dst = c.args[1] if c.name == "rename" else c.args[3]
+            if cs._string(dst).decode("utf-8", "surrogateescape").endswith("state.json"):
+                landed = reading
+    return False
+
+
 def journal_rows(path: Path) -> list[tuple[str, str]]:
     """(kind, file) of every row; opening it is what the next postflightd would do first."""
     if not path.exists():
@@ -278,13 +441,25 @@ def check_state(
     written: dict[str, set[bytes]],
     final: cs.Tree,
     capsys: pytest.CaptureFixture[str],
+    their: WriterRun | None = None,
 ) -> list[str]:
-    """What is wrong with one crash state, before and after recovery (empty: nothing)."""
+    """What is wrong with one crash state, before and after recovery (empty: nothing).
+    ``their``: the writer's versions of state.json, in the writer workload (state.json itself
+    is then checked by ``check_writer``)."""
     problems: list[str] = []
     specs = root / "specs"
+    sp = str(specs / "state.json")
+    # The writer's own loss: its file in place, its data never fsynced and gone.
+    lost = (
+        their is not None
+        and state.get(sp) in their.torn
+        and state.get(sp) not in written.get(sp, set())
+    )
     # Before recovery: whole files only.
     for name in ("state.json", "TODO.md", "errors.json"):
         p = str(specs / name)
+        if p == sp and lost:
+            continue
         if p in state and state[p] is not None and state[p] not in written.get(p, set()):
             problems.append(f"crash state: {name} is not a version that was written (torn)")
     for p in (".gitignore", ".postflightd.toml", ".claude/settings.json"):
@@ -310,6 +485,11 @@ def check_state(
         ):
             problems.append(f"crash state: {task}/{META} gone, its postflighted row not journaled")
         number = int(task.split("_")[0])
+        if their is not None and (lost or state_now in their.theirs):
+            # A writer's version: one read before the postflight and put back after it loses
+            # the outcome as it would without a power loss; verify --repair heals it (checked
+            # after recovery).
+            continue
         try:
             now = json.loads(state_now)
         except ValueError:
@@ -326,13 +506,19 @@ def check_state(
     for argv in w.recover(root):
         code = main(argv)
         capsys.readouterr()
-        if code not in (0, 1):
+        if code not in (0, 1) and not lost:
             problems.append(f"recovery: {' '.join(argv[:2])} exited {code}")
+    if lost:
+        # state.json as the writer left it (empty or torn): postflightd refuses it, with a
+        # message, and writes nothing; mending it is the writer's business.
+        return problems
     after = cs.snapshot((str(root), str(journal.parent.parent)))
     for path, data in sorted(after.items()):
         rel = os.path.relpath(path, root)
         if path.startswith(str(journal.parent)) or rel in LOCKS:
             continue
+        if their is not None and path in (sp, str(specs / WRITER_TEMP)):
+            continue  # state.json: check_writer; the writer's temporary file: its own litter
         if LITTER.search(path):
             problems.append(f"after recovery: litter left: {rel}")
         elif path not in final:
@@ -366,6 +552,47 @@ def check_state(
     return problems
 
 
+def check_writer(
+    rec: cs.Recording,
+    label: str,
+    state: cs.Tree,
+    state_path: str,
+    their: WriterRun,
+    final: cs.Tree,
+) -> list[str]:
+    """What is wrong with state.json in one crash state of the writer workload, and after its
+    recovery. Fair to lose: what the writer itself could (its renames not yet durable, its data
+    never fsynced). Never: an update of the writer's made durable (by the fsync of the
+    directory after an exchange) missing from the crash state, a counter recovery changed, or
+    state.json after recovery other than the run without a crash's, the counter aside."""
+    crash = state.get(state_path)
+    if crash in their.torn and crash not in their.theirs:
+        return []  # the writer's own file, its unsynced data lost (check_state checked the rest)
+    problems: list[str] = []
+    cut = int(re.search(r"@(\d+)", label)[1])  # type: ignore[index]
+    _data, named = cs._durable_points(rec, cut)
+    durable = [x for i, x in their.renames if i in named]
+    x_crash = _counter(crash)
+    if durable and (x_crash or 0) < max(durable):
+        problems.append(
+            f"crash state: the writer's update x={max(durable)} was durable, state.json has "
+            f"x={x_crash}"
+        )
+    after = Path(state_path).read_bytes() if os.path.exists(state_path) else b""
+    if _counter(after) != x_crash:
+        problems.append(
+            f"after recovery: the writer's counter went from x={x_crash} to x={_counter(after)}"
+        )
+    want = final[state_path] or b""
+    try:
+        same = _without(after, "") == _without(want, "")
+    except ValueError:
+        same = False
+    if not same:
+        problems.append("after recovery: state.json differs from the run without a crash")
+    return problems
+
+
 def explore(
     w: Workload,
     base: Path,
@@ -377,6 +604,65 @@ def explore(
 ) -> None:
     """Record ``w``, then check up to ``cap`` of its distinct crash states (those whose label
     contains ``only``), adding to ``counts``."""
+    if w.writer and shutil.which("jq") is None:
+        counts.per_workload.append((f"{w.name} (skipped: no jq)", 0, 0, 0))
+        return
+    for _ in range(WRITER_TRIES if w.writer else 1):
+        root, journal, roots, before, trace = _record(w, base)
+        state_path = os.path.join(roots[0], "specs", "state.json")
+        if not w.writer or raced(trace.read_text(encoding="utf-8"), state_path):
+            break
+    else:
+        pytest.fail(f"{w.name}: the writer never landed between a read and the exchange")
+    if w.writer:
+        # What the run without a crash leaves once settled: the writer may have put back a
+        # version read before the postflight (a lost update, as without any crash), which
+        # verify --repair heals.
+        done = cli("verify", "--repair", str(root), cwd=base)
+        assert done.returncode == 0, done.stdout + done.stderr
+    final = cs.snapshot(roots)
+    rec = cs.record(trace.read_text(encoding="utf-8"), roots, before, str(base))
+    written = versions(rec, before)
+    their: WriterRun | None = None
+    if w.writer:
+        their = writer_run(rec, state_path, VALID)
+        assert their.renames, "the writer's renames are not in the recording"
+        assert _counter(final[state_path]) == their.renames[-1][1], "the writer's last update"
+        counts.violations.extend(Violation(w.name, "recording", p, []) for p in their.problems)
+    counts.workloads += 1
+    counts.calls += rec.calls
+    counts.ops += len(rec.ops)
+    unique: dict[str, tuple[str, cs.Tree]] = {}
+    for label, state in cs.crash_states(rec, SEED):
+        if only not in label:
+            continue
+        counts.generated += 1
+        unique.setdefault(cs.digest(state), (label, state))
+    chosen = list(unique.values())
+    counts.distinct += len(chosen)
+    counts.per_workload.append((w.name, rec.calls, len(rec.ops), min(len(chosen), cap)))
+    if len(chosen) > cap:
+        chosen = random.Random(SEED).sample(chosen, cap)
+    on_disk = final
+    for label, state in chosen:
+        cs.materialize(state, roots, on_disk)
+        problems = check_state(w, root, journal, state, written, final, capsys, their)
+        if their is not None:
+            problems += check_writer(rec, label, state, state_path, their, final)
+        on_disk = cs.snapshot(roots)
+        counts.checked += 1
+        counts.violations.extend(
+            Violation(w.name, label, problem, tree_diff(before, state)) for problem in problems
+        )
+    cs.materialize(final, roots, on_disk)
+
+
+def _record(w: Workload, base: Path) -> tuple[Path, Path, tuple[str, str], cs.Tree, Path]:
+    """``w`` run once under strace in a fresh copy of the example: the project, the journal,
+    the roots traced, the tree before, the trace."""
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
     root = example(base / "project")
     journal = default_journal_path()
     if journal.parent.exists():
@@ -395,36 +681,14 @@ def explore(
     argv = [sys.executable, "-m", "postflightd", *w.argv(root)]
     if w.daemon:
         run_daemon(argv, trace, base, [root / "specs" / t / META for t in w.applies])
+    elif w.writer:
+        script = ["sh", "-c", WRITER, "sh", roots[0], sys.executable, *w.argv(root)]
+        done = cs.run_traced(script, trace, cwd=base)
+        assert done.returncode == 0, done.stdout + done.stderr
     else:
         done = cs.run_traced(argv, trace, cwd=base)
         assert done.returncode in (0, 1), done.stdout + done.stderr
-    final = cs.snapshot(roots)
-    rec = cs.record(trace.read_text(encoding="utf-8"), roots, before, str(base))
-    written = versions(rec, before)
-    counts.workloads += 1
-    counts.calls += rec.calls
-    counts.ops += len(rec.ops)
-    unique: dict[str, tuple[str, cs.Tree]] = {}
-    for label, state in cs.crash_states(rec, SEED):
-        if only not in label:
-            continue
-        counts.generated += 1
-        unique.setdefault(cs.digest(state), (label, state))
-    chosen = list(unique.values())
-    counts.distinct += len(chosen)
-    counts.per_workload.append((w.name, rec.calls, len(rec.ops), min(len(chosen), cap)))
-    if len(chosen) > cap:
-        chosen = random.Random(SEED).sample(chosen, cap)
-    on_disk = final
-    for label, state in chosen:
-        cs.materialize(state, roots, on_disk)
-        problems = check_state(w, root, journal, state, written, final, capsys)
-        on_disk = cs.snapshot(roots)
-        counts.checked += 1
-        counts.violations.extend(
-            Violation(w.name, label, problem, tree_diff(before, state)) for problem in problems
-        )
-    cs.materialize(final, roots, on_disk)
+    return root, journal, roots, before, trace
 
 
 def run_daemon(argv: list[str], trace: Path, base: Path, metas: list[Path]) -> None:
