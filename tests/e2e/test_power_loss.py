@@ -258,6 +258,8 @@ class Counts:
     #: name, calls recorded, operations on the tracked files, states checked
     per_workload: list[tuple[str, int, int, int]] = field(default_factory=list)
     checked: int = 0
+    #: states whose state.json is the writer's own file with its unsynced data lost
+    writer_lost: int = 0
     violations: list[Violation] = field(default_factory=list)
 
 
@@ -607,7 +609,9 @@ def explore(
     if w.writer and shutil.which("jq") is None:
         counts.per_workload.append((f"{w.name} (skipped: no jq)", 0, 0, 0))
         return
+    tries = 0
     for _ in range(WRITER_TRIES if w.writer else 1):
+        tries += 1
         root, journal, roots, before, trace = _record(w, base)
         state_path = os.path.join(roots[0], "specs", "state.json")
         if not w.writer or raced(trace.read_text(encoding="utf-8"), state_path):
@@ -640,7 +644,8 @@ def explore(
         unique.setdefault(cs.digest(state), (label, state))
     chosen = list(unique.values())
     counts.distinct += len(chosen)
-    counts.per_workload.append((w.name, rec.calls, len(rec.ops), min(len(chosen), cap)))
+    name = f"{w.name} (recorded {tries} times)" if w.writer else w.name
+    counts.per_workload.append((name, rec.calls, len(rec.ops), min(len(chosen), cap)))
     if len(chosen) > cap:
         chosen = random.Random(SEED).sample(chosen, cap)
     on_disk = final
@@ -651,6 +656,8 @@ def explore(
             problems += check_writer(rec, label, state, state_path, their, final)
         on_disk = cs.snapshot(roots)
         counts.checked += 1
+        if their is not None and state.get(state_path) in their.torn - written[state_path]:
+            counts.writer_lost += 1
         counts.violations.extend(
             Violation(w.name, label, problem, tree_diff(before, state)) for problem in problems
         )
@@ -723,6 +730,8 @@ def report(counts: Counts) -> str:
         f"({counts.ops} on the project and journal), {counts.generated} crash states built, "
         f"{counts.distinct} distinct, {counts.checked} checked, {len(counts.violations)} violations"
     ]
+    if counts.writer_lost:
+        lines.append(f"  ({counts.writer_lost} with state.json the writer's, its data lost)")
     lines.extend(
         f"  {name}: {calls} calls, {ops} operations, {checked} states"
         for name, calls, ops, checked in counts.per_workload
