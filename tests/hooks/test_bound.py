@@ -95,11 +95,25 @@ def test_the_counts_file_keeps_the_most_recent_keys(tmp_path: Path) -> None:
     path = tmp_path / "hook-blocks"
     blocks = Blocks(path)
     keys = [block_key(tmp_path, str(i), "f") for i in range(MAX_KEYS + 10)]
-    assert blocks.update(keys, []) is None
+    assert blocks.claim(keys, []) == (set(keys), None)
     kept = Blocks(path)
     assert kept.count(keys[0]) == 0
     assert kept.count(keys[-1]) == 1
     assert len(path.read_bytes().splitlines()) == MAX_KEYS
-    assert kept.update([keys[-1]], [keys[-2]]) is None
+    assert kept.claim([keys[-1]], [keys[-2]]) == ({keys[-1]}, None)
     again = Blocks(path)
     assert (again.count(keys[-1]), again.count(keys[-2])) == (2, 0)
+
+
+def test_two_hooks_stopping_at_once_never_both_take_the_last_block(tmp_path: Path) -> None:
+    """Two hooks of one session read the counts before either writes (OpenCode's two plugins
+    under `opencode run` stop together): the last block goes to one of them only."""
+    path = tmp_path / "hook-blocks"
+    key = block_key(tmp_path, "s1", "f")
+    for _ in range(MAX_BLOCKS - 1):
+        Blocks(path).claim([key], [])
+    first, second = Blocks(path), Blocks(path)
+    assert first.count(key) == second.count(key) == MAX_BLOCKS - 1
+    assert first.claim([key], []) == ({key}, None)
+    assert second.claim([key], []) == (set(), None)
+    assert Blocks(path).count(key) == MAX_BLOCKS

@@ -87,19 +87,30 @@ class Blocks:
         """How many times in a row the agent was sent back over this file."""
         return self._counts.get(key, 0)
 
-    def update(self, blocked: Iterable[str], cleared: Iterable[str]) -> str | None:
-        """One more for each key of ``blocked``, none left for each of ``cleared``; None, or
-        why the counts could not be written (the bound is then lost for them)."""
-        more, gone = list(blocked), set(cleared)
-        if not more and not gone & self._counts.keys():
-            return None
+    def claim(
+        self, wanted: Iterable[str], cleared: Iterable[str], limit: int = MAX_BLOCKS
+    ) -> tuple[set[str], str | None]:
+        """The keys of ``wanted`` granted one more block (those still under ``limit``, one more
+        each), and none left for each of ``cleared``; and None, or why the counts could not be
+        written. Decided on the counts as written, in the write itself: two hooks of one
+        session stopping at once (OpenCode's two plugins under ``opencode run``) never both
+        take the last block. Where the counts cannot be written, the counts read decide (the
+        bound is then lost for them, never the answer)."""
+        want, gone = list(wanted), set(cleared)
+        if not want and not gone & self._counts.keys():
+            return set(), None
+        granted: set[str] = set()
 
         def transform(snapshot: Snapshot) -> bytes | None:
             counts = _parse(snapshot.raw)
+            granted.clear()
             for key in gone:
                 counts.pop(key, None)
-            for key in more:
-                counts[key] = counts.pop(key, 0) + 1
+            for key in want:
+                if counts.get(key, 0) < limit:
+                    counts[key] = counts.pop(key, 0) + 1
+                    granted.add(key)
+            self._counts = counts
             return _text(counts)
 
         try:
@@ -107,5 +118,6 @@ class Blocks:
             with Directory.anchor(self.path.parent) as directory:
                 replace_if_unchanged(directory, self.path.name, transform)
         except (OSError, StoreError) as exc:
-            return f"cannot keep the hook's count of blocks in {self.path}: {exc}"
-        return None
+            problem = f"cannot keep the hook's count of blocks in {self.path}: {exc}"
+            return {key for key in want if self._counts.get(key, 0) < limit}, problem
+        return granted, None

@@ -335,10 +335,11 @@ def _bounded(
     keys = {r.path: block_key(root, request.session, r.rel_path) for r in reports}
     invalid = [r for r in reports if _to_repair(r, set())]
     repair = [r for r in invalid if r.path not in unsettled]
-    sent = [r for r in repair if request.may_block and blocks.count(keys[r.path]) < MAX_BLOCKS]
-    held = [r for r in repair if r not in sent]
+    wanted = [keys[r.path] for r in repair] if request.may_block else []
     cleared = [keys[r.path] for r in reports if r not in invalid]
-    problem = blocks.update([keys[r.path] for r in sent], cleared)
+    granted, problem = blocks.claim(wanted, cleared, MAX_BLOCKS)
+    sent = [r for r in repair if keys[r.path] in granted]
+    held = [r for r in repair if r not in sent]
     if problem is not None:
         print(f"postflightd: {inert(problem)}", file=sys.stderr)
     told = [_held_line(r, blocks.count(keys[r.path])) for r in held]
