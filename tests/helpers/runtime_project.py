@@ -11,8 +11,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from helpers.documents import SESSION, researched_doc, task_entry
 from helpers.project import META, project, write_meta
@@ -124,3 +126,15 @@ def broken_file_of_another_run(root: Path, age_s: float = HOUR_AGO) -> Path:
     when = time.time() - age_s
     os.utime(theirs, (when, when))
     return theirs
+
+
+def another_process_writing_a_broken_file(root: Path) -> Callable[[dict[str, Any]], None]:
+    """A turn's ``before``: another process writes an invalid file in another task's directory
+    (OTHER) while the agent runs, then a second passes (past the hook's settle window: the
+    file is whole when the agent stops)."""
+
+    def other_process(_: dict[str, Any]) -> None:
+        write_meta(root, OTHER, BROKEN)
+        time.sleep(1.0)
+
+    return other_process

@@ -16,10 +16,8 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -33,6 +31,7 @@ from helpers.runtime_project import (
     REPO,
     SHELL_WRITES_VALID,
     VALID,
+    another_process_writing_a_broken_file,
     broken_file_of_another_run,
     initialised_project,
     run_agent,
@@ -177,9 +176,7 @@ def test_an_invalid_file_another_process_wrote_just_before_the_stop_never_blocks
     own = write_meta(root, OWN, IN_PROGRESS)
     theirs = meta(root, OTHER)
 
-    def other_process(_: dict[str, Any]) -> None:
-        write_meta(root, OTHER, BROKEN)
-        time.sleep(1.0)  # past the hook's settle window: the file is whole when it stops
+    other_process = another_process_writing_a_broken_file(root)
 
     script = [read(own), edit(own, IN_PROGRESS, VALID), say("Done.", before=other_process)]
     run = run_claude(claude_code, root, script, "Research task 259.")
