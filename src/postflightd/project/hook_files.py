@@ -286,18 +286,21 @@ def _check_writable(doc: Any) -> None:
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
+def settings_document(text: str | None) -> tuple[dict[str, Any], str]:
+    """A settings file's object and its indent unit (None or blank: an empty one, indented
+    as json.dumps does); a SettingsShapeError when it is not a JSON object."""
+    if text is None or not text.strip():
+        return {}, PLAIN_INDENT
+    parsed = _load_settings(text)
+    if not isinstance(parsed, dict):
+        raise SettingsShapeError("the top-level value is not an object")
+    return parsed, _indent_of(text)
+
+
 def hook_config_with(text: str | None, runtime: Runtime, program: str = PROGRAM) -> str:
     """The runtime's hook file with ``postflightd hook NAME`` (``program`` running it) on each
     of its events, every other key and hook kept; ``text`` itself when nothing is missing."""
-    if text is None or not text.strip():
-        doc: dict[str, Any] = {}
-        indent = PLAIN_INDENT
-    else:
-        parsed = _load_settings(text)
-        if not isinstance(parsed, dict):
-            raise SettingsShapeError("the top-level value is not an object")
-        doc = parsed
-        indent = _indent_of(text)
+    doc, indent = settings_document(text)
     changed = False
     for key, value in runtime.top.items():
         if key not in doc:

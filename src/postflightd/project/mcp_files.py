@@ -24,14 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from postflightd.postflight.json_layout import (
-    PLAIN_INDENT,
-)
 from postflightd.project.hook_files import (
     PROGRAM,
     SettingsShapeError,
-    _indent_of,
-    _load_settings,
+    settings_document,
     settings_text,
 )
 from postflightd.project.setup import FileChange
@@ -75,14 +71,7 @@ def mcp_config_with(text: str | None, file: McpFile, program: str = PROGRAM) -> 
     a server of that name is there already. A SettingsShapeError when it cannot be merged."""
     if file.form == "toml":
         return _toml_with(text, file, program)
-    if text is None or not text.strip():
-        doc: dict[str, Any] = {}
-        indent = PLAIN_INDENT
-    else:
-        parsed = _load_settings(text)
-        if not isinstance(parsed, dict):
-            raise SettingsShapeError("the top-level value is not an object")
-        doc, indent = parsed, _indent_of(text)
+    doc, indent = settings_document(text)
     servers = doc.setdefault(file.key, {})
     if not isinstance(servers, dict):
         raise SettingsShapeError(f'"{file.key}" is not an object')
