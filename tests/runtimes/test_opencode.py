@@ -338,7 +338,11 @@ def test_an_agent_that_keeps_its_file_invalid_is_stopped_by_the_bound_and_the_pe
     run = run_opencode(opencode, root, script, "Research task 259.", mode, complete=False)
     calls = answered(run.calls)
     decisions = [c.answer.get("decision") for c in calls]
-    assert decisions.count("block") == 3, decisions
+    # Each call's session, attempt and files beside its answer: which plugin asked what.
+    seen = [
+        ({k: c.stdin.get(k) for k in ("session_id", "attempt", "files")}, c.answer) for c in calls
+    ]
+    assert decisions.count("block") == 3, seen
     told = [c.answer["systemMessage"] for c in calls if "systemMessage" in c.answer]
     assert told and all("decision" not in c.answer for c in calls[decisions.index(None) :])
     assert f"specs/{OWN}/.return-meta.json is still invalid" in told[0]
