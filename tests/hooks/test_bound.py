@@ -57,6 +57,18 @@ def test_a_file_that_validates_starts_the_count_again(hook: Hook, tmp_path: Path
     assert sent_back(hook, root, 7)
 
 
+def test_a_file_still_being_written_keeps_the_count(hook: Hook, tmp_path: Path) -> None:
+    """A stop that finds the agent's file still being written (OpenCode's second plugin can
+    ask while the agent rewrites it) neither blocks nor starts the count again."""
+    root = project(
+        tmp_path / "proj", TASKS, todo=True, artifacts=[259], config="[watch]\nsettle_ms = 5000\n"
+    )
+    assert [sent_back(hook, root, i) for i in range(MAX_BLOCKS - 1)] == [True] * (MAX_BLOCKS - 1)
+    write_meta(root, OWN, BROKEN + "  ")  # written now: still within the settle window
+    assert "decision" not in hook(GEMINI, payload(GEMINI, root, session_id="s1")).doc
+    assert [sent_back(hook, root, i) for i in range(5, 7)] == [True, False]
+
+
 def test_counts_that_cannot_be_kept_never_stop_the_answer(hook: Hook, tmp_path: Path) -> None:
     """A directory where the counts' file goes: the agent is still sent back, and why the
     bound is lost is said on stderr."""

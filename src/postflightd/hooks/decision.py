@@ -336,7 +336,8 @@ def _bounded(
     invalid = [r for r in reports if _to_repair(r, set())]
     repair = [r for r in invalid if r.path not in unsettled]
     wanted = [keys[r.path] for r in repair] if request.may_block else []
-    cleared = [keys[r.path] for r in reports if r not in invalid]
+    # A file that validates starts again at 0; one still being written says nothing yet.
+    cleared = [keys[r.path] for r in reports if r not in invalid and r.path not in unsettled]
     granted, problem = blocks.claim(wanted, cleared, MAX_BLOCKS)
     sent = [r for r in repair if keys[r.path] in granted]
     held = [r for r in repair if r not in sent]
