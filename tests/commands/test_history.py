@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from helpers.documents import SESSION, researched_doc, task_entry
+from helpers.documents import SESSION, partial_doc, researched_doc, task_entry
 from helpers.paths import REPO
 from helpers.project import project, write_meta
 from postflightd.cli import main
@@ -264,3 +264,31 @@ def test_history_and_report_on_an_empty_journal_say_one_thing_once_on_stderr(
         assert err.count("no runs recorded") == 1
         assert err.count(said) == 1
     assert history.err == report.err
+
+
+def test_an_incomplete_postflight_is_shown_so_until_a_rerun_completes_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In state.json, but errors.json could not be written: "applied as partial" alone would
+    # hide that the metadata file is kept and waits for a rerun.
+    root = project(tmp_path / "proj", 1).resolve()
+    errors = root / "specs" / "errors.json"
+    errors.write_text("not json\n", encoding="utf-8")
+    meta = write_meta(root, "1_task1", partial_doc("1_task1"))
+    assert main(["process", str(meta)]) == 4
+    capsys.readouterr()
+    monkeypatch.chdir(root)
+    header, line = _text(capsys)
+    assert line[_column(header, "OUTCOME") :].split("  ")[0] == "incomplete as partial (PF606)"
+    (run,) = _json(capsys)
+    assert (run["outcome"], run["status"], run["codes"]) == ("incomplete", "partial", ["PF606"])
+
+    errors.write_text("[]\n", encoding="utf-8")
+    assert main(["process", str(meta)]) == 0
+    capsys.readouterr()
+    header, line = _text(capsys)
+    assert line[_column(header, "OUTCOME") :].split("  ")[0] == "applied as partial"
+    (run,) = _json(capsys)
+    assert (run["outcome"], run["status"]) == ("applied", "partial")
+    forms = {"incomplete as STATUS (CODES)"}
+    assert forms <= _documented_outcomes()

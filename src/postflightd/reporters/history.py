@@ -3,12 +3,13 @@ journal's rows as they were recorded, oldest first."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 from postflightd.durations import format_duration
-from postflightd.inert import inert, json_text
+from postflightd.inert import inert, json_text, utf8_safe
 from postflightd.reporters import Reporter
 from postflightd.reporters.style import Options, display_path
 from postflightd.stats.runs import (
@@ -72,12 +73,30 @@ def _outcome(run: Run) -> tuple[str, str | None, list[str]]:
     """(outcome, the status applied or None, the error codes found)."""
     outcome = outcome_of(run)
     if run.outcome_status is not None and outcome != "invalid":
+        if run.incomplete is not None:
+            # In state.json, but not every file of the outcome written and not completed
+            # since: "applied" alone would hide that the metadata file waits for a rerun.
+            return "incomplete", outcome, _incomplete_codes(run)
         return "applied", outcome, error_codes(run)
     return outcome, None, error_codes(run)
 
 
+def _incomplete_codes(run: Run) -> list[str]:
+    codes = dict.fromkeys(error_codes(run))
+    try:
+        items = json.loads(run.incomplete or "[]")
+    except ValueError:
+        items = []
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("code"), str):
+            codes[utf8_safe(item["code"])] = None
+    return list(codes)
+
+
 def _outcome_text(run: Run) -> str:
     outcome, status, codes = _outcome(run)
+    if outcome == "incomplete":
+        return f"incomplete as {status}" + (f" ({', '.join(codes)})" if codes else "")
     if status is not None:
         was = f" (after invalid {', '.join(codes)})" if codes else ""
         return f"applied as {status}{was}"

@@ -107,6 +107,7 @@ class Run:
         "final_ts",
         "findings",
         "first_ts",
+        "incomplete",
         "interrupted_ts",
         "last_status",
         "leftover",
@@ -140,6 +141,9 @@ class Run:
         self.duration_s: float | None = None
         #: first seen final long after it was written (PF607): when it ended is not known
         self.leftover = False
+        #: applied to state.json but not every file of the outcome written (PF606), and not
+        #: completed since: the findings text of that row ("[]" without one)
+        self.incomplete: str | None = None
 
 
 RunKey = tuple[str, str, str | None]
@@ -229,6 +233,11 @@ def fold(rows: Iterable[Sequence[Any]]) -> Runs:
             run.stuck_ts = run.stuck_ts or ts
         elif kind == "interrupted":
             run.interrupted_ts = run.interrupted_ts or ts
+        elif kind == "incomplete":
+            # Only history reads these rows (and "deleted"): report's query selects neither.
+            run.incomplete = findings or "[]"
+        elif kind == "deleted":
+            run.incomplete = None  # the postflight was completed and the file deleted
         if agent and run.agent is None:
             # A row without content (journal version 3): the agent of a run never applied.
             run.agent = agent
@@ -301,7 +310,9 @@ def observation_row(o: Observation) -> JournalRow:
     ``source.stream_rows`` selects in SQL: findings as text, facts from the content)."""
     agent, step, started, seconds = facts_of(o.content) if o.kind == "postflighted" else _NO_FACTS
     findings = (
-        json.dumps(o.findings, sort_keys=True) if o.kind == "validated" and o.findings else None
+        json.dumps(o.findings, sort_keys=True)
+        if o.kind in ("validated", "incomplete") and o.findings
+        else None
     )
     return JournalRow(
         *(o.ts, o.kind, o.root, o.file, o.task, o.session, o.status, findings),
