@@ -312,10 +312,13 @@ def _commit(
     )
     _mark_recorded_before(reports, records, present)
     if problem is not None:
-        for report in reports:
-            report.notes.append(problem)
         mark_incomplete(applied.erroring, problem)
         mark_incomplete((item.report for item in live if item.task in flipped), problem)
+        # The others (an invalid file's record, a record of a file applied in full) learn
+        # it from a note; an incomplete one's PF606 says it already, with what to do.
+        for report in reports:
+            if report.outcome is not Outcome.INCOMPLETE:
+                report.notes.append(problem)
     deleted = [
         item.report
         for item in ready
