@@ -117,9 +117,11 @@ def test_each_script_and_the_help_say_where_to_install_it(
     assert f"{shell}: postflightd completion {shell} > {places[shell]}" in capsys.readouterr().out
 
 
-def _answer(tmp_path: Path, line: str, asker: str = "bash") -> tuple[list[str], list[str]]:
+def _answer(
+    tmp_path: Path, line: str, asker: str = "bash", prefix: str = "postflightd.commands."
+) -> tuple[list[str], list[str]]:
     """argcomplete's answer for the command line ``line`` as the shell ``asker`` asks it, and the
-    modules of ``commands/`` that answering it imported."""
+    modules named ``prefix...`` (of ``commands/``) that answering it imported."""
     answer = tmp_path / "answer"
     env = {
         **os.environ,
@@ -142,7 +144,7 @@ def _answer(tmp_path: Path, line: str, asker: str = "bash") -> tuple[list[str], 
         row.rsplit("|", 1)[1].strip()
         for row in done.stderr.splitlines()
         if row.startswith("import time:")
-        and "postflightd.commands." in row
+        and row.rsplit("|", 1)[1].strip().startswith(prefix)
         # The machinery every start-up imports; the commands are the rest.
         and "postflightd.commands.parsing" not in row
     ]
@@ -174,3 +176,12 @@ def test_completing_an_option_imports_that_command_alone(tmp_path: Path) -> None
         "postflightd.commands.completion",
         "postflightd.commands.scan",
     ]
+
+
+def test_completing_the_options_of_a_command_that_checks_with_pydantic_imports_no_pydantic(
+    tmp_path: Path,
+) -> None:
+    # A key press waits for the answer: the checks (and pydantic) load when the command runs.
+    words, heavy = _answer(tmp_path, "postflightd check-return --di", prefix="pydantic")
+    assert [w.strip() for w in words] == ["--dialect"]
+    assert heavy == []

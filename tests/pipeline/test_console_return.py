@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from helpers.paths import FIXTURES, REPO
 from postflightd.cli import main
-from postflightd.models.console_return import Dialect
+from postflightd.models.terms import Dialect
 from postflightd.pipeline.console_extract import (
     MAX_RETURN_BYTES,
     Origin,

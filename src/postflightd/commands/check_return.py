@@ -13,9 +13,7 @@ from pathlib import Path
 from postflightd.commands.arguments import add_format, policy
 from postflightd.config import load_config
 from postflightd.errors import UsageError
-from postflightd.models.console_return import Dialect
-from postflightd.pipeline.console_extract import MAX_RETURN_BYTES
-from postflightd.pipeline.console_return import check_bytes, read_input, return_probe, too_big
+from postflightd.models.terms import Dialect
 from postflightd.project.root import why_not_a_directory
 from postflightd.reporters.check_return import REPORTERS
 from postflightd.reporters.style import Options
@@ -68,6 +66,11 @@ def run_check_return(
 ) -> int:
     """Validate one return with the configuration's severity overrides, select, ignore and
     strict; print the report; exit 0 valid, 1 invalid."""
+    # Here, not at the top: the checks import pydantic, which `check-return --help` and the
+    # shell's completion of its options never need.
+    from postflightd.pipeline.console_extract import MAX_RETURN_BYTES
+    from postflightd.pipeline.console_return import check_bytes, read_input, return_probe, too_big
+
     root_dir = Path(root).expanduser()
     config = load_config(config_path, [root_dir] if root_dir.is_dir() else [])
     chosen = policy(config, select, ignore, strict)

@@ -9,16 +9,11 @@ object). Strict about types, unknown keys kept, like ``models.py`` for the metad
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict
 
-
-class Dialect(StrEnum):
-    SUBAGENT_RETURN = "subagent-return"
-    AGENT_OUTPUT = "agent-output"
-
+from postflightd.models.terms import Dialect
 
 SUBAGENT_STATUSES: Final = ("completed", "partial", "failed", "blocked")
 OUTPUT_STATUSES: Final = ("complete", "partial", "error")

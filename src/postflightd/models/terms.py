@@ -19,6 +19,13 @@ from postflightd.models.metadata_fields import KNOWN_FIELDS
 __all__ = ["KNOWN_FIELDS"]  # re-exported: the rules read the known fields with the other words
 
 
+class Dialect(StrEnum):
+    """The two forms of a console return ``check-return`` reads (``models.console_return``)."""
+
+    SUBAGENT_RETURN = "subagent-return"
+    AGENT_OUTPUT = "agent-output"
+
+
 class Status(StrEnum):
     IN_PROGRESS = "in_progress"
     RESEARCHED = "researched"

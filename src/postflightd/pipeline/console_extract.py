@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, BinaryIO, Final
 
-from postflightd.models.console_return import Dialect
 from postflightd.models.files import parse_json
+from postflightd.models.terms import Dialect
 from postflightd.rules.findings import Finding, finding
 
 #: Input over this size is refused (PF101): a console return is a few kilobytes.

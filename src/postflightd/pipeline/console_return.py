@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from postflightd.errors import ExitCode, UsageError
-from postflightd.models.console_return import Dialect
+from postflightd.models.terms import Dialect
 from postflightd.pipeline.console_extract import (
     MAX_RETURN_BYTES,
     Origin,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final, TextIO
 
 from postflightd.inert import inert, json_text
-from postflightd.models.console_return import Dialect
+from postflightd.models.terms import Dialect
 from postflightd.reporters import Reporter
 from postflightd.reporters.scan import github_annotation
 from postflightd.reporters.style import Options

@@ -23,9 +23,9 @@ from postflightd.models.console_return import (
     SUBAGENT_ARTIFACT_TYPES,
     SUBAGENT_STATUSES,
     AgentOutput,
-    Dialect,
     SubagentReturn,
 )
+from postflightd.models.terms import Dialect
 from postflightd.rules.findings import Finding, finding
 from postflightd.rules.fixes import guess_status
 from postflightd.rules.probe import ArtifactProbe
