@@ -144,3 +144,23 @@ def test_a_restart_sums_up_the_files_unchanged_since_the_last_run_in_one_line(
     assert invalid[0].endswith("specs/3_task3/.return-meta.json"), again
     assert "run_reported" not in again.replace("3 run_reported", ""), again
     assert re.search(r"unchanged_since_last_run root=\S+ files=2$", again, re.MULTILINE), again
+
+
+@pytest.mark.slow
+def test_a_restart_sums_up_a_file_that_does_not_parse_with_the_others(tmp_path: Path) -> None:
+    """A dead writer's truncated file waits at start until it settles: once it has, it is
+    judged against the last run's journal too, and the summary line waits for it, rather than
+    its run and its PF102 being logged again at every restart."""
+    root = tmp_path / "p"
+    project(root, 2)
+    invalid = write_meta(root, "1_task1", {"status": "planned", "metadata": {}})
+    truncated = write_meta(root, "2_task2", '{"status": "researched"')
+    for meta in (invalid, truncated):
+        old = meta.stat().st_mtime - 120  # settled
+        os.utime(meta, (old, old))
+    first = _daemon_log(root, tmp_path, "console", "PF102")
+    assert first.count(" invalid ") == 2, first
+    again = _daemon_log(root, tmp_path, "console", "unchanged_since_last_run")
+    assert re.search(r"unchanged_since_last_run root=\S+ files=2$", again, re.MULTILINE), again
+    assert " invalid " not in again, again
+    assert "run_reported" not in again, again

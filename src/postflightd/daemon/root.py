@@ -200,6 +200,12 @@ class WatchedRoot:
         #: counted in ``unchanged`` and summed up in one line, not logged again line by line.
         self.journal_mark: int | None = None
         self.unchanged = 0
+        #: the start's rescan is running: what it defers joins ``start_deferred``.
+        self.starting = False
+        #: files the start's rescan found not parsing yet (a dead writer's truncated file
+        #: among them): judged against ``journal_mark`` once they settle, and the summary
+        #: line waits for them.
+        self.start_deferred: set[str] = set()
 
     @property
     def _config(self) -> Config:
@@ -431,6 +437,8 @@ class WatchedRoot:
                 if wall - identity.mtime_ns / 1e9 < settle:
                     if known is None or known.deferred_since is None:
                         files.defer(path, shared.clock.monotonic())
+                    if reason == "start":
+                        self.start_deferred.add(path)
                 elif known is None or known.deferred_since is None:
                     dirty.append(path)
         for key in shared.runs.keys_for(str(self.root)):
@@ -457,14 +465,26 @@ class WatchedRoot:
         if reason == "start":
             self.journal_mark = shared.journal.last_id()
             self.unchanged = 0
+            self.start_deferred &= found
+            self.starting = True
         try:
             if dirty:
                 self.process(dirty, report_unparsed=False)
         finally:
             if reason == "start":
-                self.journal_mark = None
-                if self.unchanged:
-                    log.info("unchanged_since_last_run", root=str(self.root), files=self.unchanged)
+                self.starting = False
+                self._start_settled(None)
+
+    def _start_settled(self, path: str | None) -> None:
+        """``path``, deferred by the start's rescan, is settled (or the rescan ended): once
+        none is left, the files unchanged since the last run are summed up in one line."""
+        if path is not None:
+            self.start_deferred.discard(path)
+        if self.journal_mark is None or self.start_deferred:
+            return
+        self.journal_mark = None
+        if self.unchanged:
+            log.info("unchanged_since_last_run", root=str(self.root), files=self.unchanged)
 
     def _sweep_litter(self, task_dirs: list[str]) -> None:
         """What a killed writer left (another process's, since the start): the temporary files
@@ -591,6 +611,8 @@ class WatchedRoot:
     def gone(self, path: str) -> None:
         """``path`` no longer exists: forget it, and end its run."""
         self.files.pop(path, None)
+        if path in self.start_deferred:
+            self._start_settled(path)
         key = (str(self.root), Path(path).parent.name)
         ended = self.shared.runs.ended(key, applied=False)
         if ended is not None:
@@ -610,6 +632,14 @@ class WatchedRoot:
 
     def _after(self, report: FileReport, now: datetime) -> None:
         """Follow up one file's outcome: the run table, the log, retries."""
+        path = report.path_text
+        if self.starting and report.outcome is Outcome.DEFERRED:
+            self.start_deferred.add(path)
+        self._follow(report, now)
+        if path in self.start_deferred and report.outcome is not Outcome.DEFERRED:
+            self._start_settled(path)
+
+    def _follow(self, report: FileReport, now: datetime) -> None:
         runs = self.shared.runs
         path = report.path_text
         outcome = report.outcome
@@ -694,6 +724,8 @@ class WatchedRoot:
         identity = report.loaded.identity
         if self.journal_mark is None or identity is None:
             return False
+        if not self.starting and report.path_text not in self.start_deferred:
+            return False  # changed since the start: judged as any new sighting
         return self.shared.journal.seen_before(
             self.journal_mark,
             root=str(self.root),
