@@ -201,6 +201,34 @@ def test_a_workflow_that_post_flights_by_hand_gets_validator_mode_and_is_told_wh
     assert capsys.readouterr().out == ONE_LINE.format(root=root)
 
 
+def test_each_hunk_merged_into_existing_settings_names_its_own_event(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Settings that already hold a SubagentStop hook and other events: the hook joins
+    SubagentStop in one hunk and makes Stop in another, and each hunk says which it is."""
+    existing = {
+        "hooks": {
+            "SubagentStop": [
+                {"hooks": [{"type": "command", "command": "bash .claude/hooks/post.sh"}]}
+            ],
+            "PreToolUse": [
+                {"matcher": "Bash", "hooks": [{"type": "command", "command": "echo hi"}]}
+            ],
+        }
+    }
+    root = _grown(tmp_path, {".claude/settings.json": json.dumps(existing, indent=2) + "\n"})
+    assert main(["init", str(root), "--yes", "--runtime", "claude"]) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("@@ ")]
+    named = [h.split(" @@ ", 1)[1] for h in headers if "stop hook" in h]
+    assert named == ["Claude Code's stop hook on SubagentStop", "Claude Code's stop hook on Stop"]
+    settings = json.loads((root / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    assert [h["hooks"][0]["command"] for h in settings["hooks"]["SubagentStop"]] == [
+        "bash .claude/hooks/post.sh",
+        "postflightd hook claude",
+    ]
+
+
 def test_a_project_whose_workflow_only_writes_its_files_gets_apply_mode(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
