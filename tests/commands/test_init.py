@@ -382,3 +382,36 @@ def test_copilots_file_is_not_written_where_claude_codes_hook_serves_it(
     assert main(["init", str(alone), "--yes", "--runtime", "copilot"]) == 0
     assert "not written" not in capsys.readouterr().out
     assert (alone / copilot).is_file()
+
+
+#: The CLI with a stdout whose reader leaves (`| head`) once init starts saying what it wrote.
+_READER_LEAVES = """
+import io, sys
+from postflightd.cli import main
+
+class Reader(io.TextIOBase):
+    def writable(self): return True
+    def write(self, text):
+        if text.startswith(("created ", "updated ")):
+            raise BrokenPipeError(32, "Broken pipe")
+        return len(text)
+
+sys.stdout = Reader()
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_reader_that_leaves_cannot_cut_the_set_up_in_half(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", _READER_LEAVES, "init", str(root), "--yes"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 141, done.stderr  # the report was cut short, as for `| head`
+    assert "Traceback" not in done.stderr
+    # The hook and its configuration both, not the first file alone.
+    for name in (".gitignore", ".claude/settings.json", ".postflightd.toml"):
+        assert (root / name).is_file(), name

@@ -187,15 +187,23 @@ def run_init(
         if answer not in ("y", "yes"):
             out.write("nothing written\n")
             return int(ExitCode.FINDINGS)
+    # Every file first, then what was done: a reader that leaves now (`| head`) cannot cut
+    # the set-up in half (the hook without its configuration).
+    done: list[str] = []
     for change in changes:
         try:
             write_project_text(root, change.path, change.new)
         except OSError as exc:
-            raise UsageError(f"{root / change.path}: cannot write: {exc.strerror or exc}") from None
-        verb = "created" if change.old is None else "updated"
-        out.write(f"{verb} {change.path}\n")
+            before = f" (written before it: {', '.join(done)})" if done else ""
+            raise UsageError(
+                f"{root / change.path}: cannot write: {exc.strerror or exc}{before}"
+            ) from None
+        done.append(change.path)
     if new_unit is not None:
         _install_unit(unit_path, new_unit)
+    for change in changes:
+        out.write(f"{'created' if change.old is None else 'updated'} {change.path}\n")
+    if new_unit is not None:
         out.write(f"created {unit_path}\n")
     if systemd:
         _print_systemd_line(unit, unit_path, out)
