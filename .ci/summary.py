@@ -2,8 +2,9 @@
 reason, then one line of counts (``ci: N passed, N failed, N skipped``).
 
 Under CI a test skips only through an allowance named in tests/helpers/needs.py (its reason
-then says "allowed under CI"); a skip that says nothing of the kind did not go through that
-helper, and is marked here so that it is seen.
+then says "allowed under CI"); any other skip fails there (helpers.needs is a pytest plugin that
+sees them). Away from CI a skip that says nothing of the kind did not go through that helper,
+and is marked here so that it is seen.
 """
 
 from __future__ import annotations

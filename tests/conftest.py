@@ -20,6 +20,9 @@ import pytest
 # Before the first import of a helper: their asserts report values as the tests' own do.
 pytest.register_assert_rewrite("helpers")
 
+#: helpers.needs sees every skip: under CI, one without an allowance fails.
+pytest_plugins = ("helpers.needs",)
+
 from helpers.processes import child_processes, open_descriptors  # noqa: E402
 from helpers.waiting import wait_until  # noqa: E402
 from postflightd.daemon.watch.inotify_tree import EVENT_READER  # noqa: E402

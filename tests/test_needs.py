@@ -16,6 +16,8 @@ from helpers import needs
 
 INNER = textwrap.dedent(
     """
+    import pytest
+
     from helpers import needs
 
     needs.ALLOWED_UNDER_CI["no-such-machine"] = "no CI machine has one"
@@ -43,8 +45,15 @@ INNER = textwrap.dedent(
 
     def test_an_allowance_nobody_granted() -> None:
         needs.unavailable("no such machine", allowance="granted-by-nobody")
+
+
+    def test_a_skip_past_the_helper() -> None:
+        pytest.skip("skipped by pytest itself")
     """
 )
+
+
+PLUGIN = ("-p", "helpers.needs")
 
 
 def _pytest(
@@ -58,7 +67,8 @@ def _pytest(
         env["CI"] = ci
     env["PYTHONPATH"] = str(Path(__file__).parent)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfsE", "-p", "no:cacheprovider", name],
+        # helpers.needs is a plugin too, as tests/conftest.py makes it: it sees every skip.
+        [sys.executable, "-m", "pytest", "-q", "-rfsE", "-p", "no:cacheprovider", *PLUGIN, name],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -77,12 +87,12 @@ def _inner(tmp_path: Path, ci: str | None) -> str:
 @pytest.mark.parametrize("ci", [None, ""])
 def test_away_from_ci_a_missing_tool_is_a_skip(tmp_path: Path, ci: str | None) -> None:
     out = _inner(tmp_path, ci)
-    assert "1 failed, 1 passed, 4 skipped" in out, out
+    assert "1 failed, 1 passed, 5 skipped" in out, out
     assert "postflightd-no-such-tool is not installed: the test drives it" in out, out
     assert "cannot import postflightd_no_such_module" in out, out
     assert "no such machine (allowed under CI: no CI machine has one)" in out, out
     # Each skip is reported at the line of the test that needed something, not in the helper.
-    assert "test_inner.py:8: postflightd-no-such-tool is not installed" in out, out
+    assert "test_inner.py:10: postflightd-no-such-tool is not installed" in out, out
     assert "FAILED test_inner.py::test_an_allowance_nobody_granted - KeyError" in out, out
 
 
@@ -91,11 +101,13 @@ def test_under_ci_a_missing_tool_fails_and_only_a_named_allowance_skips(
     tmp_path: Path, ci: str
 ) -> None:
     out = _inner(tmp_path, ci)
-    assert "4 failed, 1 passed, 1 skipped" in out, out
+    assert "5 failed, 1 passed, 1 skipped" in out, out
     assert "no such machine (allowed under CI: no CI machine has one)" in out, out
     failure = "under CI this is a failure (.ci/run must provide it)"
     assert f"postflightd-no-such-tool is not installed: the test drives it: {failure}" in out
     assert f"no such kernel feature: {failure}" in out, out
+    # A skip that did not go through the helper (pytest.skip, skipif, importorskip) fails too.
+    assert f"skipped by pytest itself: {failure}" in out, out
 
 
 MODULE_LEVEL = textwrap.dedent(

@@ -7,6 +7,10 @@ anything. So every skip for something the machine lacks goes through here: ``req
 for a program, ``require_module`` for a Python module, ``unavailable`` for anything else (a
 kernel feature, a right, a device). A skip that CI truly cannot avoid names its entry in
 ``ALLOWED_UNDER_CI``, which says why; ``.ci/run`` prints every skip with its reason at the end.
+
+This module is a pytest plugin as well (tests/conftest.py loads it): under CI, a skip that did
+not come through here with an allowance (``pytest.skip``, ``skipif``, ``importorskip``, a
+plugin's) is turned into a failure, so no other way of skipping can hide a test from CI.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import importlib
 import os
 import shutil
 import subprocess
+from collections.abc import Generator
 from pathlib import Path
 from types import ModuleType
 from typing import Final, NoReturn
@@ -24,6 +29,12 @@ import pytest
 #: Skips CI accepts, by name, each with the reason no CI machine can do better. Empty while
 #: .ci/run provides everything the tests need.
 ALLOWED_UNDER_CI: Final[dict[str, str]] = {}
+
+
+#: What the reason of a skip CI accepts says (``unavailable`` with an allowance writes it).
+ALLOWED_MARK: Final = "allowed under CI"
+#: What a skip turned into a failure under CI says after its reason.
+CI_FAILURE: Final = "under CI this is a failure (.ci/run must provide it)"
 
 
 def under_ci() -> bool:
@@ -38,11 +49,9 @@ def unavailable(reason: str, *, allowance: str | None = None) -> NoReturn:
     __tracebackhide__ = True  # the skip is reported at the test's line, not this one
     if allowance is not None:
         why = ALLOWED_UNDER_CI[allowance]  # a KeyError: an allowance nobody granted
-        pytest.skip(f"{reason} (allowed under CI: {why})", allow_module_level=True)
+        pytest.skip(f"{reason} ({ALLOWED_MARK}: {why})", allow_module_level=True)
     if under_ci():
-        pytest.fail(
-            f"{reason}: under CI this is a failure (.ci/run must provide it)", pytrace=False
-        )
+        pytest.fail(f"{reason}: {CI_FAILURE}", pytrace=False)
     pytest.skip(reason, allow_module_level=True)
 
 
@@ -106,3 +115,35 @@ def require_strace(scratch: Path) -> None:
     )
     if not works:
         unavailable("strace is not installed here, or cannot trace (ptrace not permitted)")
+
+
+# --- as a plugin: every other skip fails under CI -------------------------------------------
+
+
+def _failed_under_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """A skipped ``report`` without an allowance, made a failure with its reason, under CI."""
+    if not (report.skipped and under_ci()) or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    # A skip's report is (path, line, "Skipped: reason").
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    if ALLOWED_MARK in reason:
+        return
+    where = f"{longrepr[0]}:{longrepr[1]}: " if isinstance(longrepr, tuple) else ""
+    report.outcome = "failed"
+    report.longrepr = f"{where}{reason}: {CI_FAILURE}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport() -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    _failed_under_ci(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report() -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    report = yield
+    _failed_under_ci(report)
+    return report

@@ -20,9 +20,11 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
+
+from helpers import needs
 
 PINNED = Path(__file__).resolve().parents[1] / "runtimes" / "pinned.txt"
 #: The hook recorder put first on the runtime's PATH as ``postflightd``: it runs the real CLI
@@ -74,11 +76,10 @@ def runtimes_dir() -> Path:
     return Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache" / "postflightd-tests" / "runtimes"
 
 
-def unavailable(reason: str) -> None:
+def unavailable(reason: str) -> NoReturn:
     """Skip, or under CI (where .ci/run installs every runtime) fail."""
-    if os.environ.get("CI"):
-        pytest.fail(f"{reason}: .ci/run installs the pinned runtimes, so this is a failure")
-    pytest.skip(reason)
+    __tracebackhide__ = True
+    needs.unavailable(f"{reason} (.ci/run installs the pinned runtimes)")
 
 
 def installed(name: str) -> Path:
