@@ -7,6 +7,7 @@ on a copy of the repository's sources and tests, so that nothing here writes int
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -134,3 +135,75 @@ def test_a_switch_set_to_1_rewrites_each_file_and_the_run_that_did_fails(copy: P
     again = _pytest(copy, **dict.fromkeys(SWITCHES, "1"))
     assert again.returncode == 0, again.stdout + again.stderr
     assert _kept(copy) == committed
+
+
+# --- the real runtimes' captures (PF_RECORD_FIXTURES) --------------------------------------
+
+RECORD = "PF_RECORD_FIXTURES"
+#: A real runtime's test that records two fixtures (its hook input and its transcript).
+RECORDING_TEST = (
+    "tests/runtimes/test_gemini.py::test_a_valid_file_of_its_own_is_applied_and_the_agent_stops"
+)
+CAPTURED = (
+    "tests/hooks/fixtures/gemini/after_agent.json",
+    "tests/hooks/fixtures/gemini/write_file.jsonl",
+)
+RUNTIME_COPIED = ("tests/runtimes", "tests/hooks/fixtures/gemini")
+
+
+def _captures(root: Path) -> dict[str, str]:
+    return {rel: (root / rel).read_text(encoding="utf-8") for rel in CAPTURED}
+
+
+def _record(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k not in {"CI", RECORD, *SWITCHES}}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", RECORDING_TEST],
+        cwd=root,
+        env={**base, "PYTHONPATH": str(root / "src"), **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_the_runtimes_captures_are_rewritten_only_by_1_and_the_run_that_did_fails(
+    copy: Path,
+) -> None:
+    """The real Gemini CLI's run: 0 (or unset) records nothing and passes; a typo fails; under
+    CI 1 fails before it writes; 1 rewrites the captures and that run is not green."""
+    for rel in RUNTIME_COPIED:
+        shutil.copytree(REPO / rel, copy / rel, ignore=shutil.ignore_patterns("__pycache__"))
+    committed = _captures(copy)
+    off = _record(copy, **{RECORD: "0"})
+    assert off.returncode == 0, off.stdout + off.stderr
+    assert _captures(copy) == committed
+    typo = _record(copy, **{RECORD: "yes"})
+    assert "set it to 1 to rewrite the files, or leave it unset" in typo.stdout, typo.stdout
+    under_ci = _record(copy, CI="true", **{RECORD: "1"})
+    assert f"{RECORD} is set under CI" in under_ci.stdout, under_ci.stdout
+    assert _captures(copy) == committed
+    on = _record(copy, **{RECORD: "1"})
+    assert on.returncode == 1, on.stdout + on.stderr
+    rewrote = [rel for rel in CAPTURED if _captures(copy)[rel] != committed[rel]]
+    assert rewrote, "a new run of the runtime captures new ids and times"
+    for rel in rewrote:
+        assert rel in on.stdout, on.stdout
+    assert f"then run again without {RECORD}" in on.stdout, on.stdout
+
+
+def test_the_runtimes_tests_write_their_captures_only_through_the_switch() -> None:
+    """Every write under tests/runtimes/ to a fixtures path is helpers.runtimes.capture's."""
+    offenders = []
+    for path in sorted((REPO / "tests" / "runtimes").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("write_text", "write_bytes", "open")
+                and "FIXTURES" in ast.unparse(node.func.value)
+            ):
+                offenders.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == [], "write captures with helpers.runtimes.capture"

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import pytest
-
 from helpers import needs
+from helpers.update_mode import rewritten, updating
 
 PINNED = Path(__file__).resolve().parents[1] / "runtimes" / "pinned.txt"
 #: The hook recorder put first on the runtime's PATH as ``postflightd``: it runs the real CLI
@@ -187,16 +186,36 @@ def offline_env(home: Path, **extra: str) -> dict[str, str]:
 # --- re-recording the fixtures -------------------------------------------------------------
 
 #: The switch that makes the tests of tests/runtimes/ write what the runtimes produced over
-#: the fixtures (tests/hooks/fixtures/README.md); never under CI.
+#: the fixtures (tests/hooks/fixtures/README.md): the same as every switch that rewrites a file
+#: kept in the repository (``helpers.update_mode``): only 1, never under CI, and a test that
+#: rewrote a fixture fails.
 RECORD = "PF_RECORD_FIXTURES"
+
+#: The fixtures the running test rewrote (``capture``), for ``fail_if_recaptured``.
+_recaptured: list[Path] = []
 
 
 def recording() -> bool:
-    if not os.environ.get(RECORD):
-        return False
-    if os.environ.get("CI"):
-        pytest.fail(f"{RECORD} rewrites the repository's fixtures: never under CI")
-    return True
+    """Whether this run re-records the fixtures (``$PF_RECORD_FIXTURES`` is 1, not under CI)."""
+    return updating(RECORD)
+
+
+def capture(path: Path, text: str) -> None:
+    """Write ``text``, a run's capture, over the fixture ``path`` when it differs; the test
+    then fails at its end, naming it (``fail_if_recaptured``)."""
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return
+    path.write_text(text, encoding="utf-8")
+    _recaptured.append(path)
+
+
+def fail_if_recaptured() -> None:
+    """Fail the test that rewrote fixtures: a run that rewrote the repository's files is never
+    green (tests/runtimes/conftest.py calls it after each test)."""
+    paths = list(_recaptured)
+    _recaptured.clear()
+    if paths:
+        rewritten(paths[0], RECORD, *paths[1:])
 
 
 def placeheld(text: str, places: dict[str, str]) -> str:

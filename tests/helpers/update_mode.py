@@ -45,9 +45,11 @@ def updating(switch: str) -> bool:
     return True
 
 
-def rewritten(path: Path, switch: str) -> NoReturn:
-    """Fail the test that has just rewritten ``path``."""
-    shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+def rewritten(path: Path, switch: str, *more: Path) -> NoReturn:
+    """Fail the test that has just rewritten ``path`` (and ``more``)."""
+    shown = ", ".join(
+        str(p.relative_to(REPO) if p.is_relative_to(REPO) else p) for p in (path, *more)
+    )
     pytest.fail(f"rewrote {shown}: check the change, then run again without {switch}")
 
 

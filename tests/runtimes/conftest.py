@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers.runtimes import installed
+from helpers.runtimes import fail_if_recaptured, installed
+
+
+@pytest.fixture(autouse=True)
+def _no_fixture_rewritten() -> Iterator[None]:
+    """A test that re-recorded a fixture (PF_RECORD_FIXTURES=1) fails after it, naming it."""
+    yield
+    fail_if_recaptured()
 
 
 @pytest.fixture(scope="session")

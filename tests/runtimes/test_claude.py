@@ -38,7 +38,7 @@ from helpers.runtime_project import (
     sandbox,
     script_played,
 )
-from helpers.runtimes import HookCall, pinned, placeheld, recording
+from helpers.runtimes import HookCall, capture, pinned, placeheld, recording
 
 pytestmark = pytest.mark.slow
 
@@ -276,7 +276,7 @@ def record(run: Run, call: HookCall, hook_fixture: str | None, transcript: str) 
         places[call.stdin["transcript_path"]] = "$ROOT/parent-session.jsonl"
     if hook_fixture is not None:
         text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
-        (HOOK_FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+        capture(HOOK_FIXTURES / hook_fixture, text)
     capture_transcript(run, Path(own), transcript)
 
 
@@ -285,7 +285,7 @@ def capture_transcript(run: Run, path: Path, name: str) -> None:
     # Claude Code's name for the project's folder under ~/.claude/projects/.
     places[re.sub(r"[^A-Za-z0-9]", "-", str(run.root))] = "$PROJECT"
     text = placeheld(path.read_text(encoding="utf-8"), places)
-    (TRANSCRIPT_FIXTURES / name).write_text(text, encoding="utf-8")
+    capture(TRANSCRIPT_FIXTURES / name, text)
 
 
 def test_the_pinned_release_is_the_one_that_runs(claude_code: Path) -> None:

@@ -45,7 +45,7 @@ from helpers.runtime_project import (
     sandbox,
     script_played,
 )
-from helpers.runtimes import HookCall, pinned, placeheld, recording
+from helpers.runtimes import HookCall, capture, pinned, placeheld, recording
 from postflightd.project.codex_trust import hook_trust, postflightd_hooks, trust_entries
 
 pytestmark = pytest.mark.slow
@@ -366,9 +366,9 @@ def record(run: Run, call: HookCall, hook_fixture: str | None, rollout: str) -> 
     places = {str(own): "$TRANSCRIPT", str(run.root): "$ROOT", str(run.home): "$HOME"}
     if hook_fixture is not None:
         text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
-        (FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+        capture(FIXTURES / hook_fixture, text)
     text = placeheld(Path(own).read_text(encoding="utf-8"), places)
-    (FIXTURES / rollout).write_text(text, encoding="utf-8")
+    capture(FIXTURES / rollout, text)
 
 
 def test_the_pinned_release_is_the_one_that_runs(codex_cli: Path) -> None:

@@ -43,7 +43,7 @@ from helpers.runtime_project import (
     sandbox,
     script_played,
 )
-from helpers.runtimes import HookCall, offline_env, pinned, placeheld, recording
+from helpers.runtimes import HookCall, capture, offline_env, pinned, placeheld, recording
 
 pytestmark = pytest.mark.slow
 
@@ -311,7 +311,7 @@ def test_with_claudes_hook_too_each_stop_is_post_flighted_once(
         call = claudes[0]
         places = {call.stdin["transcript_path"]: "$TRANSCRIPT", str(run.root): "$ROOT"}
         text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
-        (HOOK_FIXTURES / "stop_snake_case.json").write_text(text, encoding="utf-8")
+        capture(HOOK_FIXTURES / "stop_snake_case.json", text)
 
 
 # --- the captures (PF_RECORD_FIXTURES=1) -----------------------------------------------------
@@ -326,9 +326,9 @@ def record(run: Run, call: HookCall, hook_fixture: str | None, transcript: str) 
     places = {events: "$TRANSCRIPT", str(run.root): "$ROOT", str(run.home): "$HOME"}
     if hook_fixture is not None:
         text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
-        (HOOK_FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+        capture(HOOK_FIXTURES / hook_fixture, text)
     text = placeheld(Path(events).read_text(encoding="utf-8"), places)
-    (TRANSCRIPT_FIXTURES / transcript).write_text(text, encoding="utf-8")
+    capture(TRANSCRIPT_FIXTURES / transcript, text)
 
 
 def test_the_pinned_release_is_the_one_that_runs(copilot_cli: Path, tmp_path: Path) -> None:

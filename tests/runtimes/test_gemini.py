@@ -42,7 +42,7 @@ from helpers.runtime_project import (
     sandbox,
     script_played,
 )
-from helpers.runtimes import HookCall, offline_env, pinned, placeheld, recording
+from helpers.runtimes import HookCall, capture, offline_env, pinned, placeheld, recording
 
 pytestmark = pytest.mark.slow
 
@@ -230,9 +230,9 @@ def record(run: Run, call: HookCall, hook_fixture: str | None, transcript: str) 
     places = {str(path): "$TRANSCRIPT", str(run.root): "$ROOT", str(run.home): "$HOME"}
     if hook_fixture is not None:
         text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
-        (FIXTURES / hook_fixture).write_text(text, encoding="utf-8")
+        capture(FIXTURES / hook_fixture, text)
     text = placeheld(path.read_text(encoding="utf-8"), places)
-    (FIXTURES / transcript).write_text(text, encoding="utf-8")
+    capture(FIXTURES / transcript, text)
 
 
 def test_the_pinned_release_is_the_one_that_runs(gemini_cli: Path, tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ from helpers.runtime_project import (
     sandbox,
     script_played,
 )
-from helpers.runtimes import HookCall, hook_calls, pinned, placeheld, recording
+from helpers.runtimes import HookCall, capture, hook_calls, pinned, placeheld, recording
 from helpers.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -409,7 +409,7 @@ def record(run: Run, call: HookCall, name: str) -> None:
         return
     places = {str(run.root): "$ROOT", str(run.home): "$HOME"}
     text = placeheld(json.dumps(call.stdin, indent=2) + "\n", places)
-    (HOOK_FIXTURES / name).write_text(text, encoding="utf-8")
+    capture(HOOK_FIXTURES / name, text)
 
 
 def test_the_pinned_release_is_the_one_that_runs(opencode: Path) -> None:
