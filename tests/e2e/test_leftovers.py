@@ -94,7 +94,7 @@ def test_report_leaves_an_applied_leftover_out_of_the_durations(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Its first sight is today, its start months ago: no 261-day run in the figures."""
-    root, meta, _ = leftover_project(tmp_path)
+    root, meta, written = leftover_project(tmp_path)
     assert main(["process", str(meta)]) == 0
     capsys.readouterr()
 
@@ -107,6 +107,9 @@ def test_report_leaves_an_applied_leftover_out_of_the_durations(
     assert main(["history", "--root", str(root), "--since", "all", "--format", "json"]) == 0
     (run,) = json.loads(capsys.readouterr().out)
     assert run["duration_seconds"] is None
+    # It ended when its agent wrote it, the date its task entry got, not today.
+    assert stamp(run["ended"]) == written
+    assert stamp(run["started"]) == written - timedelta(hours=1)
 
 
 def test_scan_warns_of_a_leftover_without_failing_and_scan_apply_keeps_its_date(

@@ -72,7 +72,11 @@ PRUNE_CHUNK: Final = 500
 PRUNE_PAUSE_S: Final = 0.01
 
 _COLUMNS: Final = (
-    "id, ts, kind, root, file, task, session, status, findings, content, agent, leftover"
+    "id, ts, kind, root, file, task, session, status, findings, content, agent, leftover, "
+    # A leftover's outcome is dated when its agent wrote it, not when it was applied: the
+    # date its task entry got.
+    "CASE WHEN leftover = 1 AND json_valid(entry_after) "
+    "THEN json_extract(entry_after, '$.last_updated') END"
 )
 
 log = get_logger()
@@ -675,7 +679,21 @@ def _change_columns(change: TaskChange | None) -> tuple[str | None, str | None, 
 def _observation(row: tuple[Any, ...]) -> Observation:
     from postflightd.journal.rows import Observation  # its readers' (module docstring)
 
-    (id_, ts, kind, root, file, task, session, status, findings, content, agent, leftover) = row
+    (
+        id_,
+        ts,
+        kind,
+        root,
+        file,
+        task,
+        session,
+        status,
+        findings,
+        content,
+        agent,
+        leftover,
+        dated,
+    ) = row
     return Observation(
         id=int(id_),
         ts=str(ts),
@@ -689,4 +707,5 @@ def _observation(row: tuple[Any, ...]) -> Observation:
         content=content if isinstance(content, str) else None,
         agent=agent if isinstance(agent, str) else None,
         leftover=leftover == 1,
+        outcome_ts=dated if isinstance(dated, str) else None,
     )

@@ -42,6 +42,8 @@ class Observation:
     agent: str | None = None
     #: the file was a leftover (PF607, journal version 5): its run has no known duration
     leftover: bool = False
+    #: a leftover's outcome time, as its task entry got it (when its agent wrote the file)
+    outcome_ts: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -61,6 +61,8 @@ class JournalRow(NamedTuple):
     duration_s: float | None = None
     #: the row is of a leftover (PF607, journal version 5): its run has no known duration
     leftover: bool | None = None
+    #: a leftover's outcome time, when its agent wrote the file (history's rows only)
+    outcome_ts: str | None = None
 
 
 Facts = tuple[str | None, str | None, str | None, float | None]
@@ -115,6 +117,7 @@ class Run:
         "op_word",
         "order",
         "outcome_status",
+        "outcome_ts",
         "progress_ts",
         "started_at",
         "stuck_ts",
@@ -141,6 +144,8 @@ class Run:
         self.duration_s: float | None = None
         #: first seen final long after it was written (PF607): when it ended is not known
         self.leftover = False
+        #: a leftover's outcome time (its agent's write), which its first sight is not
+        self.outcome_ts: str | None = None
         #: applied to state.json but not every file of the outcome written (PF606), and not
         #: completed since: the findings text of that row ("[]" without one)
         self.incomplete: str | None = None
@@ -196,6 +201,7 @@ def fold(rows: Iterable[Sequence[Any]]) -> Runs:
         started,
         secs,
         left,
+        dated,
     ) in rows:
         key = (root, file, session)
         run = current.get(key)
@@ -245,6 +251,8 @@ def fold(rows: Iterable[Sequence[Any]]) -> Runs:
             run.last_status = status
         if left:
             run.leftover = True
+            if dated is not None:
+                run.outcome_ts = dated
     if runs:
         out.first_ts, out.last_ts = runs[0][1].first_ts, ts
     return out
@@ -321,6 +329,7 @@ def observation_row(o: Observation) -> JournalRow:
         started_at=started,
         duration_s=seconds,
         leftover=o.leftover or None,
+        outcome_ts=o.outcome_ts,
     )
 
 
@@ -347,8 +356,10 @@ def error_codes(run: Run) -> list[str]:
 
 
 def ended_of(run: Run) -> str | None:
-    """When the run ended: the first sight of its final write, else its interruption; None
-    while it is running or stuck."""
+    """When the run ended: a leftover's outcome time, else the first sight of its final
+    write, else its interruption; None while it is running or stuck."""
+    if run.outcome_ts is not None:
+        return run.outcome_ts
     return run.final_ts if run.final_ts is not None else run.interrupted_ts
 
 

@@ -114,7 +114,8 @@ def stream_rows(
     # found in the (kind, ts) index alone, so a short window still reads only its own rows.
     columns = {str(row[1]) for row in conn.execute("PRAGMA table_info(observations)")}
     facts = _FACTS_V3_SQL if "agent" in columns else _FACTS_SQL
-    facts += f", {_LEFTOVER_SQL if 'leftover' in columns else 'NULL'}"
+    # The last column, a leftover's outcome time, is history's: the report has no use for it.
+    facts += f", {_LEFTOVER_SQL if 'leftover' in columns else 'NULL'}, NULL"
     kinds = ", ".join("?" * len(_KINDS))
     clauses = [f"+kind IN ({kinds})"]
     params: list[object] = list(_KINDS)
