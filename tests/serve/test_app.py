@@ -379,3 +379,29 @@ def test_figures_are_made_once_per_range_while_the_journal_has_no_new_row(
         wait_until("the outcome is read", landed)
         c.get("/figures?range=7d")
         assert figures.builds == 3
+
+
+def test_a_stuck_run_is_an_invalid_file_only_when_its_file_breaks_the_format(
+    tmp_path: Path,
+) -> None:
+    """Being stuck is the runs table's (PF602 there), not a finding of the file: the header's
+    invalid count is the files that break the format, as ``status`` counts them, and a stuck
+    run is among them only with the findings that make it so."""
+    root = project(tmp_path / "project", 2)
+    long_ago = "2026-01-08T16:00:00Z"
+    stuck = in_progress(1)
+    stuck["started_at"] = long_ago
+    write_meta(root, "1_task1", stuck)
+    broken = in_progress(2)
+    broken["started_at"] = long_ago
+    broken["metadata"]["delegation_depth"] = 9
+    write_meta(root, "2_task2", broken)
+    with client_for(root) as c:
+        state = c.get("/api/state").json()
+    assert [(r["task"], r["state"]) for r in state["runs"]] == [(1, "stuck"), (2, "stuck")]
+    assert state["summary"]["stuck"] == 2
+    assert [i["task"] for i in state["invalid"]] == [2]
+    assert state["summary"]["invalid"] == 1
+    (invalid,) = state["invalid"]
+    codes = [f["code"] for f in invalid["findings"]]
+    assert "PF401" in codes and "PF602" not in codes

@@ -53,6 +53,9 @@ from postflightd.runs.status import (
 )
 from postflightd.runs.table import Sighting
 
+#: A run in progress past its operation's timeout: the run's state, not a fault of its file.
+STUCK_CODE = "PF602"
+
 
 def _being_written(report: FileReport, now: datetime, settle_s: float) -> bool:
     failure, identity = report.loaded.failure, report.loaded.identity
@@ -75,6 +78,17 @@ def _state(status: str | None, report: FileReport) -> str:
 def _only_state_unusable(report: FileReport) -> bool:
     errors = [f for f in report.findings if f.severity is Severity.ERROR]
     return bool(errors) and all(f.code == STATE_UNUSABLE for f in errors)
+
+
+def _format_findings(state: str, report: FileReport, policy: Policy) -> list[Finding]:
+    """What makes a file break the format: an invalid file's findings; a stuck run's only when
+    those beside PF602 fail it (being stuck is the run's, shown in its row, not the file's)."""
+    if state == "invalid":
+        return report.findings
+    if state != "stuck":
+        return []
+    beside = [f for f in report.findings if f.code != STUCK_CODE]
+    return beside if beside and policy.fails(beside) else []
 
 
 def _errors_problem(specs: Directory, name: str) -> str | None:
@@ -130,7 +144,8 @@ def collect_status(
 ) -> list[RootStatus]:
     """Every metadata file under each root, with what its run is doing, each root judged by
     its own configuration and policy (``configs``); ``findings``, when given, gets the
-    findings of each invalid file by (root, file)."""
+    findings of each file that breaks the format by (root, file): each invalid file, and each
+    stuck run whose file would be invalid without PF602 (``_format_findings``)."""
     out: list[RootStatus] = []
     for root in roots:
         config, policy = configs[root]
@@ -149,8 +164,9 @@ def collect_status(
             for ref in find_metadata_files(project.specs):
                 report = check_file(project, ref, config, policy, now)
                 run = file_status(report, ref.task_dir, config, now, facts)
-                if findings is not None and run.state == "invalid":
-                    findings[(str(root), report.rel_path)] = report.findings
+                shown = _format_findings(run.state, report, policy) if findings is not None else []
+                if findings is not None and shown:
+                    findings[(str(root), report.rel_path)] = shown
                 entry.runs.append(run)
             # Tasks in numerical order (the directory listing puts 100_x before 14_x).
             entry.runs.sort(key=lambda r: (r.task is None, r.task or 0, r.file))

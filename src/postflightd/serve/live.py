@@ -172,7 +172,9 @@ def snapshot_json(
     for status in statuses:
         root = str(status.root)
         for run in status.runs:
-            if run.state == "invalid" or (not run.valid and run.state == "stuck"):
+            # A stuck run is an invalid file too only when its file breaks the format
+            # (``collect`` gives its findings then): being stuck alone is its row's.
+            if run.state == "invalid" or (run.state == "stuck" and (root, run.file) in findings):
                 entry = _run_json(root, run)
                 entry["findings"] = findings_json(findings.get((root, run.file), []))
                 invalid.append(entry)
