@@ -276,3 +276,185 @@ def test_each_invalid_file_shows_its_own_fixes_grouped_by_code_errors_before_war
         )
         assert not browser.find_elements(By.CSS_SELECTOR, f"{one} .errors .finding.warning")
         assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+#: Why task 264's postflight stays incomplete while errors.json holds a number.
+ERRORS_UNUSABLE = "errors.json is not usable (a number)"
+
+
+def _grown_example(root: Path) -> dict[str, str]:
+    """The example project grown with what a real one held: a near-miss status (265), a file
+    with an artifact outside its task, another session's id and five fields of its own, one
+    of them misspelt (266), and a partial outcome (264) whose errors.json record cannot be
+    written (errors.json holds a number), so that its postflight stays incomplete. Returns
+    the sessions state.json holds, by task."""
+    import json
+
+    from helpers.documents import partial_doc, researched_doc, task_entry
+
+    specs = root / "specs"
+    state = json.loads((specs / "state.json").read_text(encoding="utf-8"))
+    state["active_projects"] += [
+        task_entry(265, "near_miss", session_id="sess_1736700600_stu901"),
+        task_entry(266, "own_fields", session_id="sess_1736700700_vwx234"),
+    ]
+    state["next_project_number"] = 267
+    (specs / "state.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    sessions = {str(t["project_number"]): t["session_id"] for t in state["active_projects"]}
+
+    def write(task_dir: str, doc: dict[str, Any]) -> None:
+        (specs / task_dir / "reports").mkdir(parents=True, exist_ok=True)
+        (specs / task_dir / "reports" / "research-001.md").write_text("# report\n")
+        (specs / task_dir / ".return-meta.json").write_text(json.dumps(doc, indent=2) + "\n")
+
+    partial = partial_doc("264_demo_run")
+    partial["metadata"]["session_id"] = sessions["264"]
+    write("264_demo_run", partial)
+    near = researched_doc("265_near_miss")
+    near["status"] = "research_done"
+    near["metadata"]["session_id"] = sessions["265"]
+    write("265_near_miss", near)
+    own = researched_doc("266_own_fields")
+    own["artifacts"][0]["path"] = "/home/me/notes/research.md"
+    own["metadata"]["session_id"] = "sess_1736700999_zzz999"
+    del own["next_steps"]
+    own["next_step"] = "Plan the proof"
+    for n in range(4):
+        own[f"extra_{n}"] = n
+    write("266_own_fields", own)
+    (specs / "errors.json").write_text("42\n", encoding="utf-8")
+    return sessions
+
+
+def _feed(driver: Any) -> list[tuple[str, str, str]]:
+    """The outcomes on the page, newest first: (task, outcome, what its badge says)."""
+    rows = driver.execute_script(
+        "return [...document.querySelectorAll('#outcomes > li')].map((li) =>"
+        " [li.dataset.task, li.dataset.outcome, li.querySelector(':scope > .badge').textContent])"
+    )
+    return [tuple(r) for r in rows]
+
+
+def _read_again(daemon: Any) -> Callable[[], bool]:
+    """Whether a daemon started again has read every file, the truncated one last: summed up
+    as unchanged (or, were it journaled again, logged as invalid)."""
+
+    def read() -> bool:
+        invalid = [e.get("task") for e in daemon.events("invalid")]
+        return bool(daemon.events("unchanged_since_last_run")) or 263 in invalid
+
+    return read
+
+
+def _partial_count(port: int) -> float:
+    """``postflightd_outcomes_total`` for the partial status, over every agent."""
+    import http.client
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/metrics")
+    body = conn.getresponse().read().decode()
+    conn.close()
+    return sum(
+        s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == "postflightd_outcomes_total" and s.labels.get("status") == "partial"
+    )
+
+
+def test_on_the_grown_example_each_outcome_shows_once_and_a_waiting_file_says_why(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The example project grown with the cases a real one held, seen in the page: each
+    fix carries the file's own values, a final file waiting says why and since when, two
+    restarts of the daemon add nothing to the feed, and a postflight retried while it stays
+    incomplete is one entry, counted once in /metrics."""
+    from selenium.webdriver.common.by import By
+
+    from helpers.daemon_process import daemons
+
+    root = copy_example(tmp_path / "project")
+    sessions = _grown_example(root)
+    with served(root) as (_, port), daemons(tmp_path) as start_daemon:
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait_until("the page is live", _seen(browser, '#connection[data-state="live"]'), 30)
+        # No daemon yet: the final files wait, and say why.
+        wait_until("the waiting files", _seen(browser, '#waiting tr[data-task="264"]'), 30)
+        assert _text(browser, "#sum-waiting") == "2"
+        why = _text(browser, '#waiting tr[data-task="259"] .why') or ""
+        assert why.startswith("no daemon watches this root") and str(root) in why
+        assert "ago" in (_text(browser, '#waiting tr[data-task="259"] .elapsed') or "")
+        why = _text(browser, '#waiting tr[data-task="264"] .why') or ""
+        assert why.startswith("errors.json is unusable")
+        assert "No daemon" in (_text(browser, "#roots") or "")
+        # Each fix is the file's own.
+        browser.execute_script(
+            "document.querySelectorAll('#invalid details').forEach(d => d.open = true)"
+        )
+
+        def card(task: str, code: str) -> Any:
+            (found,) = browser.find_elements(
+                By.CSS_SELECTOR,
+                f'#invalid article[data-file*="/{task}_"] .finding[data-code="{code}"]',
+            )
+            return found
+
+        def fixes(task: str, code: str) -> list[str]:
+            return [p.text for p in card(task, code).find_elements(By.TAG_NAME, "pre")]
+
+        # The fix and the message (the CLI's words) name the same value.
+        assert fixes("265", "PF202") == ['"status": "researched"']
+        assert 'did you mean "researched"?' in card("265", "PF202").text
+        assert fixes("266", "PF501") == ['"path": "specs/266_own_fields/reports/research.md"']
+        assert fixes("266", "PF405") == [f'"session_id": "{sessions["266"]}"']
+        assert card("266", "PF405").text.count(sessions["266"]) == 2
+        assert fixes("266", "PF205") == ['"next_steps": "Plan the proof"']
+        assert "\u00d75" in card("266", "PF205").text
+        assert fixes("260", "PF203") == ['"status": "planned"']
+        assert 'write "status": "planned"' in card("260", "PF203").text
+
+        first = start_daemon(root)
+        first.wait_event("incomplete")
+        # The truncated file is judged last, after the daemon's start.
+        judged = lambda: 263 in [e.get("task") for e in first.events("invalid")]  # noqa: E731
+        wait_until("the daemon judges task 263", judged, 30)
+        assert first.stop() == 0
+        applied = _seen(browser, '#outcomes li[data-task="259"][data-outcome="applied"]')
+        wait_until("task 259 applied", applied, 30)
+        incomplete = _seen(browser, '#outcomes li[data-task="264"][data-outcome="incomplete"]')
+        wait_until("task 264's incomplete postflight", incomplete, 30)
+        time.sleep(1)  # anything else the first daemon journaled reaches the page
+        before = _feed(browser)
+        assert [o for o in before if o[0] == "264"] == [
+            ("264", "incomplete", f"incomplete: {ERRORS_UNUSABLE}"),
+            ("264", "applied", "applied as partial"),
+        ]
+        assert _partial_count(port) == 1
+        why = _text(browser, '#waiting tr[data-task="264"] .why') or ""
+        assert why.startswith("errors.json is unusable"), why
+
+        for _ in range(2):
+            again = start_daemon(root)
+            again.wait_event("incomplete")
+            wait_until("the daemon reads every file again", _read_again(again), 30)
+            assert again.stop() == 0
+        # A file fixed and applied after the restarts: once it shows, every row journaled
+        # before it has been read.
+        fixed = root / "specs" / "265_near_miss" / ".return-meta.json"
+        fixed.write_text(fixed.read_text().replace("research_done", "researched"))
+        assert (
+            subprocess.run(
+                [sys.executable, "-m", "postflightd", "scan", "--apply", str(root)],
+                capture_output=True,
+                check=False,
+            ).returncode
+            != 0
+        )  # task 264 is still incomplete
+        landed = _seen(browser, '#outcomes li[data-task="265"][data-outcome="applied"]')
+        wait_until("task 265 applied", landed, 30)
+        after = _feed(browser)
+        assert after == [("265", "applied", "applied as researched"), *before]
+        assert _partial_count(port) == 1
+        assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
