@@ -458,3 +458,49 @@ def test_on_the_grown_example_each_outcome_shows_once_and_a_waiting_file_says_wh
         assert after == [("265", "applied", "applied as researched"), *before]
         assert _partial_count(port) == 1
         assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def test_the_figures_follow_new_outcomes_for_the_range_chosen(browser: Any, tmp_path: Path) -> None:
+    """The figures frame shows the range chosen above it, and is made again for that range
+    once new outcomes land (at most once a minute), without a reload."""
+    import re
+    from datetime import UTC, date, datetime
+
+    from helpers.documents import researched_doc
+    from helpers.project import project, write_meta
+
+    root = project(tmp_path / "project", 2)
+    apply = [sys.executable, "-m", "postflightd", "scan", "--apply", str(root)]
+    write_meta(root, "1_task1", researched_doc("1_task1"))
+    assert subprocess.run(apply, capture_output=True, check=False).returncode == 0
+
+    def frame() -> str:
+        return str(
+            browser.execute_script(
+                "const d = document.getElementById('figures').contentDocument;"
+                " return d && d.body ? d.body.innerText : ''"
+            )
+        )
+
+    def days_back() -> int | None:
+        since = re.search(r"\(since (\d{4}-\d\d-\d\d)\)", frame())
+        today = datetime.now(UTC).date()
+        return (today - date.fromisoformat(since[1])).days if since else None
+
+    with served(root) as (_, port):
+        browser.get(f"http://127.0.0.1:{port}/")
+        wait_until("the page is live", _seen(browser, '#connection[data-state="live"]'), 30)
+        browser.execute_script(
+            "const r = document.getElementById('range'); r.value = '30d';"
+            " r.dispatchEvent(new Event('change'))"
+        )
+        wait_until("the figures of 30 days", lambda: days_back() in (29, 30, 31), 30)
+        assert "1 run," in frame()
+        write_meta(root, "2_task2", researched_doc("2_task2"))
+        assert subprocess.run(apply, capture_output=True, check=False).returncode == 0
+        landed = _seen(browser, '#outcomes li[data-task="2"][data-outcome="applied"]')
+        wait_until("task 2's outcome", landed, 30)
+        wait_until("the figures made again", lambda: "2 runs," in frame(), 90)
+        assert days_back() in (29, 30, 31)
+        assert browser.execute_script("return document.getElementById('range').value") == "30d"
+        assert not [e for e in browser.get_log("browser") if e.get("level") == "SEVERE"]

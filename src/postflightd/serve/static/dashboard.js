@@ -12,6 +12,7 @@ const openFiles = new Set();
 const FIGURES_EVERY = 60000;
 let figuresAt = Date.now();
 let figuresStale = false;
+let figuresTimer = null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -258,8 +259,18 @@ function connect() {
 
 function refreshFigures(now) {
   // The frame follows the outcomes, for the range chosen; the server reuses its report
-  // while the journal has no new row, so this never costs a report per page.
-  if (!now && (!figuresStale || Date.now() - figuresAt < FIGURES_EVERY)) return;
+  // while the journal has no new row, so this never costs a report per page. Outcomes that
+  // land within a minute of the last refresh are shown a minute after it, not later.
+  if (!now && !figuresStale) return;
+  const wait = FIGURES_EVERY - (Date.now() - figuresAt);
+  if (!now && wait > 0) {
+    if (figuresTimer === null) {
+      figuresTimer = setTimeout(() => { figuresTimer = null; refreshFigures(false); }, wait);
+    }
+    return;
+  }
+  if (figuresTimer !== null) clearTimeout(figuresTimer);
+  figuresTimer = null;
   figuresAt = Date.now();
   figuresStale = false;
   const range = document.getElementById("range").value;
@@ -282,7 +293,6 @@ document.addEventListener("DOMContentLoaded", () => {
     e.preventDefault();
     refreshFigures(true);
   });
-  setInterval(() => refreshFigures(false), FIGURES_EVERY);
   connect();
   setInterval(tick, 1000);
 });
