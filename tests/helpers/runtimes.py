@@ -42,7 +42,7 @@ out = subprocess.run([sys.executable, "-m", "postflightd", *sys.argv[1:]], input
 call = {{"argv": sys.argv[1:], "stdin": data.decode("utf-8", "replace"),
         "stdout": out.stdout.decode("utf-8", "replace"),
         "stderr": out.stderr.decode("utf-8", "replace"), "code": out.returncode,
-        "started": started, "ended": time.time_ns()}}
+        "started": started, "ended": time.time_ns(), "cwd": os.getcwd()}}
 name = os.path.join(os.environ["PF_HOOK_CALLS"], "%020d.json" % time.time_ns())
 with open(name, "w", encoding="utf-8") as fh:
     json.dump(call, fh)
@@ -136,6 +136,8 @@ class HookCall:
     #: when the call started and ended (``time.time_ns()``)
     started: int = 0
     ended: int = 0
+    #: the working directory the runtime (or its plugin) started it in
+    cwd: str = ""
 
     @property
     def event(self) -> str:
@@ -165,6 +167,7 @@ def hook_calls(calls_dir: Path) -> list[HookCall]:
                 tuple(call["argv"]),
                 call["started"],
                 call["ended"],
+                call["cwd"],
             )
         )
     return out

@@ -77,17 +77,22 @@ def _stand_in(tmp_path: Path, answers: list[dict[str, Any]]) -> Path:
 
 
 def _drive(
-    tmp_path: Path, steps: list[dict[str, Any]], bin_dir: Path, **scenario: Any
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    bin_dir: Path,
+    path_before: str = "",
+    **scenario: Any,
 ) -> dict[str, Any]:
     directory = tmp_path / "proj"
     directory.mkdir(exist_ok=True)
-    path = tmp_path / "scenario.json"
-    path.write_text(
+    scenario_path = tmp_path / "scenario.json"
+    scenario_path.write_text(
         json.dumps({"directory": str(directory), "steps": steps, **scenario}), encoding="utf-8"
     )
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    path = f"{path_before}{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path}
     run = subprocess.run(
-        [str(NODE), str(DRIVER), str(_plugin_js(tmp_path)), str(path)],
+        [str(NODE), str(DRIVER), str(_plugin_js(tmp_path)), str(scenario_path)],
         capture_output=True,
         text=True,
         env=env,
@@ -142,7 +147,7 @@ def test_a_block_answer_sends_its_reason_once_as_a_prompt(tmp_path: Path) -> Non
     ]
     [call] = _calls(bin_dir)
     assert call["argv"] == ["hook", "opencode"]
-    assert call["cwd"] == str(tmp_path / "proj")
+    assert call["cwd"] == "/"  # never the project, which agents write; its input names it
     assert call["stdin"] == {
         "session_id": SESSION,
         "cwd": str(tmp_path / "proj"),
@@ -150,6 +155,26 @@ def test_a_block_answer_sends_its_reason_once_as_a_prompt(tmp_path: Path) -> Non
         "commands": [],
         "attempt": 0,
     }
+
+
+def test_a_postflightd_in_the_project_never_runs_whatever_the_path(tmp_path: Path) -> None:
+    """An empty PATH entry (``PATH=$EXTRA:$PATH`` with EXTRA unset) and ``.`` name the working
+    directory: the plugin takes postflightd from PATH's absolute entries only, and runs it
+    from ``/``, so an executable an agent put in the project is never run."""
+    bin_dir = _stand_in(tmp_path, [NOTHING])
+    mark = tmp_path / "planted-ran"
+    for where in ("proj", "proj/specs"):
+        planted = tmp_path / where / "postflightd"
+        planted.parent.mkdir(parents=True, exist_ok=True)
+        planted.write_text(f"#!/bin/sh\necho ran >> {mark}\necho '{{}}'\n", encoding="utf-8")
+        planted.chmod(0o755)
+    steps = [*_write("specs/1_x/.return-meta.json"), _idle()]
+    for path_before in (os.pathsep, f".{os.pathsep}", f"specs{os.pathsep}"):
+        _drive(tmp_path, steps, bin_dir, path_before=path_before)
+    assert not mark.exists(), mark.read_text(encoding="utf-8")
+    calls = _calls(bin_dir)
+    assert len(calls) == 3
+    assert {call["cwd"] for call in calls} == {"/"}
 
 
 def test_an_empty_answer_sends_no_prompt(tmp_path: Path) -> None:

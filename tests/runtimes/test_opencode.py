@@ -95,8 +95,11 @@ def plugin_package_in_place(config_dir: Path) -> None:
 
 
 @contextmanager
-def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ChatServer, dict[str, str]]]:
-    """The scripted server, the project's opencode.json naming it, and OpenCode's environment."""
+def opencode_setup(
+    root: Path, script: list[Turn], path_before: str = ""
+) -> Iterator[tuple[ChatServer, dict[str, str]]]:
+    """The scripted server, the project's opencode.json naming it, and OpenCode's environment
+    (``path_before`` put before its PATH)."""
     box = sandbox(root, "opencode")
     # npm's registry, should OpenCode try to install anything: a closed port, never the net.
     (box.home / ".npmrc").write_text("registry=http://127.0.0.1:9/\n")
@@ -123,6 +126,7 @@ def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ChatServer,
             OPENCODE_DISABLE_MODELS_FETCH="1",
             OPENCODE_DISABLE_AUTOUPDATE="1",
         )
+        env["PATH"] = path_before + env["PATH"]
         # Its configuration, data and cache under that HOME, not where the tests' XDG points.
         for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME"):
             env.pop(name, None)
@@ -130,12 +134,18 @@ def opencode_setup(root: Path, script: list[Turn]) -> Iterator[tuple[ChatServer,
 
 
 def run_opencode(
-    opencode: Path, root: Path, script: list[Turn], prompt: str, mode: str, complete: bool = True
+    opencode: Path,
+    root: Path,
+    script: list[Turn],
+    prompt: str,
+    mode: str,
+    complete: bool = True,
+    path_before: str = "",
 ) -> Run:
     """OpenCode in ``root`` against the scripted model, ``prompt`` its one message, to the end
     of the script: `opencode run` to its exit, or `opencode serve` until every turn was asked
-    for and the last hook call answered."""
-    with opencode_setup(root, script) as (server, env):
+    for and the last hook call answered (``path_before``: put before its PATH)."""
+    with opencode_setup(root, script, path_before) as (server, env):
         if mode == "run":
             out = run_agent([str(opencode), "run", "--print-logs", prompt], root, env, 120)
             log = out.stderr.decode("utf-8", "replace")
@@ -242,6 +252,29 @@ def test_a_valid_file_of_its_own_is_applied_and_the_agent_stops(
     assert not own.exists()
     assert len(run.agent_requests()) == 2
     record(run, stop, "idle.json")
+
+
+def test_the_plugin_runs_no_postflightd_an_agent_planted_in_the_project(
+    opencode: Path, root: Path, tmp_path: Path
+) -> None:
+    """An agent writes an executable ``postflightd`` into the project. A PATH with an empty
+    entry (``PATH=$EXTRA:$PATH`` with EXTRA unset) or ``.`` names the working directory: the
+    plugin still runs the installed postflightd, by its absolute path, from outside the
+    project."""
+    mark = tmp_path / "planted-postflightd-ran"
+    for where in (root, root / ".opencode"):
+        planted = where / "postflightd"
+        planted.write_text(f"#!/bin/sh\necho ran >> {mark}\necho '{{}}'\n", encoding="utf-8")
+        planted.chmod(0o755)
+    own = meta(root, OWN)
+    script = [chat_write(str(own), VALID), say("Done.")]
+    run = run_opencode(opencode, root, script, "Research task 259.", "run", path_before=":.:")
+    assert not mark.exists(), "the plugin ran a postflightd from the project"
+    (stop,) = answered(run.calls)
+    assert stop.cwd == "/", stop
+    assert stop.stdin["files"] == [str(own)]
+    assert task_status(root, 259) == "researched"
+    assert not own.exists()
 
 
 @pytest.mark.parametrize("mode", MODES)

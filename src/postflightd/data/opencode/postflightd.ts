@@ -4,7 +4,8 @@
 // OpenCode does not await event handlers but awaits `dispose` before it ends (`opencode run`
 // ends at the first idle): dispose waits for every check under way. It never throws.
 import { spawn } from "node:child_process"
-import { resolve } from "node:path"
+import { accessSync, constants, statSync } from "node:fs"
+import { isAbsolute, join, resolve } from "node:path"
 
 const MAX_TRIES = 3 // prompts in a row per session; the hook stops blocking then too
 const WRITERS = new Set(["write", "edit", "multiedit", "patch", "apply_patch"])
@@ -12,10 +13,18 @@ const SHELL = "bash" // its commands go to the hook as they are: it reads the fi
 const TIMEOUT_MS = 60_000
 const MAX_ANSWER = 1 << 20
 
-function ask(cwd: string, input: object): Promise<Record<string, unknown>> {
+// postflightd from PATH's absolute entries, run from `/`: an empty or relative entry (`.`, or the
+// one `PATH=$EXTRA:$PATH` leaves) names the working directory, the project, which agents write.
+const program = (): string | undefined => (process.env.PATH ?? "").split(":").filter((dir) => isAbsolute(dir))
+  .map((dir) => join(dir, "postflightd"))
+  .find((path) => { try { return statSync(path).isFile() && (accessSync(path, constants.X_OK), true) } catch { return false } })
+
+function ask(input: object): Promise<Record<string, unknown>> {
   return new Promise((done) => {
     let out = ""
-    const child = spawn("postflightd", ["hook", "opencode"], { cwd, stdio: ["pipe", "pipe", "ignore"] })
+    const path = program()
+    if (!path) return done({}) // none: nothing to ask, as when the spawn fails
+    const child = spawn(path, ["hook", "opencode"], { cwd: "/", stdio: ["pipe", "pipe", "ignore"] })
     const timer = setTimeout(() => child.kill("SIGKILL"), TIMEOUT_MS)
     child.on("error", () => (clearTimeout(timer), done({})))
     child.stdout.on("data", (chunk) => (out.length < MAX_ANSWER ? (out += chunk) : child.kill("SIGKILL")))
@@ -49,7 +58,7 @@ export const PostflightdPlugin = async ({ client, directory }: { client: any; di
     for (;;) {
       const attempt = tries.get(id) ?? 0
       const files = [...(written.get(id) ?? [])], run = [...(commands.get(id) ?? [])]
-      const { decision, reason, systemMessage } = await ask(directory, { session_id: id, cwd: directory, files, commands: run, attempt })
+      const { decision, reason, systemMessage } = await ask({ session_id: id, cwd: directory, files, commands: run, attempt })
       if (typeof systemMessage === "string" && systemMessage) await toast(systemMessage)
       if (decision !== "block" || typeof reason !== "string" || !reason) {
         tries.delete(id)
