@@ -349,3 +349,37 @@ def test_a_state_json_too_deep_to_write_back_is_pf604_for_the_hook_never_pf106(
 
     verdicts = verdicts_down_from_what_cannot_be_read(tmp_path, stop)
     assert set(verdicts.values()) == {"PF604", "applied"}, verdicts
+
+
+#: What the daemon's log says of a file: its verdict, by event.
+DAEMON_VERDICTS = {
+    "applied": "applied",
+    "state_unusable": "PF604",
+    "invalid": "invalid",
+    "postflight_failed": "failed",
+}
+
+
+def test_a_state_json_too_deep_to_write_back_is_pf604_for_the_daemon_never_pf106(
+    tmp_path: Path,
+) -> None:
+    """The daemon reads state.json in a root's worker thread, at its own depth of the stack:
+    one daemon watches a project of each depth from 1,000 down to 900, both sides of where
+    reading starts to work there, and blames no metadata file."""
+    roots = {str(deep_entry_project(tmp_path / str(d), d)): d for d in range(1000, 899, -1)}
+    with daemons(tmp_path) as start:
+        daemon = start(*map(Path, roots))
+
+        def verdicts() -> dict[int, str]:
+            out: dict[int, str] = {}
+            for event in daemon.events():
+                verdict = DAEMON_VERDICTS.get(event.get("event", ""))
+                if verdict is not None and event.get("root") in roots:
+                    if verdict == "invalid" and "PF106" in json.dumps(event):
+                        verdict = "PF106"
+                    out.setdefault(roots[event["root"]], verdict)
+            return out
+
+        found = wait_until("a verdict for every root", lambda: len(v := verdicts()) == 101 and v)
+        assert daemon.stop() == 0
+    assert set(found.values()) == {"PF604", "applied"}, found
