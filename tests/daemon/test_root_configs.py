@@ -180,3 +180,36 @@ def test_a_daemon_whose_every_root_is_skipped_exits_2_with_the_reasons(
     assert str(a / ".postflightd.toml") in last
     assert str(b / ".postflightd.toml") in last
     assert not daemon.events("daemon_started")
+
+
+@pytest.mark.parametrize("names", ["a directory it lacks", "a link"])
+def test_a_root_whose_file_names_a_specs_directory_it_cannot_watch_is_skipped(
+    tmp_path: Path, start_daemon: DaemonFactory, names: str
+) -> None:
+    """A's file loads, but the specs directory it names is missing, or a link out of the
+    root: that one project's file does not stop the daemon either. A is skipped with its
+    reason, B is watched; once A's file names its own specs directory again, SIGHUP watches A."""
+    a, b = two_projects(tmp_path, a_config='specs_dir = "tasks"\n')
+    if names == "a link":
+        (tmp_path / "elsewhere").mkdir()
+        (a / "tasks").symlink_to(tmp_path / "elsewhere")
+    daemon = start_daemon(a, b)
+    (skipped,) = daemon.events("root_skipped")
+    assert skipped["root"] == str(a)
+    assert skipped["error"].startswith(str(a)) and "tasks" in skipped["error"]
+    (started,) = daemon.events("daemon_started")
+    assert started["roots"] == [str(b)]
+    meta_path(a, 1).write_text(final_text(1), encoding="utf-8")
+    meta_path(b, 1).write_text(final_text(1), encoding="utf-8")
+    wait_until("B's file applied", lambda: not meta_path(b, 1).exists())
+    assert meta_path(a, 1).exists(), "a skipped root was post-flighted"
+    if names == "a link":
+        assert not list((tmp_path / "elsewhere").iterdir()), "written through the link"
+
+    (a / ".postflightd.toml").write_text(ABANDON, encoding="utf-8")
+    daemon.signal(signal.SIGHUP)
+    (watched,) = daemon.wait_event("root_watched")
+    assert watched["root"] == str(a)
+    wait_until("A's file applied", lambda: not meta_path(a, 1).exists())
+    assert task_status(a, 1) == "abandoned"
+    assert daemon.stop() == 0

@@ -295,9 +295,10 @@ class Daemon:
 
         config = self._start_config
         # Each root's own configuration, all read before anything is locked or watched. A root
-        # whose file is bad is skipped with its reason (SIGHUP tries it again): one project's
-        # file must not stop the others' postflight. With every root skipped there is nothing
-        # to watch: exit 2 with the reasons.
+        # whose file is bad, or whose specs directory is missing or a link (its file may name
+        # one it lacks; its agents may move it), is skipped with its reason (SIGHUP tries it
+        # again): one project must not stop the others' postflight. With every root skipped
+        # there is nothing to watch: exit 2 with the reasons.
         configs: dict[Path, Config] = {}
         problems: list[str] = []
         for root in self._root_paths:
@@ -305,12 +306,19 @@ class Daemon:
             if isinstance(loaded, str):
                 self._skipped.append(root)
                 problems.append(loaded)
-            else:
-                configs[root] = loaded[0]
+                continue
+            try:
+                _check_specs(root, loaded[0])
+            except PostflightError as exc:
+                if len(self._root_paths) == 1:
+                    raise  # the one root asked for: its own error and exit code
+                log.error("root_skipped", root=str(root), error=str(exc), hint=SKIPPED_HINT)  # noqa: TRY400 - expected
+                self._skipped.append(root)
+                problems.append(str(exc))
+                continue
+            configs[root] = loaded[0]
         if not configs:
             raise ConfigError("nothing to watch: " + "; ".join(problems))
-        for root, root_config in configs.items():
-            _check_specs(root, root_config)
         locks: dict[Path, InstanceLock] = {}
         try:
             for root, root_config in configs.items():
