@@ -41,14 +41,16 @@ def served(
     cwd: Path | None = None,
     token: str | None = None,
     env: dict[str, str] | None = None,
+    wrapper: tuple[str, ...] = (),
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """A dashboard on the roots (on ``port``, else a free one), answering (with ``token``, if
     it asks for one); stopped (SIGTERM) at the end. With ``cwd``, started there by its console
-    script, as a person would; ``env`` is added to its environment."""
+    script, as a person would; ``env`` is added to its environment; ``wrapper`` runs it (the
+    command that execs its arguments)."""
     port = port or free_port()
-    command = [str(Path(sys.executable).with_name("postflightd"))]
+    command = [*wrapper, str(Path(sys.executable).with_name("postflightd"))]
     if cwd is None:
-        command = [sys.executable, "-m", "postflightd"]
+        command = [*wrapper, sys.executable, "-m", "postflightd"]
     argv = [*command, "serve", *map(str, roots), "--port", str(port)]
     server = subprocess.Popen(
         [*argv, *extra],

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers.documents import researched_doc
-from helpers.needs import require_extra
+from helpers.needs import require_extra, require_tool, unavailable
 from helpers.project import project, write_meta
 from helpers.serve_process import served
 
@@ -104,6 +104,39 @@ def test_a_wildcard_address_answers_at_the_machines_names_and_addresses(tmp_path
         assert get(port, "/api/state").status == 401
         # An address the request did not arrive at is not this connection's: 421.
         assert get(port, "/api/state", host=f"127.0.0.2:{port}", token=TOKEN).status == 421
+
+
+#: Runs its arguments under another host name: sets it (in a UTS namespace of its own), execs.
+AS_HOST = (
+    "import os, socket, sys; socket.sethostname(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
+@pytest.mark.slow
+def test_a_wildcard_address_answers_at_localhost_whatever_the_machines_name(
+    tmp_path: Path,
+) -> None:
+    """``localhost`` reaches a wildcard address as 127.0.0.1 does, also on a machine whose
+    fully qualified name is its own (not ``localhost``, as here): run under such a name."""
+    unshare = require_tool("unshare", "it gives the server a host name of its own (util-linux)")
+    namespace = [unshare, "-u"] if os.geteuid() == 0 else [unshare, "-r", "-u"]
+    name = "pf-dashboard.test"
+    probe = subprocess.run(
+        [*namespace, sys.executable, "-c", AS_HOST, name, "hostname"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode != 0 or probe.stdout.strip() != name:
+        unavailable(f"cannot name a UTS namespace here: {probe.stderr.strip()}")
+    root = project(tmp_path / "project", 1)
+    wildcard = ("--host", "0.0.0.0")  # noqa: S104 - the case tested
+    wrapper = (*namespace, sys.executable, "-c", AS_HOST, name)
+    with served(root, extra=wildcard, token=TOKEN, env=BY_ENV, wrapper=wrapper) as (_, port):
+        for host in ("localhost", "127.0.0.1", name, "[::1]"):
+            assert get(port, "/api/state", host=f"{host}:{port}", token=TOKEN).status == 200, host
+        for host in ("evil.example", "localhost.evil.example", f"localhost:{port + 1}"):
+            assert get(port, "/api/state", host=host, token=TOKEN).status == 421, host
 
 
 @pytest.mark.slow
@@ -215,6 +248,15 @@ def test_on_loopback_the_loopback_names_are_allowed_and_no_other() -> None:
 def test_an_ipv6_address_is_allowed_in_brackets() -> None:
     assert "[::1]:8427" in allowed_hosts("::1", 8427)
     assert "::1:8427" not in allowed_hosts("::1", 8427)
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::"])  # noqa: S104 - values compared
+def test_a_wildcard_address_allows_the_loopback_names(wildcard: str) -> None:
+    assert {"localhost:8427", "127.0.0.1:8427", "[::1]:8427"} <= allowed_hosts(wildcard, 8427)
+    assert "localhost:8428" not in allowed_hosts(wildcard, 8427)
+    assert not {"localhost:8427", "[::1]:8427"} & allowed_hosts("192.0.2.7", 8427) - {
+        f"{name}:8427" for name in machine_names()
+    }
 
 
 def test_beyond_loopback_the_machines_own_names_are_allowed() -> None:

@@ -3,7 +3,8 @@
 * The ``Host`` header must name the address served (a page on another site that resolves its
   own name to 127.0.0.1, DNS rebinding, gets 421 and nothing else): on loopback, a loopback
   name; beyond it, the address the request arrived at or one of the machine's own names (so
-  ``--host 0.0.0.0`` answers at ``127.0.0.1``, at each of its addresses and at its name).
+  ``--host 0.0.0.0`` answers at ``127.0.0.1`` and ``localhost``, at each of its addresses and
+  at its name).
 * Only GET and HEAD (405 otherwise): the dashboard reads, it never acts.
 * Only the query parameters a route knows (``range``, ``token``), each of a fixed form: no
   parameter names a file.
@@ -64,6 +65,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` is an address that binds every interface (``0.0.0.0``, ``::``)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
 def machine_names() -> set[str]:
     """This machine's own names: its host name and its fully qualified name."""
     names = {socket.gethostname()}
@@ -80,9 +89,11 @@ def allowed_hosts(host: str, port: int) -> frozenset[str]:
     names = {host}
     if ":" in host and not host.startswith("["):
         names = {f"[{host}]"}
-    if is_loopback(host):
+    if is_loopback(host) or is_wildcard(host):
+        # A wildcard address is reached at loopback too: ``localhost`` is one of the machine's
+        # names whatever its fully qualified name is (no other site can be called that).
         names |= {"localhost", "127.0.0.1", "[::1]"}
-    else:
+    if not is_loopback(host):
         names |= machine_names()
     out = set()
     for name in names:
