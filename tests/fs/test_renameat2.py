@@ -223,3 +223,30 @@ def test_where_ctypes_cannot_be_imported_process_applies_with_a_plain_rename(
         ".state.lock",
         "state.json",
     ]
+
+
+def test_an_exchange_refused_by_a_seccomp_profile_fails_safe_in_process(tmp_path: Path) -> None:
+    """EPERM (what a seccomp profile that denies renameat2 answers) is not "no such call":
+    the plain rename, which could lose another writer's update, is not taken. ``process``
+    applies nothing, keeps the metadata file and says why; a rerun where the call is allowed
+    applies it."""
+    root = project(tmp_path / "p", 1)
+    meta = write_meta(root, "1_task1", researched_doc("1_task1"))
+    state = (root / "specs" / "state.json").read_bytes()
+    argv = [sys.executable, "-m", "postflightd", "process", str(meta)]
+    env = {**os.environ, "POSTFLIGHTD_FAULT_AT": "state:exchange=EPERM"}
+    done = subprocess.run(
+        argv, capture_output=True, text=True, check=False, timeout=DEADLINE_S * 4, env=env
+    )
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "Operation not permitted" in done.stdout and "the file is kept" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert (root / "specs" / "state.json").read_bytes() == state
+    assert meta.exists()
+    assert sorted(p.name for p in (root / "specs").iterdir() if "state" in p.name) == [
+        ".state.lock",
+        "state.json",
+    ]
+    rerun = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert task_status(root, 1) == "researched"
