@@ -136,18 +136,27 @@ def test_a_file_written_seconds_ago_that_the_transcript_does_not_name_is_not_the
     assert meta.exists()
 
 
-@pytest.mark.parametrize("kind", ["missing", "directory", "not json lines"])
+@pytest.mark.parametrize(
+    "kind", ["missing", "directory", "not json lines", "/dev/zero", "/proc/self/mem", "4 GiB hole"]
+)
 def test_an_unreadable_transcript_falls_back_to_the_operations_timeout(
     tmp_path: Path, kind: str
 ) -> None:
     """No transcript to read (and no birth time to know when it began): files written within
-    the operation's timeout are the agent's; one dead for 321 days is not."""
+    the operation's timeout are the agent's; one dead for 321 days is not. Only a regular
+    file is read, and only its end: a device or /proc file (endless, or faulting) is not, and
+    a 4 GiB file of nothing (sparse) costs a bounded read."""
     root = project(tmp_path / "proj", TASKS)
     transcript = tmp_path / "agent.jsonl"
     if kind == "directory":
         transcript.mkdir()
     elif kind == "not json lines":
         transcript.write_text("not a transcript\n" * 3, encoding="utf-8")
+    elif kind.startswith("/"):
+        transcript = Path(kind)
+    elif kind == "4 GiB hole":
+        with transcript.open("wb") as fh:
+            fh.truncate(4 << 30)
     written(write_meta(root, OWN, BROKEN), MINUTE_AGO)
     written(write_meta(root, OTHER, BROKEN), STALE)
     doc = subagent_stop(root, transcript)

@@ -139,6 +139,24 @@ def test_a_wildcard_address_answers_at_localhost_whatever_the_machines_name(
             assert get(port, "/api/state", host=host, token=TOKEN).status == 421, host
 
 
+def test_two_host_headers_are_never_answered(tmp_path: Path) -> None:
+    """A request naming two hosts (the dashboard's and another) is refused, whichever comes
+    first: the check reads one of them, a proxy or a browser may read the other."""
+    root = project(tmp_path / "project", 1)
+    with served(root) as (_, port):
+        good, evil = f"127.0.0.1:{port}", "evil.example"
+        for hosts in ((good, evil), (evil, good), (good, good.upper() + "x")):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.putrequest("GET", "/api/state", skip_host=True)
+            for host in hosts:
+                conn.putheader("Host", host)
+            conn.endheaders()
+            answer = conn.getresponse()
+            answer.read()
+            conn.close()
+            assert answer.status in (400, 421), hosts
+
+
 @pytest.mark.slow
 def test_after_sign_in_the_redirect_stays_on_this_server(tmp_path: Path) -> None:
     root = project(tmp_path / "project", 1)
