@@ -49,8 +49,16 @@ ROOT_CONFIG_NAME = ".postflightd.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
 #: Keys a project's own ``.postflightd.toml`` may not set: they act beyond the project (the
 #: journal is every project's, the log and the observer are the daemon's, ``roots`` names other
-#: projects, the periodic rescan is one timer for every root). A table name stands for all its keys.
-USER_ONLY_KEYS = ("journal", "log", "watch.roots", "watch.observer", "watch.rescan_interval_s")
+#: projects, the periodic rescan is one timer for every root; a project may not vouch for
+#: itself in ``trusted_roots``). A table name stands for all its keys.
+USER_ONLY_KEYS = (
+    "journal",
+    "log",
+    "watch.roots",
+    "watch.observer",
+    "watch.rescan_interval_s",
+    "postflight.trusted_roots",
+)
 #: How much of a bad value a message quotes, and how many refused keys it names.
 QUOTE_CHARS = 80
 MAX_KEYS_NAMED = 5
@@ -177,6 +185,16 @@ def _plain_name(value: str) -> str:
     return value
 
 
+def _absolute_paths(values: object) -> tuple[str, ...]:
+    """A TOML list of absolute paths, as the tuple the table holds (tables are hashed)."""
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError("must be a list of absolute paths, e.g. ['/srv/team/project']")
+    for value in values:
+        if "\0" in value or not Path(value).is_absolute() or inert(value) != value:
+            raise ValueError(f"{clip(value)!r} must be an absolute path, e.g. '/srv/team/project'")
+    return tuple(values)
+
+
 def _relative(value: str) -> str:
     parts = Path(value).parts
     if (
@@ -264,6 +282,9 @@ class PostflightConfig(_Section):
     todo_file: PlainName = "TODO.md"
     errors_file: PlainName = "errors.json"
     status_map: StatusMap = field(default_factory=StatusMap)
+    #: project roots owned by another user that this user's commands and hooks still write
+    #: to (as git's ``safe.directory``); every other such project is left alone.
+    trusted_roots: Annotated[tuple[str, ...], _Check(_absolute_paths, before=True)] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -378,7 +399,8 @@ def _with_user_settings(config: Config, user: Config) -> Config:
         observer=user.watch.observer,
         rescan_interval_s=user.watch.rescan_interval_s,
     )
-    return replace(config, journal=user.journal, log=user.log, watch=watch)
+    postflight = replace(config.postflight, trusted_roots=user.postflight.trusted_roots)
+    return replace(config, journal=user.journal, log=user.log, watch=watch, postflight=postflight)
 
 
 def _refuse_user_only_keys(data: Mapping[str, Any], path: Path) -> None:

@@ -23,7 +23,7 @@ from helpers.documents import researched_doc
 from helpers.hooks import IDS, MINUTE_AGO, OWN, RUNTIMES, TASKS, Runtime, hook_process, payload
 from helpers.hooks import written as written_ago
 from helpers.needs import require
-from helpers.project import META, project, write_meta
+from helpers.project import META, project, task_status, user_config, write_meta
 from helpers.waiting import wait_until
 
 
@@ -155,3 +155,38 @@ def test_the_daemon_watches_a_root_of_another_user_it_was_given(tmp_path: Path) 
         assert started["roots"] == [str(root)]
         wait_until("the file applied", lambda: not (root / "specs" / OWN / META).exists())
         assert daemon.stop() == 0
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES[:1], ids=IDS[:1])
+def test_a_root_the_users_configuration_trusts_is_post_flighted(
+    tmp_path: Path, runtime: Runtime
+) -> None:
+    """As git's safe.directory: a root named in the user's ``[postflight] trusted_roots`` is
+    written by the hook and by process, its owner notwithstanding."""
+    root = foreign_project(tmp_path)
+    give_away(root)
+    user_config(f'[postflight]\ntrusted_roots = ["{tmp_path}/other", "{root}"]\n')
+    answer = hook_process(runtime, payload(runtime, root / "specs" / OWN))
+    assert answer.code == 0, answer
+    assert not (root / "specs" / OWN / META).exists(), answer.stderr
+    assert task_status(root, 259) == "researched"
+    written_ago(write_meta(root, OWN, researched_doc()), MINUTE_AGO)
+    out = cli("process", root / "specs" / OWN / META)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_a_project_cannot_trust_itself(tmp_path: Path) -> None:
+    """``trusted_roots`` in the project's own file (which its agents write) is refused: exit 2
+    naming the key, nothing written."""
+    root = foreign_project(tmp_path)
+    (root / ".postflightd.toml").write_text(
+        f'[postflight]\ntrusted_roots = ["{root}"]\n', encoding="utf-8"
+    )
+    give_away(root)
+    state = (root / "specs" / "state.json").read_bytes()
+    out = cli("process", root / "specs" / OWN / META)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "'postflight.trusted_roots'" in out.stderr and "not allowed in a project's own" in (
+        out.stderr
+    )
+    assert_untouched(root, state)

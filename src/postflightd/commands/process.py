@@ -83,7 +83,7 @@ def run_process(
         if not exists:
             raise UsageError(f"{file}: no such file")
         return _process_dry_run(root, path, config, chosen)
-    require_own_project(root, config.specs_dir)
+    require_own_project(root, config)
     journal = open_journal(config)
     try:
         # A deletion of this file that a crash interrupted is finished (or undone) first.

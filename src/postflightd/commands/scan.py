@@ -154,7 +154,7 @@ def run_scan(
         report = ScanReport(roots=list(resolved), strict=strict_any)
         if not out.dry_run:
             for root in resolved:
-                require_own_project(root, configs[root].specs_dir)
+                require_own_project(root, configs[root])
         journal = None if out.dry_run else open_journal(load_config(config_path))
         try:
             for root in resolved:

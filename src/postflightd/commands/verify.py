@@ -67,7 +67,7 @@ def run_verify(
     configs = {root: load_config(config_path, [root]) for root in resolved}
     if repair:
         for root in resolved:
-            require_own_project(root, configs[root].specs_dir)
+            require_own_project(root, configs[root])
     since = format_ts(start if start is not None else datetime(1970, 1, 1, tzinfo=UTC))
     with open_journal(config) as journal:
         if not journal.enabled:

@@ -258,7 +258,7 @@ def answer(
     if root is None:
         return Verdict()
     config = load_config(root)
-    foreign = foreign_owner(root, config.specs_dir)
+    foreign = foreign_owner(root, config)
     if foreign is not None:
         # Nothing done to another user's project (nothing to do, in the runtime's protocol);
         # why, for the record, on stderr.

@@ -190,16 +190,20 @@ def root_of(path: Path, load: Callable[[list[Path]], Config]) -> tuple[Path, Con
     )
 
 
-def foreign_owner(root: Path, specs_dir: str) -> str | None:
+def foreign_owner(root: Path, config: Config) -> str | None:
     """Why this process leaves the project at ``root`` alone: the root or its specs directory
-    belongs to another user than the effective one; None when both are its own.
+    belongs to another user than the effective one; None when both are its own, or when the
+    user's configuration trusts the root (``[postflight] trusted_roots``, which a project's
+    own file cannot set).
 
-    As git refuses a repository of another user: whatever postflightd wrote there (the lock
-    file, a temporary file, a journal row for it) would be this user's, in a tree the owner
-    may then be unable to write to.
+    As git refuses a repository of another user (unless ``safe.directory`` names it):
+    whatever postflightd wrote there (the lock file, a temporary file, a journal row for it)
+    would be this user's, in a tree the owner may then be unable to write to.
     """
     euid = os.geteuid()
-    for path in (root, root / specs_dir):
+    if _trusted(root, config.postflight.trusted_roots):
+        return None
+    for path in (root, root / config.specs_dir):
         try:
             owner = os.lstat(path).st_uid
         except OSError:
@@ -208,14 +212,24 @@ def foreign_owner(root: Path, specs_dir: str) -> str | None:
             return (
                 f"{path}: owned by {_user_name(owner)}, not by {_user_name(euid)} who runs "
                 "postflightd: a project of another user is left alone; run postflightd as "
-                "its owner"
+                "its owner (or trust it: [postflight] trusted_roots in your configuration)"
             )
     return None
 
 
-def require_own_project(root: Path, specs_dir: str) -> None:
+def _trusted(root: Path, trusted_roots: tuple[str, ...]) -> bool:
+    if not trusted_roots:
+        return False
+    try:
+        here = root.resolve()
+        return any(Path(entry).resolve() == here for entry in trusted_roots)
+    except (OSError, RuntimeError):
+        return False
+
+
+def require_own_project(root: Path, config: Config) -> None:
     """``foreign_owner``'s refusal as a usage error (exit 2): for a command that writes."""
-    problem = foreign_owner(root, specs_dir)
+    problem = foreign_owner(root, config)
     if problem is not None:
         raise UsageError(problem)
 
