@@ -35,10 +35,11 @@ import platformdirs
 from postflightd.errors import ConfigError
 from postflightd.fs.directory import Directory
 from postflightd.inert import clip, inert
-from postflightd.rules.findings import Policy, Severity, UnknownCodeError, expand_codes
 
 if TYPE_CHECKING:
     import tomllib
+
+    from postflightd.rules.findings import Policy, Severity
 
 APP_NAME = "postflightd"
 ENV_CONFIG = "POSTFLIGHTD_CONFIG"
@@ -147,7 +148,14 @@ class _Section:
         return schema
 
 
+# The rules' registry (rules.findings) is imported by the functions that read it, never at
+# the top: a stop with no metadata file reads no file's tables and makes no policy, and the
+# registry's records are a twentieth of such a stop.
+
+
 def _codes(value: list[str]) -> list[str]:
+    from postflightd.rules.findings import UnknownCodeError, expand_codes
+
     try:
         return sorted(expand_codes(value))
     except UnknownCodeError as exc:
@@ -155,6 +163,8 @@ def _codes(value: list[str]) -> list[str]:
 
 
 def _severity_codes(value: Any) -> Any:
+    from postflightd.rules.findings import Severity
+
     if isinstance(value, dict):
         _codes(list(value))
         return {
@@ -506,6 +516,10 @@ def _adapter() -> Any:
     values of its own is read (pydantic is imported then, never for the defaults)."""
     from pydantic import TypeAdapter
 
+    # The tables' annotations name Severity, not imported at the top (``_codes``): pydantic
+    # resolves them in this frame too.
+    from postflightd.rules.findings import Severity  # noqa: F401
+
     return TypeAdapter(Config)
 
 
@@ -576,6 +590,8 @@ def policy_from(
 ) -> Policy:
     """The policy of a run: ``--select`` and ``--strict`` override the configuration file's
     ``[validation]`` table, ``--ignore`` adds to its ``ignore`` list."""
+    from postflightd.rules.findings import Policy, expand_codes
+
     v = config.validation
     chosen = expand_codes(select) or frozenset(v.select)
     return Policy(

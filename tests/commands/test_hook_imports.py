@@ -38,6 +38,8 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.hooks.cursor",
     # the task's record: an opened project's artifact probe answers with rules.probe alone
     "postflightd.rules.context",
+    # the rules' registry and its records: no file, no finding, no policy
+    "postflightd.rules.findings",
     # argparse and its messages: the hook's command line is read without a parser
     "argparse",
     "locale",

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Final
 from postflightd.config import policy_from
 from postflightd.durations import parse_since
 from postflightd.errors import UsageError
-from postflightd.rules.findings import UnknownCodeError
 
 if TYPE_CHECKING:
     from argparse import ArgumentParser
@@ -56,6 +55,9 @@ def policy(
     config: Config, select: Sequence[str], ignore: Sequence[str], strict: bool | None = None
 ) -> Policy:
     """The configuration's policy with ``--select``/``--ignore``/``--strict`` applied."""
+    # Here, not at the top: the hook imports this module for ``open_journal`` at every stop.
+    from postflightd.rules.findings import UnknownCodeError
+
     try:
         return policy_from(config, select, ignore, strict)
     except UnknownCodeError as exc:

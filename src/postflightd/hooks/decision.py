@@ -32,7 +32,6 @@ from postflightd.inert import inert
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
 from postflightd.project.root import Project, foreign_owner
-from postflightd.rules.findings import STATE_UNUSABLE, Finding, Severity
 from postflightd.runs.lifecycle import operation_of, timeout_for
 from postflightd.words import counted
 
@@ -40,6 +39,7 @@ if TYPE_CHECKING:
     from postflightd.hooks.ownership import Ownership
     from postflightd.journal.database import Journal
     from postflightd.pipeline.results import FileReport
+    from postflightd.rules.findings import Finding
 
 #: Findings listed in a block reason, per file; the agent needs the first few, not a wall.
 MAX_REASONS_PER_FILE: Final = 8
@@ -175,6 +175,8 @@ def settled_split(
 
 
 def _blocking_errors(report: FileReport) -> list[Finding]:
+    from postflightd.rules.findings import STATE_UNUSABLE  # with a report only (module docstring)
+
     # PF604 is about state.json, which the agent must not be told to "fix": a systemMessage.
     return [f for f in report.findings if f.code != STATE_UNUSABLE]
 
@@ -191,6 +193,8 @@ def block_reason(
     reports: Sequence[FileReport], may_block: bool, unsettled: Iterable[Path] = ()
 ) -> str | None:
     """None, or the reason naming each invalid, settled file and exactly what to fix."""
+    from postflightd.rules.findings import Severity  # with a report only (module docstring)
+
     skip = set(unsettled)
     invalid = [r for r in reports if _to_repair(r, skip)]
     if not invalid or not may_block:
@@ -215,6 +219,7 @@ def block_reason(
 
 def _state_problem(reports: Sequence[FileReport]) -> str | None:
     from postflightd.pipeline.results import Outcome  # with a report only (module docstring)
+    from postflightd.rules.findings import STATE_UNUSABLE
 
     kept = [r for r in reports if r.outcome is Outcome.STATE_UNUSABLE]
     if not kept:

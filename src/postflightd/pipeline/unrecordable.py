@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
-from postflightd.rules.findings import Finding, finding
-
 if TYPE_CHECKING:
     from postflightd.pipeline.results import FileReport
+    from postflightd.rules.findings import Finding
 
 #: What json, sqlite3 and str.encode raise for a value no file or row can hold: a lone
 #: surrogate (UnicodeEncodeError), an integer past the 4,300-digit conversion limit
@@ -45,6 +44,10 @@ def _encodes(text: str | None) -> bool:
 
 def unrecordable(report: FileReport) -> Finding | None:
     """PF106 when the journal cannot store this file's row (every outcome writes one)."""
+    # The rules' registry, imported with a file to check: the stop's clean-up imports this
+    # module for ``printable`` at every stop, most of which have no file.
+    from postflightd.rules.findings import finding
+
     if not _encodes(str(report.root)) or not _encodes(report.rel_path):
         where = printable(report.path_text)
         return finding(
@@ -97,6 +100,8 @@ def _first_unwritable(value: Any, location: str = "", depth: int = 0) -> tuple[s
 
 
 def unwritable_finding(report: FileReport, exc: Exception) -> Finding:
+    from postflightd.rules.findings import finding  # as in ``unrecordable``
+
     found = _first_unwritable(report.loaded.doc)
     location, why = found if found is not None else ("", printable(str(exc))[:200])
     return finding(

@@ -14,12 +14,14 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, overload
+from typing import TYPE_CHECKING, Final, overload
 
 from postflightd.errors import UsageError
 from postflightd.fs.directory import Directory
 from postflightd.models.files import META_NAME
-from postflightd.rules.findings import Finding, finding
+
+if TYPE_CHECKING:
+    from postflightd.rules.findings import Finding
 
 #: ASCII digits only: ``int()`` reads any Unicode digit, so "٢٦٤_x" would otherwise be task 264.
 TASK_DIR_RE: Final = re.compile(r"([0-9]+)_(\S+)")
@@ -67,6 +69,9 @@ def parse_task_dir(name: str) -> tuple[int, str] | None:
 
 def task_link_refused(name: str) -> Finding:
     """PF100 for a task directory that is a symbolic link (never followed)."""
+    # The rules' registry, with such a link only: listing the files of a stop needs none.
+    from postflightd.rules.findings import finding
+
     return finding(
         "PF100",
         "",

@@ -18,7 +18,6 @@ from postflightd.fs.directory import Directory, DirIdentity, RefusedError, Store
 from postflightd.fs.locks import LOCK_NAME
 from postflightd.project.artifacts import DiskProbe, artifact_probe
 from postflightd.project.state import StateView, load_state
-from postflightd.rules.findings import state_unusable_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +49,9 @@ class Project:
         except FileNotFoundError:
             specs = None
         except RefusedError as exc:
+            # Here, not at the top: the rules' registry, which an opened project seldom needs.
+            from postflightd.rules.findings import state_unusable_text
+
             specs = None
             problem = (
                 state_unusable_text(f"{path}: the specs directory {exc.strerror}")
