@@ -155,3 +155,16 @@ def test_a_stop_that_applies_clean_files_loads_no_validator(tmp_path: Path) -> N
     assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
     assert [meta_path(root, n).exists() for n in (1, 2)] == [False, False]
     assert _loaded(modules, ("pydantic", "pydantic_core")) == []
+
+
+def test_a_stop_whose_own_files_all_validate_hashes_no_key(tmp_path: Path) -> None:
+    """The bound's keys (``hooks.bound.block_key``, a SHA-256 through OpenSSL) are needed to
+    send the agent back or to clear a count: with every file applied and no count kept, none
+    is computed, and ``hashlib`` is never loaded."""
+    root = project(tmp_path / "proj", 2, config=config_template(apply=True))
+    for n in (1, 2):
+        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
+    answer, modules = _stop(root)
+    assert answer == {}
+    assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
+    assert "hashlib" not in modules

@@ -83,6 +83,11 @@ class Blocks:
             raw = None  # nothing counted yet (or unreadable: the bound restarts, never worse)
         self._counts = _parse(raw)
 
+    @property
+    def kept(self) -> bool:
+        """Whether the file held any count when read."""
+        return bool(self._counts)
+
     def count(self, key: str) -> int:
         """How many times in a row the agent was sent back over this file."""
         return self._counts.get(key, 0)
