@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.documents import task_entry
+from helpers.documents import researched_doc, task_entry
 from helpers.project import project, write_meta
 from helpers.waiting import wait_until
 from postflightd import cli
@@ -466,3 +466,47 @@ def test_the_hook_command_line_is_read_as_the_parser_reads_it(words: list[str]) 
         assert cli.parser().parse_known_args(words) == (parsed, [])
     else:
         assert runtime is None
+
+
+#: Runs a stop in a fresh interpreter, as the console script does (``main()``: the process's
+#: own command line) or as a test does (``main([...])``), then prints how many passes the
+#: cyclic collector made during it and what it left: whether the collector is on, and how many
+#: objects it set aside for the process's exit.
+STOP_CODE = """\
+import gc, json, sys
+from postflightd.cli import main
+passes = []
+gc.callbacks.append(lambda phase, info: passes.append(info) if phase == "start" else None)
+sys.argv = ["postflightd", "hook", "claude"]
+code = main() if "{how}" == "process" else main(sys.argv[1:])
+gc.callbacks.clear()
+report = dict(code=code, passes=len(passes), on=gc.isenabled(), frozen=gc.get_freeze_count())
+print(json.dumps(report), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("how", ["process", "in-process"])
+def test_a_stop_runs_no_pass_of_the_cyclic_collector(tmp_path: Path, how: str) -> None:
+    """A stop applying files makes some fifty classes and frees nearly all it makes as it
+    goes: the collector is paused for it, and, where the stop is the process's own command
+    line, what it holds is left to the exit; a caller of ``main([...])`` gets the collector
+    back as it was, nothing set aside."""
+    root = project(tmp_path / "proj", 2)
+    for n in (1, 2):
+        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
+    payload = {"cwd": str(root), "hook_event_name": "Stop", "stop_hook_active": False}
+    done = subprocess.run(
+        [sys.executable, "-c", STOP_CODE.replace("{how}", how)],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(done.stdout) == {}
+    report = json.loads(done.stderr.splitlines()[-1])
+    assert (report["code"], report["passes"], report["on"]) == (0, 0, True)
+    if how == "process":
+        assert report["frozen"] > 0
+    else:
+        assert report["frozen"] == 0
