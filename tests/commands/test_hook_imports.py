@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +41,8 @@ NOT_FOR_AN_EMPTY_STOP = (
     "postflightd.rules.context",
     # the rules' registry and its records: no file, no finding, no policy
     "postflightd.rules.findings",
+    # what was already told to the person of other runs' invalid files
+    "postflightd.hooks.reported",
     # argparse and its messages: the hook's command line is read without a parser
     "argparse",
     "locale",
@@ -62,6 +65,11 @@ CODE = (
 
 
 def _stop(root: Path) -> tuple[dict[str, object], set[str]]:
+    answer, report = _stop_report(root)
+    return answer, set(report["modules"])
+
+
+def _stop_report(root: Path) -> tuple[dict[str, object], dict[str, Any]]:
     payload = {"cwd": str(root), "hook_event_name": "Stop", "stop_hook_active": False}
     done = subprocess.run(
         [sys.executable, "-c", CODE],
@@ -71,9 +79,9 @@ def _stop(root: Path) -> tuple[dict[str, object], set[str]]:
         check=True,
         timeout=60,
     )
-    report = json.loads(done.stderr.splitlines()[-1])
+    report: dict[str, Any] = json.loads(done.stderr.splitlines()[-1])
     assert report["code"] == 0
-    return json.loads(done.stdout), set(report["modules"])
+    return json.loads(done.stdout), report
 
 
 def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
@@ -168,3 +176,17 @@ def test_a_stop_whose_own_files_all_validate_hashes_no_key(tmp_path: Path) -> No
     assert answer == {}
     assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
     assert "hashlib" not in modules
+
+
+def test_a_stop_that_applies_clean_files_loads_not_the_person_s_record(tmp_path: Path) -> None:
+    """What was told to the person (``hooks.reported``) is for other runs' invalid files:
+    clean files do not need it."""
+    root = project(tmp_path / "proj", 2, config=config_template(apply=True))
+    for n in (1, 2):
+        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
+    answer, report = _stop_report(root)
+    assert answer == {}
+    assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
+    modules = set(report["modules"])
+    assert "postflightd.postflight.errors_json" in modules
+    assert _loaded(modules, ("postflightd.hooks.reported",)) == []

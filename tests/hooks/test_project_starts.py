@@ -12,7 +12,10 @@ import pytest
 from helpers.documents import researched_doc
 from helpers.hooks import OWN, TASKS, Hook, by_name, payload
 from helpers.project import project, write_meta
-from postflightd.hooks.decision import project_starts
+from postflightd.commands.arguments import open_journal
+from postflightd.config import Config, load_config
+from postflightd.hooks.decision import StopRequest, Verdict, answer, project_starts
+from postflightd.hooks.ownership import ownership
 
 CLAUDE = by_name("claude", "stop.json")
 GEMINI = by_name("gemini", "after_agent.json")
@@ -88,3 +91,23 @@ def test_the_starts_in_order(tmp_path: Path) -> None:
     assert project_starts(None, [a, b]) == (a, b)
     (tmp_path / "link").symlink_to(a)
     assert project_starts(tmp_path / "link" / "sub", [a]) == (tmp_path / "link" / "sub", a)
+
+
+@pytest.mark.parametrize("where", ["root", "below"])
+def test_the_project_s_configuration_is_read_once_at_its_root(tmp_path: Path, where: str) -> None:
+    """A stop at the project's root reads its configuration once: the one found from the
+    start is the root's own. From below the root, the root's is read after the start's."""
+    root = project(tmp_path / "proj", TASKS, artifacts=[259], config="[hook]\napply = false\n")
+    write_meta(root, OWN, researched_doc())
+    start = root if where == "root" else root / "specs"
+    read: list[Path] = []
+
+    def load(at: Path) -> Config:
+        read.append(at)
+        return load_config(None, [at])
+
+    request = StopRequest((start,), True, lambda timeout, now: ownership([], timeout, now))
+    assert answer(request, load, open_journal) == Verdict()
+    assert read == ([root] if where == "root" else [start, root])
+    # the root's own configuration governs: validator mode, the valid file kept unapplied
+    assert not applied(root)

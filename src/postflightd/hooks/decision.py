@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from postflightd.config import Config, policy_from
 from postflightd.fs.locks import LockTimeoutError
-from postflightd.hooks.reported import Reported, content_key
-from postflightd.hooks.reported import default_path as default_reported_path
 from postflightd.inert import inert
 from postflightd.pipeline.cleanup import clean_litter
 from postflightd.project.metafiles import MetaFileRef, find_metadata_files
@@ -262,7 +260,10 @@ def answer(
             break
     if root is None:
         return Verdict()
-    config = load_config(root)
+    if root != start:
+        # The root is above the start (or the start is spelt otherwise): its own
+        # configuration, as the root's path names it. At the root itself it was just read.
+        config = load_config(root)
     foreign = foreign_owner(root, config)
     if foreign is not None:
         # Nothing done to another user's project (nothing to do, in the runtime's protocol);
@@ -314,7 +315,7 @@ def _postflight(
         problems.append(incomplete)
     unsettled = {r.path for r in young}
     theirs = [r for r in reports if r.path not in own]
-    others = _others_problem(project.root, theirs, unsettled, Reported(default_reported_path()))
+    others = _others_problem(project.root, theirs, unsettled)
     if others is not None:
         problems.append(others)
     reason, held = _bounded(project.root, [r for r in reports if r.path in own], request, unsettled)
@@ -455,14 +456,18 @@ def _apply_found(
     return reports
 
 
-def _others_problem(
-    root: Path, reports: Sequence[FileReport], unsettled: set[Path], reported: Reported
-) -> str | None:
-    """Other runs' invalid files, for the person: each content said once, never again."""
+def _others_problem(root: Path, reports: Sequence[FileReport], unsettled: set[Path]) -> str | None:
+    """Other runs' invalid files, for the person: each content said once, never again (what
+    was said is the user's own record, ``hooks.reported``, read only when there is such a
+    file)."""
+    invalid = [r for r in reports if _to_repair(r, unsettled)]
+    if not invalid:
+        return None
+    from postflightd.hooks.reported import Reported, content_key, default_path
+
+    reported = Reported(default_path())
     fresh: list[tuple[str, FileReport]] = []
-    for report in reports:
-        if not _to_repair(report, unsettled):
-            continue
+    for report in invalid:
         first = _blocking_errors(report)[0]
         key = content_key(root, report.rel_path, report.loaded.raw, first.message)
         if key not in reported:
