@@ -178,9 +178,11 @@ def test_a_stop_whose_own_files_all_validate_hashes_no_key(tmp_path: Path) -> No
     assert "hashlib" not in modules
 
 
-def test_a_stop_that_applies_clean_files_loads_not_the_person_s_record(tmp_path: Path) -> None:
-    """What was told to the person (``hooks.reported``) is for other runs' invalid files:
-    clean files do not need it."""
+def test_a_stop_that_applies_clean_files_loads_no_fix_nor_the_person_s_record(
+    tmp_path: Path,
+) -> None:
+    """What a file probably meant (``rules.fixes``) is a finding's, and what was told to the
+    person (``hooks.reported``) is for other runs' invalid files: clean files need neither."""
     root = project(tmp_path / "proj", 2, config=config_template(apply=True))
     for n in (1, 2):
         write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
@@ -189,4 +191,4 @@ def test_a_stop_that_applies_clean_files_loads_not_the_person_s_record(tmp_path:
     assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
     modules = set(report["modules"])
     assert "postflightd.postflight.errors_json" in modules
-    assert _loaded(modules, ("postflightd.hooks.reported",)) == []
+    assert _loaded(modules, ("postflightd.rules.fixes", "postflightd.hooks.reported")) == []

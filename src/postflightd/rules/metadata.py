@@ -46,7 +46,6 @@ from postflightd.rules.clean import is_clean, is_clean_but_for_extras
 from postflightd.rules.conditions import condition
 from postflightd.rules.context import TaskContext
 from postflightd.rules.findings import Finding, Severity, finding
-from postflightd.rules.fixes import guess_status, member, status_word
 from postflightd.rules.probe import ArtifactProbe, ArtifactState
 from postflightd.rules.toolkit import (
     SESSION_RE,
@@ -162,6 +161,10 @@ _STATUS_BY_VALUE: Final = {s.value: s for s in Status}
 
 def suggest_status(raw: str, operation: str | None) -> Status | None:
     """The status a near-miss such as ``research_done`` or ``success`` probably means."""
+    # What a file meant (rules.fixes) is imported by a finding that says it: a clean file,
+    # most of them, has none.
+    from postflightd.rules.fixes import guess_status, status_word
+
     guess = guess_status(raw, _STATUS_VALUES, stems=_STATUS_STEMS)
     if guess is not None:
         return Status(guess)
@@ -191,6 +194,8 @@ _NEEDED_TEXT: Final = (
 
 def _status_finding(value: str, operation: str | None) -> Finding:
     if value.strip().lower() == "completed":
+        from postflightd.rules.fixes import member  # with a finding only (suggest_status)
+
         status = _SUCCESS_BY_OPERATION.get(operation or "")
         return finding(
             "PF203",

@@ -31,7 +31,6 @@ from postflightd.inert import clip
 from postflightd.models.terms import MAX_DELEGATION_DEPTH
 from postflightd.rules.conditions import condition
 from postflightd.rules.findings import Finding, Severity, finding
-from postflightd.rules.fixes import fix_path, member, misspelt_field
 from postflightd.rules.probe import ArtifactProbe, ArtifactState
 from postflightd.words import counted
 
@@ -202,6 +201,10 @@ def unknown_fields(
                 continue  # the usual case, judged in one set comparison
             for key in obj:
                 if key not in names:
+                    # What a file meant, imported by a finding that says it (a clean file,
+                    # most of them, has none): here and in each rule below that gives a fix.
+                    from postflightd.rules.fixes import misspelt_field
+
                     where = _field(loc, key)
                     message, fix = (
                         f"unknown field {clip(where)!r} ({kept})",
@@ -248,6 +251,8 @@ def status_finding(
     raw: str, loc: str, statuses: Sequence[str], guess: str | None, note: str = ""
 ) -> Finding:
     """PF202: ``raw`` is not one of ``statuses``; ``note`` follows the list, then the guess."""
+    from postflightd.rules.fixes import member
+
     hint = f'; did you mean "{guess}"?' if guess else ""
     fix = member(loc.rsplit(".", 1)[-1], guess) if guess else None
     message = f"{loc} {clip(raw)!r} is not one of {', '.join(statuses)}{note}{hint}"
@@ -324,6 +329,8 @@ def session_rules(meta: object, expected: tuple[str, str] | None) -> Iterator[Fi
             "letters or digits}, e.g. sess_1736700000_abc123",
         )
     if session_not_expected(sid, expected) and expected is not None:  # (for the type checker)
+        from postflightd.rules.fixes import member
+
         fix = member("session_id", expected[0])
         yield finding("PF405", "metadata.session_id", _session_message(sid, *expected), fix=fix)
     depth = get_int(meta, "delegation_depth")
@@ -501,6 +508,8 @@ def artifact_rules(
             yield finding("PF504", loc, f"artifact {clip(path)!r} is listed twice")
         seen.add(path)
         if path_unsafe(path, contract):
+            from postflightd.rules.fixes import fix_path
+
             problem = contract.path_problem(path) or ""
             yield finding("PF501", loc, problem, fix=fix_path(path, art, task_dir, contract))
             continue
@@ -508,6 +517,8 @@ def artifact_rules(
         if not not_on_disk(state):
             continue
         if state is ArtifactState.OUTSIDE:
+            from postflightd.rules.fixes import fix_path
+
             yield finding(
                 "PF501",
                 loc,
