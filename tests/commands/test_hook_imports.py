@@ -55,12 +55,17 @@ NOT_FOR_AN_EMPTY_STOP = (
     "pydantic_core",
 )
 
-#: Runs the hook in-process in a fresh interpreter, then prints the modules it loaded.
+#: Runs the hook in-process in a fresh interpreter, then prints the modules it loaded and the
+#: TypedDict classes of postflightd's that it made.
 CODE = (
-    "import json, sys\n"
+    "import json, sys, typing\n"
     "from postflightd.cli import main\n"
     "code = main(['hook', 'claude'])\n"
-    "print(json.dumps({'code': code, 'modules': sorted(sys.modules)}), file=sys.stderr)\n"
+    "made = sorted(f'{m}.{k}' for m, module in list(sys.modules.items())\n"
+    "    if m.startswith('postflightd') for k, v in vars(module).items()\n"
+    "    if typing.is_typeddict(v))\n"
+    "print(json.dumps({'code': code, 'modules': sorted(sys.modules), 'typed_dicts': made}),\n"
+    "    file=sys.stderr)\n"
 )
 
 
@@ -182,7 +187,9 @@ def test_a_stop_that_applies_clean_files_loads_no_fix_nor_the_person_s_record(
     tmp_path: Path,
 ) -> None:
     """What a file probably meant (``rules.fixes``) is a finding's, and what was told to the
-    person (``hooks.reported``) is for other runs' invalid files: clean files need neither."""
+    person (``hooks.reported``) is for other runs' invalid files: clean files need neither;
+    nor do they make the classes of the JSON records' shapes (TypedDicts, for the type
+    checker alone)."""
     root = project(tmp_path / "proj", 2, config=config_template(apply=True))
     for n in (1, 2):
         write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
@@ -192,3 +199,4 @@ def test_a_stop_that_applies_clean_files_loads_no_fix_nor_the_person_s_record(
     modules = set(report["modules"])
     assert "postflightd.postflight.errors_json" in modules
     assert _loaded(modules, ("postflightd.rules.fixes", "postflightd.hooks.reported")) == []
+    assert report["typed_dicts"] == []

@@ -42,7 +42,7 @@ from postflightd.pipeline.records import (
 )
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import unrecordable
-from postflightd.postflight.errors_json import ErrorRecord, error_key
+from postflightd.postflight.errors_json import error_key
 from postflightd.project.metafiles import MetaFileRef
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import (
@@ -56,6 +56,7 @@ from postflightd.rules.findings import (
 
 if TYPE_CHECKING:
     from postflightd.pipeline.summaries import ScanReport
+    from postflightd.postflight.errors_json import ErrorRecord
 
 
 def scan(

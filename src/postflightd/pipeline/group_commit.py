@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from postflightd.config import Config
 from postflightd.errors import StateUnusableError
@@ -27,7 +27,6 @@ from postflightd.models.files import META_NAME, json_problem
 from postflightd.pipeline.records import NO_JOURNAL, journal_row
 from postflightd.pipeline.results import FileReport, Outcome, Ready
 from postflightd.pipeline.unrecordable import UNWRITABLE, unwritable_finding
-from postflightd.postflight.errors_json import ErrorRecord
 from postflightd.postflight.state_text import render_state
 from postflightd.postflight.todo_edit import apply_todo_edits
 from postflightd.postflight.transform import (
@@ -43,6 +42,9 @@ from postflightd.postflight.transform import (
 from postflightd.project.root import Project, os_problem
 from postflightd.project.state import STATE_CACHE, parse_state
 from postflightd.rules.findings import Finding, finding, state_unusable, state_unusable_text
+
+if TYPE_CHECKING:
+    from postflightd.postflight.errors_json import ErrorRecord
 
 
 def outcome_of(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 from datetime import datetime
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from postflightd.config import Config
 from postflightd.fs.atomic import Snapshot, TooLargeError, replace_if_unchanged
@@ -29,7 +29,6 @@ from postflightd.pipeline.unrecordable import UNWRITABLE
 from postflightd.postflight.errors_json import (
     ACCEPTED_FORMS,
     VALIDATION_FAILED,
-    ErrorRecord,
     document_text,
     error_key,
     error_list,
@@ -40,6 +39,9 @@ from postflightd.postflight.errors_json import (
 )
 from postflightd.project.root import LOCK_TIMEOUT_S, Project, os_problem
 from postflightd.rules.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from postflightd.postflight.errors_json import ErrorRecord
 
 #: The code of an outcome not all written (TODO.md or errors.json): the file is kept.
 INCOMPLETE = "PF606"

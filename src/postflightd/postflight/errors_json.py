@@ -18,45 +18,47 @@ import json
 import re
 from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
-from typing import Any, Final, TypedDict
+from typing import TYPE_CHECKING, Any, Final, TypedDict
 
 from postflightd.postflight.state_text import render_state
 from postflightd.timestamps import iso_timestamp, utc
 
+# The shapes of the records, for the type checker alone: a TypedDict's value is a plain
+# dict, and making its class at run time compiles each field's annotation (a
+# typing.ForwardRef each): 3 million instructions, with transform's two, of every stop that
+# applies a file.
+if TYPE_CHECKING:
 
-class ErrorContext(TypedDict):
-    """Where the error happened: the run's session, its task, its agent and its file."""
+    class ErrorContext(TypedDict):
+        """Where the error happened: the run's session, its task, its agent and its file."""
 
-    session_id: str | None
-    task: int | None
-    agent_type: str | None
-    file: str
+        session_id: str | None
+        task: int | None
+        agent_type: str | None
+        file: str
 
+    class ErrorTrajectory(TypedDict):
+        """The delegation path of the agent that failed, and its depth in it."""
 
-class ErrorTrajectory(TypedDict):
-    """The delegation path of the agent that failed, and its depth in it."""
+        delegation_path: list[str] | None
+        failed_at_depth: int | None
 
-    delegation_path: list[str] | None
-    failed_at_depth: int | None
+    class ErrorRecovery(TypedDict):
+        suggested_action: str
+        auto_recoverable: bool
 
+    class ErrorRecord(TypedDict):
+        """One errors.json record as postflightd writes it, keys in the order written."""
 
-class ErrorRecovery(TypedDict):
-    suggested_action: str
-    auto_recoverable: bool
-
-
-class ErrorRecord(TypedDict):
-    """One errors.json record as postflightd writes it, keys in the order written."""
-
-    id: str
-    timestamp: str
-    type: str
-    severity: str
-    message: str
-    context: ErrorContext
-    trajectory: ErrorTrajectory
-    recovery: ErrorRecovery
-    fix_status: str
+        id: str
+        timestamp: str
+        type: str
+        severity: str
+        message: str
+        context: ErrorContext
+        trajectory: ErrorTrajectory
+        recovery: ErrorRecovery
+        fix_status: str
 
 
 def error_record(

@@ -22,11 +22,12 @@ from pathlib import PureWindowsPath
 from typing import TYPE_CHECKING, Any, Final, Literal, NotRequired, TypedDict
 
 from postflightd.models.terms import Status
-from postflightd.postflight.errors_json import ErrorRecord, error_record
+from postflightd.postflight.errors_json import error_record
 from postflightd.timestamps import iso_timestamp, parse_timestamp, utc
 
 if TYPE_CHECKING:
     from postflightd.models.metadata import Artifact, MetadataFile
+    from postflightd.postflight.errors_json import ErrorRecord
 
 #: The state.json status each outcome moves the task to, when ``status_map`` omits it.
 DEFAULT_STATUS_MAP: Final[Mapping[str, str]] = {
@@ -90,33 +91,35 @@ _COMPLETION_KEYS: Final[
 ] = ("completion_summary", "roadmap_items", "claudemd_suggestions")
 
 
-class StoredArtifact(TypedDict):
-    """An artifact in a task's ``artifacts`` list, as postflight writes it."""
+# For the type checker alone, as errors_json's records (a plain dict at run time).
+if TYPE_CHECKING:
 
-    type: NotRequired[str]
-    path: str
-    summary: NotRequired[str]
+    class StoredArtifact(TypedDict):
+        """An artifact in a task's ``artifacts`` list, as postflight writes it."""
 
+        type: NotRequired[str]
+        path: str
+        summary: NotRequired[str]
 
-class TaskUpdate(TypedDict, total=False):
-    """What an outcome writes into its task's state.json entry, in the order written.
+    class TaskUpdate(TypedDict, total=False):
+        """What an outcome writes into its task's state.json entry, in the order written.
 
-    The entry keeps every other key, and the position of every key it had.
-    """
+        The entry keeps every other key, and the position of every key it had.
+        """
 
-    status: str
-    researched: str
-    planned: str
-    completed: str
-    #: the entry's list with the outcome's artifacts merged in (entries another tool wrote
-    #: are kept as they are).
-    artifacts: list[StoredArtifact | Any]
-    completion_summary: str
-    roadmap_items: list[str]
-    claudemd_suggestions: str
-    resume_phase: int
-    last_updated: str
-    session_id: str
+        status: str
+        researched: str
+        planned: str
+        completed: str
+        #: the entry's list with the outcome's artifacts merged in (entries another tool wrote
+        #: are kept as they are).
+        artifacts: list[StoredArtifact | Any]
+        completion_summary: str
+        roadmap_items: list[str]
+        claudemd_suggestions: str
+        resume_phase: int
+        last_updated: str
+        session_id: str
 
 
 @dataclass(frozen=True, slots=True)
