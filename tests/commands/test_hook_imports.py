@@ -200,3 +200,19 @@ def test_a_stop_that_applies_clean_files_loads_no_fix_nor_the_person_s_record(
     assert "postflightd.postflight.errors_json" in modules
     assert _loaded(modules, ("postflightd.rules.fixes", "postflightd.hooks.reported")) == []
     assert report["typed_dicts"] == []
+
+
+def test_a_stop_applying_bytes_the_journal_holds_reads_no_row_back(tmp_path: Path) -> None:
+    """A file whose very bytes the journal shows post-flighted already (written again) is
+    asked of the journal as a yes or a no: no row is read back, so the readers' records
+    (``journal.rows``) are not made."""
+    root = project(tmp_path / "proj", 1)
+    write_meta(root, "1_task1", researched_doc("1_task1"))
+    assert _stop(root)[0] == {}
+    write_meta(root, "1_task1", researched_doc("1_task1"))  # the same bytes again
+    answer, modules = _stop(root)
+    assert answer == {}
+    assert task_status(root, 1) == "researched"
+    assert not meta_path(root, 1).exists()
+    assert "postflightd.journal.database" in modules
+    assert "postflightd.journal.rows" not in modules

@@ -470,8 +470,21 @@ class Journal:
 
         With ``content``, only a row that recorded exactly that content counts.
         """
+        rows = self._postflighted(_COLUMNS, root, file, task, content)
+        return _observation(rows[0]) if rows else None
+
+    def was_postflighted(self, *, root: str, file: str, task: int | None, content: str) -> bool:
+        """Whether a ``postflighted`` row of ``file`` under ``root`` recorded exactly
+        ``content`` (False: none, or no journal). The row is not read back: a stop asks this of
+        each file it applies or settles, and an ``Observation`` would make the readers' records
+        (``journal.rows``) for a yes or a no."""
+        return bool(self._postflighted("1", root, file, task, content))
+
+    def _postflighted(
+        self, columns: str, root: str, file: str, task: int | None, content: str | None
+    ) -> list[tuple[Any, ...]]:
         query = (
-            f"SELECT {_COLUMNS} FROM observations WHERE kind = 'postflighted' "  # noqa: S608 - fixed text; values are bound
+            f"SELECT {columns} FROM observations WHERE kind = 'postflighted' "  # noqa: S608 - fixed text; values are bound
             "AND task IS ? AND root = ? AND file = ?"
         )
         params: tuple[object, ...] = (task, root, file)
@@ -479,10 +492,9 @@ class Journal:
             query += " AND content = ?"
             params = (*params, content)
         try:
-            rows = self._read(query + " ORDER BY id DESC LIMIT 1", params)
+            return self._read(query + " ORDER BY id DESC LIMIT 1", params)
         except (UnicodeEncodeError, OverflowError):
-            return None  # a value no row can hold was never recorded
-        return _observation(rows[0]) if rows else None
+            return []  # a value no row can hold was never recorded
 
     def last_id(self) -> int | None:
         """The id of the newest row (0: none yet; None: no journal): a mark to compare later

@@ -155,13 +155,12 @@ def _settle(
         parsed = parse_task_dir(meta.parent.name)
         if callable(journal):
             journal = journal()
-        row = journal.last_postflighted(
+        recorded = journal.was_postflighted(
             root=str(project.root),
             file=meta.relative_to(project.root).as_posix(),
             task=parsed[0] if parsed else None,
             content=content_text(raw),
         )
-        recorded = row is not None
     try:
         done = settle_leftover(task, leftover, recorded=recorded)
     except OSError as exc:

@@ -468,12 +468,11 @@ def _reruns(journal: Journal, ready: Sequence[Ready]) -> frozenset[int] | None:
         report, raw = item.report, item.report.loaded.raw
         if raw is None:
             continue
-        row = journal.last_postflighted(
+        if journal.was_postflighted(
             root=str(report.root),
             file=report.rel_path,
             task=report.task,
             content=content_text(raw),
-        )
-        if row is not None:
+        ):
             out.add(item.task)
     return frozenset(out)
