@@ -216,3 +216,25 @@ def test_a_stop_applying_bytes_the_journal_holds_reads_no_row_back(tmp_path: Pat
     assert not meta_path(root, 1).exists()
     assert "postflightd.journal.database" in modules
     assert "postflightd.journal.rows" not in modules
+
+
+def test_a_stop_over_an_invalid_file_alone_loads_no_group_commit(tmp_path: Path) -> None:
+    """A file that does not parse is blocked on and recorded in errors.json; with no file to
+    apply, the group commit and the postflight it applies are never imported."""
+    root = project(tmp_path / "proj", 1)
+    meta = write_meta(root, "1_task1", researched_doc("1_task1"))
+    meta.write_text('{"status": "researched",\n', encoding="utf-8")
+    answer, modules = _stop(root)
+    assert answer["decision"] == "block"
+    assert "PF102" in str(answer["reason"])
+    assert meta.exists()
+    errors = json.loads((root / "specs" / "errors.json").read_text(encoding="utf-8"))
+    assert [e["type"] for e in (errors if isinstance(errors, list) else errors["errors"])] == [
+        "validation_failed"
+    ]
+    assert "postflightd.pipeline.apply" in modules
+    assert _loaded(modules, ("postflightd.pipeline.group_commit",)) == []
+    assert (
+        _loaded(modules, ("postflightd.postflight.transform", "postflightd.postflight.todo_edit"))
+        == []
+    )

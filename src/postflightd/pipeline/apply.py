@@ -33,7 +33,6 @@ from postflightd.journal.database import Journal
 from postflightd.models.terms import Status
 from postflightd.pipeline.check import Only, check_file, check_specs_dir, metadata_refs
 from postflightd.pipeline.cleanup import clean_litter, delete_applied
-from postflightd.pipeline.group_commit import commit_outcomes, mark_incomplete
 from postflightd.pipeline.records import (
     interrupted_record,
     invalid_record,
@@ -289,7 +288,16 @@ def _commit(
     now: datetime,
 ) -> None:
     """Under the project lock: the group commit, errors.json, then the applied files deleted."""
-    applied = commit_outcomes(project, list(ready), config, journal, now)
+    errors: list[ErrorRecord] = []
+    erroring: list[FileReport] = []
+    committed: list[Ready] = []
+    if ready:
+        # The group commit, and the postflight it brings, imported with a file to apply: a
+        # stop over invalid files alone writes their errors.json records and nothing else.
+        from postflightd.pipeline.group_commit import commit_outcomes
+
+        applied = commit_outcomes(project, list(ready), config, journal, now)
+        errors, erroring, committed = applied.errors, applied.erroring, applied.applied
     # Files the commit found invalid (PF600, PF106) are logged as the others were.
     records = records + [
         invalid_record(r, now, len(records) + i)
@@ -301,11 +309,11 @@ def _commit(
     # task's earlier validation_failed records to fixed, once errors.json shows one.
     present: set[tuple[str, str, str]] = set()
     flipped: set[int] = set()
-    live = [item for item in applied.applied if item.report.outcome is Outcome.APPLIED]
+    live = [item for item in committed if item.report.outcome is Outcome.APPLIED]
     problem = write_errors(
         project,
         config,
-        records + applied.errors,
+        records + errors,
         now,
         present=present,
         fixed=frozenset(item.task for item in live),
@@ -313,7 +321,9 @@ def _commit(
     )
     _mark_recorded_before(reports, records, present)
     if problem is not None:
-        mark_incomplete(applied.erroring, problem)
+        from postflightd.pipeline.group_commit import mark_incomplete
+
+        mark_incomplete(erroring, problem)
         mark_incomplete((item.report for item in live if item.task in flipped), problem)
         # The others (an invalid file's record, a record of a file applied in full) learn
         # it from a note; an incomplete one's PF606 says it already, with what to do.
