@@ -21,21 +21,27 @@ checkout's `src/` first on `PYTHONPATH`, alternating run by run with this one, s
 see the same load: a before/after in one run. Both sides write their bytecode once (the
 untimed first run), as an installed package has it: `PYTHONDONTWRITEBYTECODE` is dropped.
 
+With `--instructions` each process case is also counted once per side in instructions, under
+valgrind (cachegrind, no cache simulation; `PYTHONHASHSEED=0`): a figure no load changes, the
+way the hook's start-up cuts are measured (docs/benchmarks.md).
+
 `--runtime-calls DIR` reads instead the hook calls a real runtime made under tests/runtimes/
 (the recorder of tests/helpers/runtimes.py keeps each call's start and end in
 `hook-calls/*.json`; pytest keeps its last runs' `tmp_path` under
 /tmp/pytest-of-$USER/): each call's time, by runtime and event, medians and maxima.
 
-    .venv/bin/python bench/hook.py [--runs 9] [--baseline ../main/src] [--keep]
+    .venv/bin/python bench/hook.py [--runs 9] [--baseline ../main/src] [--keep] [--instructions]
     .venv/bin/python bench/hook.py --runtime-calls /tmp/pytest-of-root
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -198,6 +204,11 @@ class FilesProject:
             raise SystemExit(f"the hook did not apply the valid files: {statuses}")
 
 
+#: Counts the instructions a process runs, whatever the load: valgrind's cachegrind, its cache
+#: not simulated (some 30 times slower than the process alone).
+VALGRIND = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+
+
 class Side:
     """One checkout's hook, run as a process: (wall, CPU) per run."""
 
@@ -220,6 +231,18 @@ class Side:
         answer: dict[str, Any] = json.loads(done.stdout)
         return answer
 
+    def count(self, stdin: bytes) -> tuple[dict[str, Any], int]:
+        """The answer and the instructions of one run, under valgrind."""
+        argv = [*VALGRIND, sys.executable, "-m", "postflightd", "hook", "claude"]
+        env = {**self.env, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(argv, input=stdin, capture_output=True, env=env, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"the hook exited {done.returncode}: {done.stderr.decode()[-500:]}")
+        found = re.search(rb"I\s+refs:\s+([\d,]+)", done.stderr)
+        if found is None:
+            raise SystemExit(f"no count from valgrind: {done.stderr.decode()[-500:]}")
+        return json.loads(done.stdout), int(found.group(1).replace(b",", b""))
+
     def medians(self) -> tuple[float, float]:
         return (
             statistics.median(t[0] for t in self.times),
@@ -235,8 +258,11 @@ def paired(
     check: Callable[[dict[str, Any]], None],
     target_s: float | None,
     before: Callable[[], None] = lambda: None,
+    *,
+    counting: bool = False,
 ) -> dict[str, float]:
-    """Each side's medians of one case, the sides alternating run by run; printed."""
+    """Each side's medians of one case, the sides alternating run by run (and with
+    ``counting``, each side's instructions once); printed."""
     runners = {side: Side(env) for side, env in sides.items()}
     for runner in runners.values():  # untimed: bytecode, page cache; checks the answer
         before()
@@ -246,11 +272,17 @@ def paired(
         for runner in runners.values():
             before()
             check(runner.run(stdin(n)))
+    counted = {}
+    for side, runner in runners.items() if counting else ():
+        before()
+        answer, counted[side] = runner.count(stdin(-1))
+        check(answer)
     cells, walls = [], {}
     for side, runner in runners.items():
         wall, cpu = runner.medians()
         walls[side] = wall
-        cells.append(f"{side} {wall * 1000:5.0f} / {cpu * 1000:4.0f} ms")
+        count = f", {counted[side] / 1e6:.1f} M instructions" if side in counted else ""
+        cells.append(f"{side} {wall * 1000:5.0f} / {cpu * 1000:4.0f} ms{count}")
     verdict = ""
     if target_s is not None:
         met = "met" if walls["this"] <= target_s else "MISSED"
@@ -297,17 +329,18 @@ def processes(args: argparse.Namespace, work: Path) -> None:
     if args.baseline:
         sides["baseline"] = {**env, "PYTHONPATH": str(Path(args.baseline).resolve())}
     print(f"the hook as a process, medians of {args.runs} runs, wall / CPU (sides alternating)")
+    case = functools.partial(paired, counting=args.instructions)
     bare = empty_project(work / "bare")
-    paired("nothing to do: no metadata file", sides, args.runs, stop_payload(bare),
+    case("nothing to do: no metadata file", sides, args.runs, stop_payload(bare),
            expect_nothing, TARGET_IDLE_S)  # fmt: skip
     inited = empty_project(work / "inited", config_template(apply=True))
-    paired("nothing to do, the .postflightd.toml init writes", sides, args.runs,
+    case("nothing to do, the .postflightd.toml init writes", sides, args.runs,
            stop_payload(inited), expect_nothing, TARGET_IDLE_S)  # fmt: skip
     clean = FilesProject(work / "clean", invalid=False)
-    paired("2 files to validate and apply, both clean", sides, args.runs,
+    case("2 files to validate and apply, both clean", sides, args.runs,
            stop_payload(clean.root), clean.check, TARGET_FILES_S, clean.lay_out)  # fmt: skip
     mixed = FilesProject(work / "mixed", invalid=True)
-    paired("3 files to validate, 2 to apply, 1 to block on", sides, args.runs,
+    case("3 files to validate, 2 to apply, 1 to block on", sides, args.runs,
            stop_payload(mixed.root), mixed.check, TARGET_FILES_S, mixed.lay_out)  # fmt: skip
 
     root = work / "proj"
@@ -322,7 +355,7 @@ def processes(args: argparse.Namespace, work: Path) -> None:
     meta = root / "specs" / TASK_DIR / ".return-meta.json"
     meta.write_text('{"status": "researched",\n', encoding="utf-8")
     a_minute_ago(meta)
-    paired("a subagent's broken file, no transcript (the floor)", sides, args.runs,
+    case("a subagent's broken file, no transcript (the floor)", sides, args.runs,
            stop_payload(root, "SubagentStop"), lambda _: None, None)  # fmt: skip
     for label, size in SIZES.items():
         path = work / f"agent-{size}.jsonl"
@@ -330,7 +363,7 @@ def processes(args: argparse.Namespace, work: Path) -> None:
         payload = stop_payload(
             root, "SubagentStop", stop_hook_active=False, agent_transcript_path=str(path)
         )
-        paired(f"... found as its own in a {label} transcript", sides, args.runs, payload,
+        case(f"... found as its own in a {label} transcript", sides, args.runs, payload,
                expect_block, TARGET_TRANSCRIPT_S if size == SIZES["50 MB"] else None)  # fmt: skip
     print("the transcript read in-process, medians")
     for label, size in SIZES.items():
@@ -377,7 +410,13 @@ def main() -> int:
     parser.add_argument("--baseline", metavar="SRC", help="also time another checkout's src/")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--runtime-calls", metavar="DIR", type=Path)
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each process case once per side, under valgrind (minutes)",
+    )
     args = parser.parse_args()
+
     print(f"machine: {describe()}; load average {os.getloadavg()[0]:.1f}")
     if args.runtime_calls is not None:
         return runtime_calls(args.runtime_calls)
