@@ -165,6 +165,42 @@ def test_any_number_of_workers_taking_chunks_from_the_queue_gives_the_sequential
     assert [f["task"] for f in forked["files"]] == list(range(1, MANY + 1))
 
 
+def test_task_directories_without_a_file_are_skipped_by_whichever_process_looks_into_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan lists its task directories without looking into them: each process looks
+    into those of the chunks it takes, and one without a metadata file (a third of them
+    here, spread over every chunk) is reported by none, forked or not."""
+    root = _mixed_project(tmp_path, MANY)
+    for i in range(3, MANY + 1, 3):
+        (root / "specs" / f"{i}_t{i}" / ".return-meta.json").unlink()
+    single, _ = _scan(root, monkeypatch, 1)
+    forked, forks = _scan(root, monkeypatch, 3)
+    assert forks.count == 2
+    assert forked == single
+    assert [f["task"] for f in forked["files"]] == [i for i in range(1, MANY + 1) if i % 3]
+
+
+def test_thousands_of_task_directories_with_few_files_fork_no_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project keeps its task directories after their files are applied and deleted: the
+    workers are counted by the files the directories hold (from a sample of them), not by
+    the directories, and a few files among thousands of directories fork nothing."""
+    monkeypatch.delenv(parallel.WORKERS_ENV, raising=False)
+    n = 3 * parallel.PARALLEL_MIN_FILES
+    root = project(tmp_path, [task_entry(i, f"t{i}") for i in range(1, n + 1)])
+    for i in range(1, n + 1):
+        (root / "specs" / f"{i}_t{i}").mkdir(parents=True, exist_ok=True)
+    for i in (5, 2500, 5999):
+        write_meta(root, f"{i}_t{i}", researched_doc(f"{i}_t{i}"))
+    config = Config()
+    with counting_forks() as forks:
+        report = pipeline.scan([root], config, policy_from(config), NOW).to_json()
+    assert forks.count == 0
+    assert [f["task"] for f in report["files"]] == [5, 2500, 5999]
+
+
 def _summary(report: FileReport) -> tuple[Any, ...]:
     findings = [(f.code, f.severity, f.location, f.message) for f in report.findings]
     return (report.path_text, report.task, report.valid, report.raw_status, findings)

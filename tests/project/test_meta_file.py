@@ -25,6 +25,7 @@ from postflightd.project.metafiles import (
     MetaFileRef,
     MetaFiles,
     find_metadata_files,
+    has_metadata_file,
     parse_task_dir,
     task_order,
 )
@@ -77,6 +78,32 @@ def test_meta_files_in_task_order_are_the_refs_find_metadata_files_gives(
     assert files[1:4][-1] == expected[3]
     with pytest.raises(ValueError, match="contiguous"):
         files[::2]
+
+
+def test_task_directories_listed_without_looking_are_asked_one_by_one(tmp_path: Path) -> None:
+    """``look=False``: every task directory in the same task order, the ones without a
+    metadata file and links too, none looked into; ``has_metadata_file`` asks each, as the
+    listing would have, and then the refs with a file are the listing's own."""
+    specs = tmp_path / "specs"
+    for name in ("100_x", "14_x", "2_y", "014_z", "notes", "9_no_meta"):
+        (specs / name).mkdir(parents=True)
+        if name != "9_no_meta":
+            (specs / name / META_NAME).write_text("{}", encoding="utf-8")
+    (specs / "stray.txt").write_text("", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / META_NAME).write_text("{}", encoding="utf-8")
+    (specs / "7_link").symlink_to(outside, target_is_directory=True)
+    (specs / "8_empty_link").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    with Directory.anchor(specs) as directory:
+        listed = MetaFiles.find(directory, look=False)
+        assert [r.task_dir for r in listed] == [
+            "2_y", "7_link", "8_empty_link", "9_no_meta", "014_z", "14_x", "100_x", "notes"
+        ]  # fmt: skip
+        there = [r for r in listed if has_metadata_file(directory, r)]
+        assert there == list(MetaFiles.find(directory))
+        (specs / "9_no_meta" / META_NAME).write_text("{}", encoding="utf-8")
+        assert has_metadata_file(directory, listed[3])  # asked when the ref is checked
 
 
 def state_at(path: Path) -> StateView:

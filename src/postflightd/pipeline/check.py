@@ -206,11 +206,14 @@ def check_specs_dir(root: Path, config: Config) -> None:
         )
 
 
-def metadata_refs(project: Project, only: Only = None) -> Sequence[MetaFileRef]:
-    """The metadata files of ``project`` (those of ``only``, when it names its root)."""
+def metadata_refs(
+    project: Project, only: Only = None, *, look: bool = True
+) -> Sequence[MetaFileRef]:
+    """The metadata files of ``project`` (those of ``only``, when it names its root);
+    ``look=False``: its task directories, not yet looked into (``MetaFiles.find``)."""
     # In task order, held as names (metafiles.MetaFiles): a scan keeps this list to its end.
     specs = project.require_specs()
-    refs: Sequence[MetaFileRef] = MetaFiles.find(specs)
+    refs: Sequence[MetaFileRef] = MetaFiles.find(specs, look=look)
     wanted = only.get(project.root) if only is not None else None
     if wanted is not None:
         refs = [r for r in refs if r.path_text in wanted]

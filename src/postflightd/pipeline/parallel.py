@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Final
@@ -61,12 +61,18 @@ def worker_count(files: int) -> int:
 
 def check_all(
     refs: Sequence[MetaFileRef],
-    check: Callable[[MetaFileRef], FileReport],
+    check: Callable[[MetaFileRef], FileReport | None],
     root: Path,
     positions: bool = False,
     before_fork: Callable[[], object] | None = None,
+    files: int | None = None,
 ) -> Iterator[FileReport]:
     """``check`` of every ref, in order; a large scan shares the chunks with forked workers.
+
+    ``check`` gives None for a ref that has no file after all (a task directory listed
+    without being looked into: each process looks into those of its own chunks), and
+    nothing is reported for it; ``files``: how many of ``refs`` hold a file, when that is
+    not all of them (what the workers are counted by: an estimate will do).
 
     ``root``: the project root the refs are under (a row sent back does not carry it);
     ``positions``: findings need lines and columns, found in the worker from the bytes it
@@ -79,17 +85,15 @@ def check_all(
     chunks per process, not the whole result. Workers only read; a chunk a failed worker
     took is checked here.
     """
-    workers = worker_count(len(refs))
+    workers = worker_count(len(refs) if files is None else files)
     if workers < 2:
-        for ref in refs:
-            yield check(ref)
+        yield from _checked(check, refs)
         return
     size = max(CHUNK_FILES, -(-len(refs) // _MAX_CHUNKS))
     chunks = [refs[i : i + size] for i in range(0, len(refs), size)]
     queue = _ChunkQueue.create(len(chunks))
     if queue is None:  # no pipe to spare: one process checks everything
-        for ref in refs:
-            yield check(ref)
+        yield from _checked(check, refs)
         return
     if before_fork is not None:
         before_fork()
@@ -120,21 +124,30 @@ def check_all(
                     done = True
                 else:
                     taken = own
-                    mine[own] = [check(ref) for ref in chunks[own]]
+                    mine[own] = list(_checked(check, chunks[own]))
             if i in mine:
                 yield from mine.pop(i)
                 continue
             rows = _rows_of(helpers, i, len(chunk))
             if rows is None:  # the worker that took it failed: checked here
-                for ref in chunk:
-                    yield check(ref)
+                yield from _checked(check, chunk)
             else:
                 for ref, row in zip(chunk, rows, strict=True):
-                    yield _from_row(root, ref, row)
+                    if row is not None:
+                        yield _from_row(root, ref, row)
     finally:
         queue.close()
         for helper in helpers:
             helper.stop()
+
+
+def _checked(
+    check: Callable[[MetaFileRef], FileReport | None], refs: Iterable[MetaFileRef]
+) -> Iterator[FileReport]:
+    for ref in refs:
+        report = check(ref)
+        if report is not None:
+            yield report
 
 
 #: Chunks this process checks ahead of the output while a worker's chunk is not ready.
@@ -158,7 +171,7 @@ def _ready(helpers: list[_Worker], index: int) -> bool:
         return True
 
 
-def _rows_of(helpers: list[_Worker], index: int, count: int) -> list[_Row] | None:
+def _rows_of(helpers: list[_Worker], index: int, count: int) -> list[_Row | None] | None:
     """The rows of chunk ``index``, from the worker that took it; None when that worker
     failed (or no worker sends it: each sends its chunks in the order it took them, so once
     every live worker is past ``index`` none will)."""
@@ -244,7 +257,7 @@ class _Worker:
 
     def __init__(self, worker: Worker) -> None:
         self.worker = worker
-        self.head: tuple[int, list[_Row]] | None = None
+        self.head: tuple[int, list[_Row | None]] | None = None
 
     @classmethod
     def start(
@@ -283,7 +296,7 @@ class _Worker:
 def _take_chunks(  # pragma: no cover - runs in the worker
     queue: _ChunkQueue,
     chunks: Sequence[Sequence[MetaFileRef]],
-    check: Callable[[MetaFileRef], _Row],
+    check: Callable[[MetaFileRef], _Row | None],
     send: Callable[[object], None],
 ) -> None:
     """A worker's work: every chunk it takes from the queue, checked and sent back."""
@@ -298,9 +311,11 @@ _FindingRow = tuple[str, str, str, str, int | None, int | None]
 _Row = tuple[int | None, str | None, str | None, bool, bool, list[_FindingRow]]
 
 
-def _row(report: FileReport, positions: bool = False) -> _Row:
+def _row(report: FileReport | None, positions: bool = False) -> _Row | None:
     """What a scan report needs of a file, as plain values: unpickling dataclasses, paths and
-    models costs more than checking the files did."""
+    models costs more than checking the files did (None: no file there)."""
+    if report is None:
+        return None
     if positions:
         # The bytes stay in the child: where each finding is must be found here.
         report.findings = with_positions(report.findings, report.loaded.raw)
