@@ -132,9 +132,10 @@ def check_all(
             if rows is None:  # the worker that took it failed: checked here
                 yield from _checked(check, chunk)
             else:
-                for ref, row in zip(chunk, rows, strict=True):
+                # Each row names its file: the chunk's refs are not made again here.
+                for row in rows:
                     if row is not None:
-                        yield _from_row(root, ref, row)
+                        yield _from_row(root, row)
     finally:
         queue.close()
         for helper in helpers:
@@ -308,7 +309,7 @@ def _take_chunks(  # pragma: no cover - runs in the worker
 _FindingRow = tuple[str, str, str, str, int | None, int | None]
 
 
-_Row = tuple[int | None, str | None, str | None, bool, bool, list[_FindingRow]]
+_Row = tuple[str, int | None, str | None, str | None, bool, bool, list[_FindingRow]]
 
 
 def _row(report: FileReport | None, positions: bool = False) -> _Row | None:
@@ -322,7 +323,15 @@ def _row(report: FileReport | None, positions: bool = False) -> _Row | None:
     findings = [
         (f.code, f.severity.value, f.location, f.message, f.line, f.col) for f in report.findings
     ]
-    return (report.task, report.raw_status, report.session, report.valid, report.stuck, findings)
+    return (
+        report.path_text,
+        report.task,
+        report.raw_status,
+        report.session,
+        report.valid,
+        report.stuck,
+        findings,
+    )
 
 
 #: Severities by value: a dictionary look-up, not the enumeration's call, per finding.
@@ -332,15 +341,15 @@ _SEVERITIES: Final = {s.value: s for s in Severity}
 _NOT_SENT = Loaded()
 
 
-def _from_row(root: Path, ref: MetaFileRef, row: _Row) -> FileReport:
-    task, raw_status, session, valid, stuck, finding_rows = row
+def _from_row(root: Path, row: _Row) -> FileReport:
+    path_text, task, raw_status, session, valid, stuck, finding_rows = row
     findings = [
         Finding(c, _SEVERITIES[sev], loc, msg, line, col)
         for c, sev, loc, msg, line, col in finding_rows
     ]
     return FileReport(
         root=root,
-        path_text=ref.path_text,
+        path_text=path_text,
         task=task,
         findings=findings,
         valid=valid,
