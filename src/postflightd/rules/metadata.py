@@ -687,24 +687,26 @@ def _quiet(
     building a finding; a document any of them holds for gets False and goes through the
     rules, which word what they find. Written by ``rules.quiet_source`` from the conditions.
     """
+    status_in_progress = Status.IN_PROGRESS
+    status_implemented = Status.IMPLEMENTED
     started_at = doc.get("started_at")
-    if status is Status.IN_PROGRESS and started_at is None:  # PF300
+    if status is status_in_progress and started_at is None:  # PF300
         return False
     started = parse_timestamp(started_at) if started_at is not None else None
     if started_at is not None and (started is None or started - now > FUTURE_TOLERANCE):  # PF301
         return False
     partial_progress = doc.get("partial_progress")
     if (
-        status is Status.IN_PROGRESS or status is Status.PARTIAL
+        status is status_in_progress or status is Status.PARTIAL
     ) and partial_progress is None:  # PF302
         return False
     completion_data = doc.get("completion_data")
     given = completion_data is not None
-    if status is Status.IMPLEMENTED and (not given):  # PF303
+    if status is status_implemented and (not given):  # PF303
         return False
     is_meta = ctx.is_meta
     if (
-        status is Status.IMPLEMENTED
+        status is status_implemented
         and is_meta is True
         and (completion_data is not None)
         and (
@@ -735,7 +737,7 @@ def _quiet(
     success = status.is_success
     if success and partial_progress is not None:  # PF308
         return False
-    if status is not Status.IMPLEMENTED and given:  # PF309
+    if status is not status_implemented and given:  # PF309
         return False
     if partial_progress is not None:
         partial_progress_phases_completed = partial_progress.get("phases_completed")

@@ -336,7 +336,33 @@ def quiet_source(
         for local in first.assigned
         if counts[local] == 1 and kept[local] == 2 and local != returns
     }
-    return header + "\n".join(_write(asked, shape, names, params, returns, once).lines) + "\n"
+    lines = _hoisted(_write(asked, shape, names, params, returns, once).lines)
+    return header + "\n".join(lines) + "\n"
+
+
+#: A member of a module's class (``Status.IMPLEMENTED``): a global and an attribute to look up.
+_MEMBER: Final = re.compile(r"\b([A-Z][a-z]\w*)\.([A-Z][A-Z0-9_]*)\b")
+
+
+def _hoisted(lines: list[str]) -> list[str]:
+    """``lines`` with each class member they name more than once read once, into a local,
+    first thing: the conditions compare the status with ``Status.IMPLEMENTED`` in three
+    rules, and an enumeration's member is looked up at about 110 ns each time (a local: 16)."""
+    code = [line.partition("  #")[0] for line in lines]
+    counts = Counter(m.group(0) for line in code for m in _MEMBER.finditer(line))
+    taken = set(re.findall(r"\w+", "\n".join(code)))
+    hoisted: dict[str, str] = {}
+    for member, count in counts.items():
+        local = member.replace(".", "_").lower()
+        if count > 1 and local not in taken:
+            hoisted[member] = local
+    if not hoisted:
+        return lines
+    out = [f"    {local} = {member}" for member, local in hoisted.items()]
+    for line, part in zip(lines, code, strict=True):
+        rest = line[len(part) :]
+        out.append(_MEMBER.sub(lambda m: hoisted.get(m.group(0), m.group(0)), part) + rest)
+    return out
 
 
 def _write(
