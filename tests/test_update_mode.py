@@ -79,10 +79,16 @@ def _kept(root: Path) -> dict[str, str]:
 
 
 def _pytest(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in {"CI", *SWITCHES}}
+    return _inner_pytest(root, [test for _, test in KEPT.values()], {"CI", *SWITCHES}, env)
+
+
+def _inner_pytest(
+    root: Path, tests: list[str], cleared: set[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """pytest on ``tests`` in the copy at ``root``, without the variables ``cleared``."""
+    base = {k: v for k, v in os.environ.items() if k not in cleared}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider"]
-        + [test for _, test in KEPT.values()],
+        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", *tests],
         cwd=root,
         # The copy's sources, not the ones the virtualenv's editable install points at.
         env={**base, "PYTHONPATH": str(root / "src"), **env},
@@ -156,16 +162,7 @@ def _captures(root: Path) -> dict[str, str]:
 
 
 def _record(root: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in {"CI", RECORD, *SWITCHES}}
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rfE", "-p", "no:cacheprovider", RECORDING_TEST],
-        cwd=root,
-        env={**base, "PYTHONPATH": str(root / "src"), **env},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    return _inner_pytest(root, [RECORDING_TEST], {"CI", RECORD, *SWITCHES}, env)
 
 
 def test_the_runtimes_captures_are_rewritten_only_by_1_and_the_run_that_did_fails(

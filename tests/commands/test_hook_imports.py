@@ -157,47 +157,27 @@ def test_a_stop_that_validates_and_applies_files_imports_no_pydantic(
     assert _loaded(modules, ("pydantic",)) == []
 
 
-def test_a_stop_that_applies_clean_files_loads_no_validator(tmp_path: Path) -> None:
-    """A clean file (``rules.clean``: most files) is of the models' shape exactly, and its
-    typed value is built without a validator (``rules.typed``): not even pydantic-core."""
-    root = project(tmp_path / "proj", 2, config=config_template(apply=True))
-    for n in (1, 2):
-        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
-    answer, modules = _stop(root)
-    assert answer == {}
-    assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
-    assert [meta_path(root, n).exists() for n in (1, 2)] == [False, False]
-    assert _loaded(modules, ("pydantic", "pydantic_core")) == []
-
-
-def test_a_stop_whose_own_files_all_validate_hashes_no_key(tmp_path: Path) -> None:
-    """The bound's keys (``hooks.bound.block_key``, a SHA-256 through OpenSSL) are needed to
-    send the agent back or to clear a count: with every file applied and no count kept, none
-    is computed, and ``hashlib`` is never loaded."""
-    root = project(tmp_path / "proj", 2, config=config_template(apply=True))
-    for n in (1, 2):
-        write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
-    answer, modules = _stop(root)
-    assert answer == {}
-    assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
-    assert "hashlib" not in modules
-
-
-def test_a_stop_that_applies_clean_files_loads_no_fix_nor_the_person_s_record(
+def test_a_stop_that_applies_clean_files_loads_only_what_applying_needs(
     tmp_path: Path,
 ) -> None:
-    """What a file probably meant (``rules.fixes``) is a finding's, and what was told to the
-    person (``hooks.reported``) is for other runs' invalid files: clean files need neither;
-    nor do they make the classes of the JSON records' shapes (TypedDicts, for the type
-    checker alone)."""
+    """Two clean files applied: a clean file (``rules.clean``: most files) is of the models'
+    shape exactly, so its typed value is built without a validator (``rules.typed``), not
+    even pydantic-core; the bound's keys (``hooks.bound.block_key``, a SHA-256 through
+    OpenSSL) are needed only to send the agent back or to clear a count, so ``hashlib`` is
+    never loaded; what a file probably meant (``rules.fixes``) is a finding's and what was
+    told to the person (``hooks.reported``) is for other runs' invalid files; and the classes
+    of the JSON records' shapes (TypedDicts, for the type checker alone) are never made."""
     root = project(tmp_path / "proj", 2, config=config_template(apply=True))
     for n in (1, 2):
         write_meta(root, f"{n}_task{n}", researched_doc(f"{n}_task{n}"))
     answer, report = _stop_report(root)
     assert answer == {}
     assert [task_status(root, n) for n in (1, 2)] == ["researched", "researched"]
+    assert [meta_path(root, n).exists() for n in (1, 2)] == [False, False]
     modules = set(report["modules"])
     assert "postflightd.postflight.errors_json" in modules
+    assert _loaded(modules, ("pydantic", "pydantic_core")) == []
+    assert "hashlib" not in modules
     assert _loaded(modules, ("postflightd.rules.fixes", "postflightd.hooks.reported")) == []
     assert report["typed_dicts"] == []
 
