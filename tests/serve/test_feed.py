@@ -25,7 +25,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from postflightd.cli import main  # noqa: E402
 from postflightd.commands.serve import build_app  # noqa: E402
-from postflightd.journal.database import default_journal_path  # noqa: E402
+from postflightd.journal.database import Journal, default_journal_path  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +121,7 @@ def test_a_retried_incomplete_postflight_is_one_entry_until_its_cause_changes(
     with client_for(root) as client:
         for n in range(3):
             assert main(["scan", "--apply", str(root)]) != 0
-            wait_until("the feed to show the file", lambda: len(feed(client)) >= 1)
+            wait_until("the outcome and its cause in the feed", lambda: len(feed(client)) >= 2)
             assert metrics(client)[PARTIAL] == 1, f"after {n + 1} tries"
         assert feed(client) == [
             (1, "applied", "partial", None),
@@ -143,3 +143,39 @@ def test_a_retried_incomplete_postflight_is_one_entry_until_its_cause_changes(
         assert feed(client) == shown
         assert metrics(client)[PARTIAL] == 1
     capsys.readouterr()
+
+
+def test_a_row_committed_while_the_feed_reads_is_shown_at_its_next_look(tmp_path: Path) -> None:
+    """A postflight journals its outcome, then (errors.json unusable) its incomplete row: when
+    that second row was committed between the feed's read of the rows and its read of the last
+    id, it was counted as read and never shown. The write is made at that very moment, from
+    SQLite's own statement trace."""
+    from postflightd.serve import feed as live_feed
+
+    path = tmp_path / "journal.sqlite3"
+    writer = Journal.open(path)
+    root, file = str(tmp_path), "specs/1_task1/.return-meta.json"
+    assert writer.record("postflighted", root=root, file=file, task=1, status="partial")
+    reader = live_feed.connect(path)
+    assert reader is not None
+    committed: list[bool] = []
+
+    def between(statement: str) -> None:
+        if "max(id)" in statement and not committed:
+            problem = {"code": "PF606", "severity": "error", "location": "", "message": "x"}
+            committed.append(
+                writer.record(
+                    "incomplete", root=root, file=file, task=1, status="partial", findings=[problem]
+                )
+            )
+
+    try:
+        reader.set_trace_callback(between)
+        last, events = live_feed.tail(reader, 0, [root])
+        reader.set_trace_callback(None)
+        assert committed == [True]
+        _, more = live_feed.tail(reader, last, [root])
+    finally:
+        reader.close()
+        writer.close()
+    assert [e["outcome"] for e in events + more] == ["applied", "incomplete"]

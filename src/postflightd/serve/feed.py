@@ -9,9 +9,10 @@ agent: strings are made inert here, before any of it is sent.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -157,16 +158,32 @@ def tail(
     """Outcome events of the rows after id ``after`` under ``roots``, and the id read up to."""
     kinds = ", ".join("?" * len(_TAIL_KINDS))
     where_roots = ", ".join("?" * len(roots))
-    rows = conn.execute(
-        "SELECT id, ts, kind, root, file, task, session, status, findings, "  # noqa: S608 - placeholders only
-        f"{_agent_column(conn)} FROM observations WHERE id > ? AND kind IN ({kinds}) "
-        f"AND root IN ({where_roots}) ORDER BY id LIMIT ?",
-        (after, *_TAIL_KINDS, *roots, TAIL_BATCH),
-    ).fetchall()
+    agent = _agent_column(conn)
+    # The rows and the last id from one snapshot: read apart, a row committed between the two
+    # (the incomplete row a postflight writes just after its outcome) was counted as read and
+    # never shown.
+    with snapshot(conn):
+        rows = conn.execute(
+            "SELECT id, ts, kind, root, file, task, session, status, findings, "  # noqa: S608 - placeholders only
+            f"{agent} FROM observations WHERE id > ? AND kind IN ({kinds}) "
+            f"AND root IN ({where_roots}) ORDER BY id LIMIT ?",
+            (after, *_TAIL_KINDS, *roots, TAIL_BATCH),
+        ).fetchall()
+        last = last_id(conn)
     events = [e for e in (outcome_of_row(r) for r in rows) if e is not None]
     if len(rows) == TAIL_BATCH:
         return int(rows[-1][0]), events
-    return max(after, last_id(conn)), events
+    return max(after, last), events
+
+
+@contextlib.contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every query inside sees the journal as of its first read."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        conn.execute("COMMIT")
 
 
 def recent(conn: sqlite3.Connection, roots: Sequence[str], count: int) -> list[dict[str, Any]]:

@@ -317,11 +317,13 @@ class Poller:
             self._conn = feed.connect(self.journal_path)
             if self._conn is not None:
                 try:
-                    last = feed.last_id(self._conn)
+                    with feed.snapshot(self._conn):  # the recent rows are those up to `last`
+                        last = feed.last_id(self._conn)
+                        if self._first_look:
+                            self.state.recent.extend(
+                                feed.recent(self._conn, self.root_names, RECENT_OUTCOMES)
+                            )
                     if self._first_look:
-                        self.state.recent.extend(
-                            feed.recent(self._conn, self.root_names, RECENT_OUTCOMES)
-                        )
                         self.state.journal_id = last
                     elif last < self.state.journal_id:
                         self.state.journal_id = 0
