@@ -154,7 +154,7 @@ def recorder(bin_dir: Path) -> Path:
 
 
 def hook_calls(calls_dir: Path) -> list[HookCall]:
-    """The recorded calls, in the order they were made."""
+    """The recorded calls, in the order they were answered."""
     out = []
     for path in sorted(calls_dir.glob("*.json")):
         call = json.loads(path.read_text(encoding="utf-8"))
