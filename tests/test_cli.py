@@ -1,5 +1,6 @@
 """cli: the parser's ``--format`` choices come from the reporter registries; ``main`` maps
-failures to exit codes (70 with a crash log, 130 on Ctrl-C, 141 on a broken pipe)."""
+failures to exit codes (70 with a crash log, 74 when stdout cannot be written, 130 on Ctrl-C,
+141 on a broken pipe)."""
 
 from __future__ import annotations
 
@@ -221,6 +222,43 @@ def test_broken_pipe_with_findings_is_not_success(tmp_path: Path) -> None:
     proc.stderr.close()
     assert proc.wait(60) == 141
     assert err == b""
+
+
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize(
+    "argv",
+    [("scan",), ("scan", "--format", "json"), ("schema",), ("--version",), ("--help",)],
+    ids=" ".join,
+)
+def test_a_full_disk_under_stdout_is_said_as_such_not_as_a_bug(
+    tmp_path: Path, argv: tuple[str, ...], unbuffered: bool
+) -> None:
+    """``postflightd scan > report.json`` on a full disk (``/dev/full``: every write fails
+    with ENOSPC): exit 74 and one line saying stdout could not be written, never "internal
+    error ... please report it" (70) with a crash log, nor argparse swallowing it (exit 0), nor
+    the interpreter's "Exception ignored" at its last flush (120); buffered or not
+    (PYTHONUNBUFFERED, where nothing waits in a buffer to fail at the end)."""
+    root = _broken_project(tmp_path / "p", count=400)  # a report well past any buffer
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            _postflightd(*argv),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            check=False,
+            text=True,
+            cwd=root,
+            env=env,
+            timeout=120,
+        )
+    assert (proc.returncode, proc.stderr) == (
+        74,
+        "postflightd: cannot write to stdout (No space left on device): "
+        "what it shows is incomplete\n",
+    )
+    assert not any(Path(os.environ["XDG_STATE_HOME"]).rglob("crash.log"))
 
 
 def test_broken_pipe_in_a_shell_pipeline(tmp_path: Path) -> None:

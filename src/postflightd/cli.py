@@ -9,6 +9,7 @@ kept under 250 ms).
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ from postflightd.commands.parsing import Parsers, command_module, parsed, parser
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+
+    from _typeshed import ReadableBuffer
 
 #: Every command, in the order ``--help`` lists them, with its line there; its module is
 #: ``postflightd.commands.<name>`` (``-`` spelled ``_``).
@@ -123,6 +126,23 @@ def _run_words(words: Sequence[str]) -> int:
         return int(command_module(args.command).run(args))
 
 
+class _Output(io.FileIO):
+    """stdout's descriptor, a failed write (but a broken pipe) an ``OutputError``."""
+
+    def write(self, data: ReadableBuffer, /) -> int:
+        try:
+            return super().write(data)
+        except BrokenPipeError:
+            raise  # the reader left on purpose (`| head`): 141, nothing said
+        except OSError as exc:
+            from postflightd.errors import OutputError
+
+            why = exc.strerror or str(exc)
+            raise OutputError(
+                f"cannot write to stdout ({why}): what it shows is incomplete"
+            ) from exc
+
+
 def _plain_hook(words: Sequence[str]) -> str | None:
     """The runtime of ``hook RUNTIME`` alone, as ``init`` writes it into each runtime's
     settings, read as the parser reads it (a test holds the two equal) without making one: it
@@ -137,13 +157,49 @@ def _plain_hook(words: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit code (failures: ``errors.exit_code_of``)."""
     try:
-        code = _run(argv)
-        # Flushed here, not at exit: a reader gone is a broken pipe (141), not an "Exception
-        # ignored" message and 120. (No stdout when started with it closed: `watch` prints none.)
-        if sys.stdout is not None:
-            sys.stdout.flush()
+        if argv is None and sys.argv[1:2] != ["hook"]:
+            _checked_stdout()
+        try:
+            code = _run(argv)
+        except SystemExit:
+            _flush_stdout()  # argparse's --help and --version print, then exit
+            raise
+        _flush_stdout()
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the one place they become codes
         from postflightd.errors import exit_code_of
 
         return int(exit_code_of(exc))
     return code
+
+
+def _flush_stdout() -> None:
+    # Flushed here, not at exit: a reader gone is a broken pipe (141), not an "Exception
+    # ignored" message and 120. (No stdout when started with it closed: `watch` prints none.)
+    if sys.stdout is not None:
+        sys.stdout.flush()
+
+
+def _checked_stdout() -> None:
+    """The process's stdout, its writes failing with ``OutputError`` where they fail other
+    than by a reader gone: a report to a full disk is the user's to fix (exit 74), not a bug
+    to report. Text, encoding and line buffering are the interpreter's own. Not for a hook (its
+    reader is the runtime: gone is a broken pipe) nor a stdout that is not the process's."""
+    out = sys.stdout
+    if out is None or out is not sys.__stdout__ or not isinstance(out, io.TextIOWrapper):
+        return
+    try:
+        fd = out.fileno()
+        out.flush()
+        raw = _Output(fd, "w", closefd=False)
+    except (OSError, ValueError):
+        return  # a stdout without a descriptor of its own: left as it is
+    # Unbuffered (`python -u`, PYTHONUNBUFFERED) where the interpreter's is: its text layer
+    # then writes straight to the descriptor.
+    unbuffered = isinstance(out.buffer, io.RawIOBase)
+    sys.stdout = io.TextIOWrapper(
+        raw if unbuffered else io.BufferedWriter(raw),
+        encoding=out.encoding,
+        errors=out.errors,
+        line_buffering=out.line_buffering,
+        write_through=out.write_through,
+    )

@@ -27,6 +27,9 @@ class ExitCode(IntEnum):
     STATE_UNUSABLE = 4
     #: a bug: the traceback is in the crash log (BSD sysexits' EX_SOFTWARE)
     INTERNAL = 70
+    #: stdout could not be written (a full disk, an I/O error): the report is incomplete, so
+    #: its verdict is unknown (BSD sysexits' EX_IOERR)
+    OUTPUT = 74
     #: Ctrl-C (128 + SIGINT, as a shell reports a command the signal ended)
     INTERRUPTED = 130
     #: the reader of stdout went away (128 + SIGPIPE, what the shell reports for grep or git
@@ -65,6 +68,13 @@ class ProjectLockedError(PostflightError):
     exit_code = ExitCode.USAGE
 
 
+class OutputError(PostflightError):
+    """Writing stdout failed other than by its reader leaving (``cli``): the disk it goes to
+    is full, or the device failed. The user's to fix, not a bug."""
+
+    exit_code = ExitCode.OUTPUT
+
+
 class ProjectFileError(PostflightError):
     """A project file could not be read or written (the file layer's errors, ``fs``)."""
 
@@ -76,6 +86,8 @@ def exit_code_of(exc: Exception | KeyboardInterrupt) -> ExitCode:
     if isinstance(exc, PostflightError):
         from postflightd.inert import inert
 
+        if isinstance(exc, OutputError):
+            _discard_stdout()  # as for a broken pipe: the interpreter's last flush fails too
         print(f"postflightd: {inert(str(exc))}", file=sys.stderr)
         return exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
