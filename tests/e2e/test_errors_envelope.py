@@ -324,6 +324,7 @@ def test_an_errors_json_of_neither_form_is_pf606_and_never_written(
     assert "errors.json is not usable (" in message and MALFORMED[case][1] in message
     assert 'a JSON array of records, or an object whose "errors" key is that array' in message
     assert "not overwritten" in message and "move it away" not in message
+    assert message.count("run again") == 1, message  # what to do, said once
     # Said once, by the finding: no note repeating it under the same file.
     assert "errors.json is not usable" not in json.dumps(bad.get("notes", []))
     assert files["specs/260_second_task/.return-meta.json"]["outcome"] == "applied"

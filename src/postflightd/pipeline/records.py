@@ -297,7 +297,7 @@ def _add_errors(
 def _unusable(name: str, why: str) -> str:
     return (
         f"{name} is not usable ({why}); postflightd keeps it as {ACCEPTED_FORMS}: it was not "
-        "overwritten and no error was logged: fix it, then run again"
+        "overwritten and no error was logged"
     )
 
 
