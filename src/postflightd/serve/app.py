@@ -97,7 +97,8 @@ class Figures:
         self.cache: dict[str, tuple[int, float, str]] = {}
         #: report processes started (one per range and journal change, at most one per TTL)
         self.builds = 0
-        # One report process at a time: pages opened together wait for it and share its page.
+        # One report process at a time: pages opened together wait for it and share its page
+        # (the server also gives them one thread: ``create_app``).
         self.lock = threading.Lock()
 
     def page(self, since: str) -> str:
@@ -167,6 +168,11 @@ def create_app(settings: Settings, collect: Collect) -> Any:
     registry = metrics_registry(poller)
     page = _asset("dashboard.html")
     assets = {name: (_asset(name), kind) for name, kind in _STATIC.items()}
+
+    # The figures' pages take threads of their own, one at a time: taken from the shared pool
+    # (anyio's 40), pages waiting on a slow report would hold every thread, and the live view
+    # (its looks, /metrics) would wait with them. Made at the first page, in the event loop.
+    report_threads: list[anyio.CapacityLimiter] = []
 
     async def follow_forever() -> None:
         """Look when a watch, the journal or a timer says so; never more often than poll_s."""
@@ -240,7 +246,9 @@ def create_app(settings: Settings, collect: Collect) -> Any:
         since = request.query_params.get("range", "7d")
         if since not in RANGES:
             return Response("unknown range\n", status_code=400)
-        text = await anyio.to_thread.run_sync(figures.page, since)
+        if not report_threads:
+            report_threads.append(anyio.CapacityLimiter(1))
+        text = await anyio.to_thread.run_sync(figures.page, since, limiter=report_threads[0])
         return HTMLResponse(
             text,
             headers={"content-security-policy": figures_csp(text), "x-frame-options": "SAMEORIGIN"},
